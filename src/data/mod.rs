@@ -1,0 +1,111 @@
+//! Datasets in, datasets out. Every reader yields Arrow record batches, streamed, whatever the file
+//! format; `Batch` turns columns into texts or labels with errors that name file, row and column.
+mod batch;
+mod delimited;
+mod format;
+mod ipc;
+mod jsonl;
+mod parquet;
+mod write;
+
+pub use batch::Batch;
+pub use format::Format;
+pub use write::{write_atomic, write_parquet, ParquetSink};
+
+use crate::error::{Error, Result};
+use arrow_array::RecordBatch;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Rows per record batch: large enough to amortize per-batch work, small enough that a huge file
+/// streams in bounded memory.
+pub const BATCH_ROWS: usize = 8192;
+
+type Inner = Box<dyn Iterator<Item = Result<RecordBatch>> + Send>;
+
+/// A streaming reader over one dataset file, restricted to the requested columns.
+pub struct BatchReader {
+    path: Arc<PathBuf>,
+    inner: Inner,
+    next_row: usize,
+    done: bool,
+    /// Row count when the format records it (Parquet, Arrow IPC file), for progress bars.
+    pub total_rows: Option<u64>,
+}
+
+impl BatchReader {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Iterator for BatchReader {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Result<Batch>> {
+        if self.done {
+            return None;
+        }
+        loop {
+            match self.inner.next() {
+                Some(Ok(rb)) if rb.num_rows() == 0 => continue,
+                Some(Ok(rb)) => {
+                    let first_row = self.next_row;
+                    self.next_row += rb.num_rows();
+                    return Some(Ok(Batch { path: self.path.clone(), first_row, data: rb }));
+                }
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                None => {
+                    self.done = true;
+                    // an empty dataset is an error, not a silent zero: it is always a wrong path or filter
+                    return (self.next_row == 0).then(|| Err(Error::file(&self.path, "empty dataset: no rows")));
+                }
+            }
+        }
+    }
+}
+
+/// Open `path` (format chosen by its extension) and stream the named columns, in that order.
+/// Every requested column must exist; the error lists the columns the file has.
+pub fn open(path: &Path, columns: &[&str]) -> Result<BatchReader> {
+    let format = Format::from_path(path)?;
+    check_file(path)?;
+    let (inner, total_rows) = match format {
+        Format::Parquet => parquet::read(path, columns)?,
+        Format::ArrowIpc => ipc::read(path, columns)?,
+        Format::Csv => delimited::read(path, columns, b',', true)?,
+        Format::Tsv => delimited::read(path, columns, b'\t', false)?,
+        Format::Jsonl => jsonl::read(path, columns)?,
+    };
+    Ok(BatchReader { path: Arc::new(path.to_path_buf()), inner, next_row: 0, done: false, total_rows })
+}
+
+/// The column names a dataset file has, read from its schema or header only.
+pub fn column_names(path: &Path) -> Result<Vec<String>> {
+    let format = Format::from_path(path)?;
+    check_file(path)?;
+    match format {
+        Format::Parquet => parquet::column_names(path),
+        Format::ArrowIpc => ipc::column_names(path),
+        Format::Csv => delimited::column_names(path, b',', true),
+        Format::Tsv => delimited::column_names(path, b'\t', false),
+        Format::Jsonl => jsonl::column_names(path),
+    }
+}
+
+fn check_file(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(Error::file(path, "not a regular file")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::file(path, "no such file")),
+        Err(e) => Err(Error::file(path, e)),
+    }
+}
+
+/// The error for a requested column the file lacks.
+pub(crate) fn missing_column(path: &Path, column: &str, have: &[String]) -> Error {
+    Error::column(path, column, format!("missing column; the file has: {}", have.join(", ")))
+}

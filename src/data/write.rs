@@ -1,0 +1,72 @@
+use crate::error::{Context, Error, Result};
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// A Parquet (zstd) file written under a temporary name beside its destination and renamed into
+/// place by `finish`: a crash or error never leaves a half-written file where the output belongs,
+/// and never destroys the previous output.
+pub struct ParquetSink {
+    dest: PathBuf,
+    tmp: tempfile::NamedTempFile,
+    writer: ArrowWriter<File>,
+}
+
+impl ParquetSink {
+    pub fn create(dest: &Path, schema: SchemaRef) -> Result<ParquetSink> {
+        let tmp = temp_beside(dest)?;
+        let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).build();
+        let writer = ArrowWriter::try_new(tmp.reopen().in_file(dest)?, schema, Some(props)).in_file(dest)?;
+        Ok(ParquetSink { dest: dest.to_path_buf(), tmp, writer })
+    }
+
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.writer.write(batch).in_file(&self.dest)
+    }
+
+    pub fn finish(self) -> Result<()> {
+        let ParquetSink { dest, tmp, writer } = self;
+        writer.close().in_file(&dest)?;
+        tmp.as_file().sync_all().in_file(&dest)?;
+        tmp.persist(&dest).map_err(|e| Error::file(&dest, e.error))?;
+        Ok(())
+    }
+}
+
+/// Write whole batches to `dest` atomically.
+pub fn write_parquet<'a>(dest: &Path, schema: SchemaRef, batches: impl IntoIterator<Item = &'a RecordBatch>) -> Result<()> {
+    let mut sink = ParquetSink::create(dest, schema)?;
+    for b in batches {
+        sink.write(b)?;
+    }
+    sink.finish()
+}
+
+/// Write `bytes` to `dest` via a temporary file in the same folder and a rename.
+pub fn write_atomic(dest: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut tmp = temp_beside(dest)?;
+    tmp.write_all(bytes).in_file(dest)?;
+    tmp.as_file().sync_all().in_file(dest)?;
+    tmp.persist(dest).map_err(|e| Error::file(dest, e.error))?;
+    Ok(())
+}
+
+/// A temporary file in `dest`'s folder (so the final rename stays on one file system), created
+/// with the usual 0644 mode rather than tempfile's private 0600.
+fn temp_beside(dest: &Path) -> Result<tempfile::NamedTempFile> {
+    let dir = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir).in_file(dir)?;
+    let mut b = tempfile::Builder::new();
+    b.prefix(".condenser-").suffix(".tmp");
+    #[cfg(unix)]
+    b.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    b.tempfile_in(dir).in_file(dest)
+}

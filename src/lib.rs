@@ -1,0 +1,10 @@
+//! condenser: domain overlap, AugSBERT and Condenser pre-training for sentence encoders.
+pub mod cli;
+pub mod data;
+pub mod error;
+pub mod hash;
+pub mod overlap;
+pub mod plot;
+pub mod tokenize;
+
+pub use error::{Error, Result};

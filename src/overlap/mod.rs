@@ -1,0 +1,125 @@
+//! Domain overlap (Pinecone, "Domain Transfer with BERT"): WordPiece n-gram sets per dataset and
+//! their pairwise Jaccard similarity, exact or by MinHash.
+mod exact;
+mod minhash;
+mod ngrams;
+mod report;
+
+pub use exact::{shared_matrix, NgramSet};
+pub use minhash::{standard_error, MinHasher, Sketch};
+pub use ngrams::NgramPacker;
+pub use report::{Approx, OverlapReport};
+
+use crate::data;
+use crate::error::Result;
+use crate::tokenize::Tokenizer;
+use indicatif::ProgressBar;
+use rayon::prelude::*;
+use std::path::PathBuf;
+
+/// One dataset: its name in the report, its file, and the text columns whose rows count.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub name: String,
+    pub path: PathBuf,
+    pub columns: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Mode {
+    Exact,
+    /// MinHash with this many permutations and hash seed.
+    Approx { num_perm: usize, seed: u64 },
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub ngram: usize,
+    pub stride: usize,
+    pub mode: Mode,
+}
+
+/// Rows tokenized per parallel task: big enough to amortize scheduling, small enough to balance.
+const CHUNK: usize = 256;
+
+/// Stream every text of `src` through the tokenizer, hand each chunk's n-gram keys to `per_chunk`
+/// (in parallel) and fold the results in order with `fold`.
+fn scan<T: Send>(
+    src: &Source,
+    tok: &Tokenizer,
+    packer: &NgramPacker,
+    progress: &ProgressBar,
+    per_chunk: impl Fn(Vec<u128>) -> T + Sync,
+    mut fold: impl FnMut(T),
+) -> Result<()> {
+    let cols: Vec<&str> = src.columns.iter().map(String::as_str).collect();
+    for batch in data::open(&src.path, &cols)? {
+        let batch = batch?;
+        let mut texts = Vec::with_capacity(batch.num_rows() * cols.len());
+        for c in &cols {
+            texts.extend(batch.texts(c)?);
+        }
+        let results: Vec<Result<T>> = texts
+            .par_chunks(CHUNK)
+            .map(|chunk| {
+                let mut ids = Vec::with_capacity(64);
+                let mut keys = Vec::with_capacity(chunk.len() * 24);
+                for t in chunk {
+                    ids.clear();
+                    tok.ids_into(t, &mut ids)?;
+                    packer.for_each(&ids, |k| keys.push(k));
+                }
+                Ok(per_chunk(keys))
+            })
+            .collect();
+        for r in results {
+            fold(r?);
+        }
+        progress.inc(batch.num_rows() as u64);
+    }
+    Ok(())
+}
+
+/// Rows across all sources when every format records its row count (for a progress bar length).
+pub fn total_rows(sources: &[Source]) -> Option<u64> {
+    let mut total = 0;
+    for s in sources {
+        let cols: Vec<&str> = s.columns.iter().map(String::as_str).collect();
+        total += data::open(&s.path, &cols).ok()?.total_rows?;
+    }
+    Some(total)
+}
+
+pub fn compute(sources: &[Source], tok: &Tokenizer, opts: &Options, progress: &ProgressBar) -> Result<OverlapReport> {
+    let packer = NgramPacker::new(opts.ngram, opts.stride, tok.vocab_size())?;
+    let names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
+    match opts.mode {
+        Mode::Exact => {
+            let mut sets = Vec::with_capacity(sources.len());
+            for src in sources {
+                let mut set = NgramSet::default();
+                scan(src, tok, &packer, progress, |keys| keys, |keys| set.extend(keys))?;
+                sets.push(set);
+            }
+            Ok(OverlapReport::exact(names, opts, &shared_matrix(&sets)))
+        }
+        Mode::Approx { num_perm, seed } => {
+            let hasher = MinHasher::new(num_perm, seed);
+            let mut sketches = Vec::with_capacity(sources.len());
+            for src in sources {
+                let mut sketch = hasher.empty();
+                let per_chunk = |mut keys: Vec<u128>| {
+                    // duplicates cannot change a minimum: drop them before the k hashes per key
+                    keys.sort_unstable();
+                    keys.dedup();
+                    let mut s = hasher.empty();
+                    hasher.update(&mut s, &keys);
+                    s
+                };
+                scan(src, tok, &packer, progress, per_chunk, |s| sketch.merge(&s))?;
+                sketches.push(sketch);
+            }
+            Ok(OverlapReport::approx(names, opts, num_perm, seed, &sketches))
+        }
+    }
+}
