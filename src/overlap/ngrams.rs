@@ -44,3 +44,53 @@ impl NgramPacker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// The article's string n-grams, in Python's semantics, as the oracle.
+    fn strings(tokens: &[u32], n: usize, stride: usize) -> HashSet<String> {
+        let join = |g: &[u32]| g.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ");
+        if stride == 1 {
+            tokens.windows(n).map(join).collect()
+        } else {
+            (0..tokens.len()).step_by(stride).map(|i| join(&tokens[i..(i + n).min(tokens.len())])).collect()
+        }
+    }
+
+    #[test]
+    fn keys_are_one_to_one_with_string_ngrams() {
+        let seqs: [&[u32]; 5] = [&[], &[7], &[7, 8], &[7, 8, 7, 8, 9], &[0, 30521, 0, 30521, 5, 0]];
+        for n in 1..=4 {
+            for stride in 1..=3 {
+                let p = NgramPacker::new(n, stride, 30522).unwrap();
+                let (mut keys, mut strs) = (HashSet::new(), HashSet::new());
+                for s in seqs {
+                    p.for_each(s, |k| {
+                        keys.insert(k);
+                    });
+                    strs.extend(strings(s, n, stride));
+                }
+                assert_eq!(keys.len(), strs.len(), "n={n} stride={stride}");
+            }
+        }
+    }
+
+    #[test]
+    fn stride_two_keeps_the_trailing_short_gram() {
+        let p = NgramPacker::new(2, 2, 100).unwrap();
+        let mut v = Vec::new();
+        p.for_each(&[1, 2, 3], |k| v.push(k));
+        assert_eq!(v, [p.pack(&[1, 2]), p.pack(&[3])]);
+        assert_ne!(p.pack(&[3]), p.pack(&[0, 3]));
+    }
+
+    #[test]
+    fn too_long_ngrams_are_refused() {
+        assert!(NgramPacker::new(8, 1, 30522).is_ok());
+        assert!(NgramPacker::new(9, 1, 30522).is_err());
+        assert!(NgramPacker::new(0, 1, 30522).is_err());
+    }
+}
