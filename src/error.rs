@@ -7,9 +7,18 @@ pub enum Error {
     #[error("{}: {msg}", path.display())]
     File { path: PathBuf, msg: String },
     #[error("{}: column '{column}': {msg}", path.display())]
-    Column { path: PathBuf, column: String, msg: String },
+    Column {
+        path: PathBuf,
+        column: String,
+        msg: String,
+    },
     #[error("{}: row {row}, column '{column}': {msg}", path.display())]
-    Cell { path: PathBuf, row: usize, column: String, msg: String },
+    Cell {
+        path: PathBuf,
+        row: usize,
+        column: String,
+        msg: String,
+    },
     #[error("{0}")]
     Msg(String),
 }
@@ -18,13 +27,25 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn file(path: &Path, msg: impl std::fmt::Display) -> Self {
-        Error::File { path: path.to_path_buf(), msg: msg.to_string() }
+        Error::File {
+            path: path.to_path_buf(),
+            msg: msg.to_string(),
+        }
     }
     pub fn column(path: &Path, column: &str, msg: impl std::fmt::Display) -> Self {
-        Error::Column { path: path.to_path_buf(), column: column.to_string(), msg: msg.to_string() }
+        Error::Column {
+            path: path.to_path_buf(),
+            column: column.to_string(),
+            msg: msg.to_string(),
+        }
     }
     pub fn cell(path: &Path, row: usize, column: &str, msg: impl std::fmt::Display) -> Self {
-        Error::Cell { path: path.to_path_buf(), row, column: column.to_string(), msg: msg.to_string() }
+        Error::Cell {
+            path: path.to_path_buf(),
+            row,
+            column: column.to_string(),
+            msg: msg.to_string(),
+        }
     }
     pub fn msg(msg: impl std::fmt::Display) -> Self {
         Error::Msg(msg.to_string())

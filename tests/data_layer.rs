@@ -8,8 +8,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
-    let fields: Vec<Field> = cols.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), true)).collect();
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols.into_iter().map(|(_, a)| a).collect()).unwrap()
+    let fields: Vec<Field> = cols
+        .iter()
+        .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
+        .collect();
+    RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        cols.into_iter().map(|(_, a)| a).collect(),
+    )
+    .unwrap()
 }
 
 fn parquet(dir: &Path, name: &str, b: &RecordBatch) -> PathBuf {
@@ -19,7 +26,11 @@ fn parquet(dir: &Path, name: &str, b: &RecordBatch) -> PathBuf {
 }
 
 /// Read the whole file: texts of `text_cols` and labels of `label` (if given), or the first error.
-fn read_all(path: &Path, text_cols: &[&str], label: Option<&str>) -> condenser::Result<(Vec<Vec<String>>, Vec<f64>)> {
+fn read_all(
+    path: &Path,
+    text_cols: &[&str],
+    label: Option<&str>,
+) -> condenser::Result<(Vec<Vec<String>>, Vec<f64>)> {
     let mut cols: Vec<&str> = text_cols.to_vec();
     cols.extend(label);
     let mut texts = vec![Vec::new(); text_cols.len()];
@@ -63,18 +74,34 @@ fn all_formats_read_the_same_real_rows() {
     std::fs::write(dir.path().join("d.tsv"), tsv).unwrap();
     std::fs::write(dir.path().join("d.jsonl"), jsonl).unwrap();
     let rb = batch(vec![
-        ("sentence1", Arc::new(StringArray::from(s1.to_vec())) as ArrayRef),
+        (
+            "sentence1",
+            Arc::new(StringArray::from(s1.to_vec())) as ArrayRef,
+        ),
         ("sentence2", Arc::new(StringArray::from(s2.to_vec()))),
         ("label", Arc::new(Float64Array::from(lab.to_vec()))),
     ]);
-    let mut w = arrow_ipc::writer::FileWriter::try_new(std::fs::File::create(dir.path().join("d.arrow")).unwrap(), &rb.schema()).unwrap();
+    let mut w = arrow_ipc::writer::FileWriter::try_new(
+        std::fs::File::create(dir.path().join("d.arrow")).unwrap(),
+        &rb.schema(),
+    )
+    .unwrap();
     w.write(&rb).unwrap();
     w.finish().unwrap();
-    let mut s = arrow_ipc::writer::StreamWriter::try_new(std::fs::File::create(dir.path().join("d.arrows")).unwrap(), &rb.schema()).unwrap();
+    let mut s = arrow_ipc::writer::StreamWriter::try_new(
+        std::fs::File::create(dir.path().join("d.arrows")).unwrap(),
+        &rb.schema(),
+    )
+    .unwrap();
     s.write(&rb).unwrap();
     s.finish().unwrap();
     for f in ["d.csv", "d.tsv", "d.jsonl", "d.arrow", "d.arrows"] {
-        let (t, l) = read_all(&dir.path().join(f), &["sentence1", "sentence2"], Some("label")).unwrap();
+        let (t, l) = read_all(
+            &dir.path().join(f),
+            &["sentence1", "sentence2"],
+            Some("label"),
+        )
+        .unwrap();
         assert_eq!((&t[0][..], &t[1][..]), (s1, s2), "{f}");
         assert_eq!(l, lab, "{f}");
     }
@@ -84,7 +111,11 @@ fn all_formats_read_the_same_real_rows() {
 fn csv_quoted_fields_keep_delimiters_quotes_and_newlines() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("q.csv");
-    std::fs::write(&p, "text,n\n\"a, b\",1\n\"say \"\"hi\"\"\",2\n\"two\nlines\n\",3\nplain,4\n").unwrap();
+    std::fs::write(
+        &p,
+        "text,n\n\"a, b\",1\n\"say \"\"hi\"\"\",2\n\"two\nlines\n\",3\nplain,4\n",
+    )
+    .unwrap();
     let (t, l) = read_all(&p, &["text"], Some("n")).unwrap();
     assert_eq!(t[0], ["a, b", "say \"hi\"", "two\nlines\n", "plain"]);
     assert_eq!(l, [1.0, 2.0, 3.0, 4.0]);
@@ -106,52 +137,114 @@ fn streams_a_large_parquet_in_bounded_batches() {
 #[test]
 fn missing_file_and_unknown_extension() {
     let e = err(data::open(Path::new("/nonexistent/x.parquet"), &["text"]));
-    assert!(e.contains("/nonexistent/x.parquet") && e.contains("no such file"), "{e}");
+    assert!(
+        e.contains("/nonexistent/x.parquet") && e.contains("no such file"),
+        "{e}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("data.xlsx");
     std::fs::write(&p, "x").unwrap();
     let e = err(data::open(&p, &["text"]));
-    assert!(e.contains("data.xlsx") && e.contains("unknown extension 'xlsx'"), "{e}");
+    assert!(
+        e.contains("data.xlsx") && e.contains("unknown extension 'xlsx'"),
+        "{e}"
+    );
 }
 
 #[test]
 fn missing_column_names_the_columns_the_file_has() {
     let src = common::data("stsb/dev.parquet");
     let e = err(data::open(&src, &["sentence1", "question"]));
-    assert!(e.contains("dev.parquet") && e.contains("column 'question'") && e.contains("sentence1, sentence2"), "{e}");
+    assert!(
+        e.contains("dev.parquet")
+            && e.contains("column 'question'")
+            && e.contains("sentence1, sentence2"),
+        "{e}"
+    );
     let dir = tempfile::tempdir().unwrap();
-    for (f, body) in [("m.csv", "a,b\n1,2\n"), ("m.tsv", "a\tb\n1\t2\n"), ("m.jsonl", "{\"a\": 1}\n")] {
+    for (f, body) in [
+        ("m.csv", "a,b\n1,2\n"),
+        ("m.tsv", "a\tb\n1\t2\n"),
+        ("m.jsonl", "{\"a\": 1}\n"),
+    ] {
         let p = dir.path().join(f);
         std::fs::write(&p, body).unwrap();
         let e = err(data::open(&p, &["text"]));
-        assert!(e.contains(f) && e.contains("column 'text'") && e.contains("missing"), "{e}");
+        assert!(
+            e.contains(f) && e.contains("column 'text'") && e.contains("missing"),
+            "{e}"
+        );
     }
 }
 
 #[test]
 fn wrong_column_type() {
     let dir = tempfile::tempdir().unwrap();
-    let p = parquet(dir.path(), "t.parquet", &batch(vec![("text", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef), ("label", Arc::new(StringArray::from(vec!["x", "y"])))]));
+    let p = parquet(
+        dir.path(),
+        "t.parquet",
+        &batch(vec![
+            ("text", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef),
+            ("label", Arc::new(StringArray::from(vec!["x", "y"]))),
+        ]),
+    );
     let e = err(read_all(&p, &["text"], None));
-    assert!(e.contains("t.parquet") && e.contains("column 'text'") && e.contains("wrong column type Int64"), "{e}");
+    assert!(
+        e.contains("t.parquet")
+            && e.contains("column 'text'")
+            && e.contains("wrong column type Int64"),
+        "{e}"
+    );
     let e = err(read_all(&p, &[], Some("label")));
-    assert!(e.contains("row 1, column 'label'") && e.contains("'x' is not a number"), "{e}");
+    assert!(
+        e.contains("row 1, column 'label'") && e.contains("'x' is not a number"),
+        "{e}"
+    );
     let j = dir.path().join("t.jsonl");
     std::fs::write(&j, "{\"text\": \"a\"}\n{\"text\": \"b\"}\n{\"text\": 3}\n").unwrap();
     let e = err(read_all(&j, &["text"], None));
-    assert!(e.contains("t.jsonl") && e.contains("row 3, column 'text'") && e.contains("wrong type"), "{e}");
+    assert!(
+        e.contains("t.jsonl") && e.contains("row 3, column 'text'") && e.contains("wrong type"),
+        "{e}"
+    );
 }
 
 #[test]
 fn null_and_nan_labels_name_the_row() {
     let dir = tempfile::tempdir().unwrap();
     let text = Arc::new(StringArray::from(vec!["a", "b", "c"])) as ArrayRef;
-    let p = parquet(dir.path(), "n.parquet", &batch(vec![("text", text.clone()), ("label", Arc::new(Float64Array::from(vec![Some(1.0), None, Some(0.0)])))]));
+    let p = parquet(
+        dir.path(),
+        "n.parquet",
+        &batch(vec![
+            ("text", text.clone()),
+            (
+                "label",
+                Arc::new(Float64Array::from(vec![Some(1.0), None, Some(0.0)])),
+            ),
+        ]),
+    );
     let e = err(read_all(&p, &["text"], Some("label")));
-    assert!(e.contains("n.parquet: row 2, column 'label': null label"), "{e}");
-    let p = parquet(dir.path(), "nan.parquet", &batch(vec![("text", text), ("label", Arc::new(Float64Array::from(vec![1.0, 0.5, f64::NAN])))]));
+    assert!(
+        e.contains("n.parquet: row 2, column 'label': null label"),
+        "{e}"
+    );
+    let p = parquet(
+        dir.path(),
+        "nan.parquet",
+        &batch(vec![
+            ("text", text),
+            (
+                "label",
+                Arc::new(Float64Array::from(vec![1.0, 0.5, f64::NAN])),
+            ),
+        ]),
+    );
     let e = err(read_all(&p, &["text"], Some("label")));
-    assert!(e.contains("nan.parquet: row 3, column 'label': NaN label"), "{e}");
+    assert!(
+        e.contains("nan.parquet: row 3, column 'label': NaN label"),
+        "{e}"
+    );
     let c = dir.path().join("n.csv");
     std::fs::write(&c, "text,label\na,1\nb,\n").unwrap();
     let e = err(read_all(&c, &["text"], Some("label")));
@@ -161,26 +254,52 @@ fn null_and_nan_labels_name_the_row() {
 #[test]
 fn null_text_names_the_row() {
     let dir = tempfile::tempdir().unwrap();
-    let p = parquet(dir.path(), "nt.parquet", &batch(vec![("text", Arc::new(StringArray::from(vec![Some("a"), Some("b"), None])) as ArrayRef)]));
+    let p = parquet(
+        dir.path(),
+        "nt.parquet",
+        &batch(vec![(
+            "text",
+            Arc::new(StringArray::from(vec![Some("a"), Some("b"), None])) as ArrayRef,
+        )]),
+    );
     let e = err(read_all(&p, &["text"], None));
-    assert!(e.contains("nt.parquet: row 3, column 'text': null text"), "{e}");
+    assert!(
+        e.contains("nt.parquet: row 3, column 'text': null text"),
+        "{e}"
+    );
 }
 
 #[test]
 fn non_utf8_text_names_row_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let bytes: Vec<&[u8]> = vec![b"fine", b"also fine", b"bad \xff\xfe bytes"];
-    let p = parquet(dir.path(), "b.parquet", &batch(vec![("text", Arc::new(BinaryArray::from(bytes)) as ArrayRef)]));
+    let p = parquet(
+        dir.path(),
+        "b.parquet",
+        &batch(vec![(
+            "text",
+            Arc::new(BinaryArray::from(bytes)) as ArrayRef,
+        )]),
+    );
     let e = err(read_all(&p, &["text"], None));
-    assert!(e.contains("b.parquet: row 3, column 'text': not valid UTF-8"), "{e}");
+    assert!(
+        e.contains("b.parquet: row 3, column 'text': not valid UTF-8"),
+        "{e}"
+    );
     let c = dir.path().join("b.csv");
     std::fs::write(&c, b"id,text\n1,ok\n2,caf\xe9\n").unwrap();
     let e = err(read_all(&c, &["text"], None));
-    assert!(e.contains("b.csv: row 2, column 'text': not valid UTF-8"), "{e}");
+    assert!(
+        e.contains("b.csv: row 2, column 'text': not valid UTF-8"),
+        "{e}"
+    );
     let j = dir.path().join("b.jsonl");
     std::fs::write(&j, b"{\"text\": \"ok\"}\n{\"text\": \"caf\xe9\"}\n").unwrap();
     let e = err(read_all(&j, &["text"], None));
-    assert!(e.contains("b.jsonl: row 2") && e.contains("not valid UTF-8"), "{e}");
+    assert!(
+        e.contains("b.jsonl: row 2") && e.contains("not valid UTF-8"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -190,7 +309,10 @@ fn truncated_and_corrupt_parquet() {
     let t = dir.path().join("trunc.parquet");
     std::fs::write(&t, &good[..good.len() / 2]).unwrap();
     let e = err(read_all(&t, &["sentence1"], None));
-    assert!(e.contains("trunc.parquet") && e.contains("corrupt or truncated"), "{e}");
+    assert!(
+        e.contains("trunc.parquet") && e.contains("corrupt or truncated"),
+        "{e}"
+    );
     // intact footer, garbage pages: the error surfaces while reading, still naming the file
     let mut bad = good.clone();
     for b in &mut bad[8..good.len() / 2] {
@@ -208,7 +330,10 @@ fn truncated_and_corrupt_parquet() {
 #[test]
 fn empty_datasets_are_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let empty = batch(vec![("text", Arc::new(StringArray::from(Vec::<&str>::new())) as ArrayRef)]);
+    let empty = batch(vec![(
+        "text",
+        Arc::new(StringArray::from(Vec::<&str>::new())) as ArrayRef,
+    )]);
     let p = parquet(dir.path(), "e.parquet", &empty);
     assert!(err(read_all(&p, &["text"], None)).contains("e.parquet: empty dataset"));
     for (f, body) in [("e.csv", "text\n"), ("e0.csv", ""), ("e.jsonl", "\n\n")] {
@@ -225,7 +350,10 @@ fn csv_row_with_wrong_field_count() {
     let c = dir.path().join("w.csv");
     std::fs::write(&c, "a,b\n1,2\n3\n").unwrap();
     let e = err(read_all(&c, &["a"], None));
-    assert!(e.contains("w.csv: row 2: 1 fields, the header has 2"), "{e}");
+    assert!(
+        e.contains("w.csv: row 2: 1 fields, the header has 2"),
+        "{e}"
+    );
 }
 
 /// A failed or abandoned write leaves the previous output intact and no temporary file behind.
@@ -233,9 +361,15 @@ fn csv_row_with_wrong_field_count() {
 fn parquet_output_is_atomic() {
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("out.parquet");
-    let v1 = batch(vec![("text", Arc::new(StringArray::from(vec!["old"])) as ArrayRef)]);
+    let v1 = batch(vec![(
+        "text",
+        Arc::new(StringArray::from(vec!["old"])) as ArrayRef,
+    )]);
     write_parquet(&dest, v1.schema(), [&v1]).unwrap();
-    let v2 = batch(vec![("text", Arc::new(StringArray::from(vec!["new", "rows"])) as ArrayRef)]);
+    let v2 = batch(vec![(
+        "text",
+        Arc::new(StringArray::from(vec!["new", "rows"])) as ArrayRef,
+    )]);
     {
         let mut sink = ParquetSink::create(&dest, v2.schema()).unwrap();
         sink.write(&v2).unwrap();
@@ -243,18 +377,31 @@ fn parquet_output_is_atomic() {
     }
     assert_eq!(read_all(&dest, &["text"], None).unwrap().0[0], ["old"]);
     let mut sink = ParquetSink::create(&dest, v2.schema()).unwrap();
-    let wrong = batch(vec![("text", Arc::new(Int64Array::from(vec![1])) as ArrayRef)]);
+    let wrong = batch(vec![(
+        "text",
+        Arc::new(Int64Array::from(vec![1])) as ArrayRef,
+    )]);
     assert!(sink.write(&wrong).is_err());
     drop(sink);
     assert_eq!(read_all(&dest, &["text"], None).unwrap().0[0], ["old"]);
     write_parquet(&dest, v2.schema(), [&v2]).unwrap();
-    assert_eq!(read_all(&dest, &["text"], None).unwrap().0[0], ["new", "rows"]);
-    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(
+        read_all(&dest, &["text"], None).unwrap().0[0],
+        ["new", "rows"]
+    );
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, ["out.parquet"], "no temporary files left");
     let f = std::fs::read(&dest).unwrap();
     assert_eq!(&f[..4], b"PAR1");
-    let md = parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&dest).unwrap()).unwrap();
+    let md = parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&dest).unwrap())
+        .unwrap();
     use parquet::file::reader::FileReader;
     let codec = md.metadata().row_group(0).column(0).compression();
-    assert!(matches!(codec, parquet::basic::Compression::ZSTD(_)), "{codec:?}");
+    assert!(
+        matches!(codec, parquet::basic::Compression::ZSTD(_)),
+        "{codec:?}"
+    );
 }

@@ -37,7 +37,8 @@ pub fn run(a: Args) -> Result<()> {
         bar.inc(batch.num_rows() as u64);
     }
     bar.finish_and_clear();
-    sink.expect("an empty input is an error before this point").finish()?;
+    sink.expect("an empty input is an error before this point")
+        .finish()?;
     out(&format!("wrote {rows} rows to {}\n", a.output.display()));
     Ok(())
 }

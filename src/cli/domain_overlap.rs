@@ -45,7 +45,13 @@ fn columns_for(path: &Path, flag: &Option<String>) -> Result<Vec<String>> {
     } else if has("text") {
         Ok(vec!["text".into()])
     } else {
-        Err(Error::file(path, format!("no sentence1/sentence2 or text column (has: {}); name them with --columns", have.join(", "))))
+        Err(Error::file(
+            path,
+            format!(
+                "no sentence1/sentence2 or text column (has: {}); name them with --columns",
+                have.join(", ")
+            ),
+        ))
     }
 }
 
@@ -54,26 +60,50 @@ fn parse_source(spec: &str, columns: &Option<String>) -> Result<Source> {
         Some((n, p)) if !n.is_empty() => (n.to_string(), PathBuf::from(p)),
         _ => {
             let p = PathBuf::from(spec);
-            (p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| spec.into()), p)
+            (
+                p.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| spec.into()),
+                p,
+            )
         }
     };
     let columns = columns_for(&path, columns)?;
-    Ok(Source { name, path, columns })
+    Ok(Source {
+        name,
+        path,
+        columns,
+    })
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let sources = a.datasets.iter().map(|d| parse_source(d, &a.columns)).collect::<Result<Vec<_>>>()?;
+    let sources = a
+        .datasets
+        .iter()
+        .map(|d| parse_source(d, &a.columns))
+        .collect::<Result<Vec<_>>>()?;
     let tok = Tokenizer::load(&a.tokenizer)?;
     let mode = match a.approx {
         Some(0) => return Err(Error::msg("--approx needs at least 1 permutation")),
-        Some(k) => Mode::Approx { num_perm: k, seed: a.seed },
+        Some(k) => Mode::Approx {
+            num_perm: k,
+            seed: a.seed,
+        },
         None => Mode::Exact,
     };
-    let opts = Options { ngram: a.ngram, stride: a.stride, mode };
+    let opts = Options {
+        ngram: a.ngram,
+        stride: a.stride,
+        mode,
+    };
     let bar = progress::bar(overlap::total_rows(&sources), "rows");
     let report = overlap::compute(&sources, &tok, &opts, &bar)?;
     bar.finish_and_clear();
     report.save(&a.out)?;
-    out(&format!("{}\nwrote {}/overlap.{{json,csv,svg,png}}\n", report.table(), a.out.display()));
+    out(&format!(
+        "{}\nwrote {}/overlap.{{json,csv,svg,png}}\n",
+        report.table(),
+        a.out.display()
+    ));
     Ok(())
 }

@@ -7,7 +7,11 @@ use crate::error::Result;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "condenser", version, about = "Domain overlap, AugSBERT and Condenser pre-training for sentence encoders")]
+#[command(
+    name = "condenser",
+    version,
+    about = "Domain overlap, AugSBERT and Condenser pre-training for sentence encoders"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -30,7 +34,10 @@ pub fn main() -> Result<()> {
 
 /// Split "a,b,c" flags into names.
 fn split_list(s: &str) -> Vec<String> {
-    s.split(',').map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect()
+    s.split(',')
+        .map(|c| c.trim().to_string())
+        .filter(|c| !c.is_empty())
+        .collect()
 }
 
 /// Print to stdout; a closed pipe (`condenser ... | head`) ends output quietly instead of panicking.

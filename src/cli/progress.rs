@@ -5,10 +5,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 pub fn bar(total: Option<u64>, unit: &str) -> ProgressBar {
     match total {
         Some(n) => ProgressBar::new(n).with_style(
-            ProgressStyle::with_template(&format!("{{bar:40}} {{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})"))
+            ProgressStyle::with_template(&format!(
+                "{{bar:40}} {{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})"
+            ))
+            .expect("valid template"),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template(&format!("{{spinner}} {{pos}} {unit} ({{per_sec}})"))
                 .expect("valid template"),
         ),
-        None => ProgressBar::new_spinner()
-            .with_style(ProgressStyle::with_template(&format!("{{spinner}} {{pos}} {unit} ({{per_sec}})")).expect("valid template")),
     }
 }

@@ -21,7 +21,9 @@ impl Batch {
     }
 
     pub fn column(&self, name: &str) -> Result<&ArrayRef> {
-        self.data.column_by_name(name).ok_or_else(|| Error::column(&self.path, name, "missing column"))
+        self.data
+            .column_by_name(name)
+            .ok_or_else(|| Error::column(&self.path, name, "missing column"))
     }
 
     fn cell_error(&self, i: usize, column: &str, msg: impl std::fmt::Display) -> Error {
@@ -38,22 +40,40 @@ impl Batch {
             DataType::Utf8 => col.as_string::<i32>().iter().map(|s| s.unwrap()).collect(),
             DataType::LargeUtf8 => col.as_string::<i64>().iter().map(|s| s.unwrap()).collect(),
             DataType::Utf8View => col.as_string_view().iter().map(|s| s.unwrap()).collect(),
-            DataType::Binary => self.utf8(col.as_binary::<i32>().iter().map(|s| s.unwrap()), name)?,
-            DataType::LargeBinary => self.utf8(col.as_binary::<i64>().iter().map(|s| s.unwrap()), name)?,
-            DataType::BinaryView => self.utf8(col.as_binary_view().iter().map(|s| s.unwrap()), name)?,
+            DataType::Binary => {
+                self.utf8(col.as_binary::<i32>().iter().map(|s| s.unwrap()), name)?
+            }
+            DataType::LargeBinary => {
+                self.utf8(col.as_binary::<i64>().iter().map(|s| s.unwrap()), name)?
+            }
+            DataType::BinaryView => {
+                self.utf8(col.as_binary_view().iter().map(|s| s.unwrap()), name)?
+            }
             DataType::Dictionary(_, v) if **v == DataType::Utf8 => {
                 let d = col.as_any_dictionary();
                 let values = d.values().as_string::<i32>();
-                d.normalized_keys().into_iter().map(|k| values.value(k)).collect()
+                d.normalized_keys()
+                    .into_iter()
+                    .map(|k| values.value(k))
+                    .collect()
             }
-            t => return Err(Error::column(&self.path, name, format!("wrong column type {t}, expected text (string)"))),
+            t => {
+                return Err(Error::column(
+                    &self.path,
+                    name,
+                    format!("wrong column type {t}, expected text (string)"),
+                ))
+            }
         })
     }
 
     fn utf8<'a>(&self, bytes: impl Iterator<Item = &'a [u8]>, name: &str) -> Result<Vec<&'a str>> {
         bytes
             .enumerate()
-            .map(|(i, b)| std::str::from_utf8(b).map_err(|e| self.cell_error(i, name, format!("not valid UTF-8 text ({e})"))))
+            .map(|(i, b)| {
+                std::str::from_utf8(b)
+                    .map_err(|e| self.cell_error(i, name, format!("not valid UTF-8 text ({e})")))
+            })
             .collect()
     }
 
@@ -63,27 +83,79 @@ impl Batch {
         let col = self.column(name)?;
         let values: Vec<Option<f64>> = match col.data_type() {
             DataType::Float64 => col.as_primitive::<Float64Type>().iter().collect(),
-            DataType::Float32 => col.as_primitive::<Float32Type>().iter().map(|v| v.map(f64::from)).collect(),
-            DataType::Float16 => col.as_primitive::<Float16Type>().iter().map(|v| v.map(f64::from)).collect(),
-            DataType::Int64 => col.as_primitive::<Int64Type>().iter().map(|v| v.map(|x| x as f64)).collect(),
-            DataType::Int32 => col.as_primitive::<Int32Type>().iter().map(|v| v.map(f64::from)).collect(),
-            DataType::Int16 => col.as_primitive::<Int16Type>().iter().map(|v| v.map(f64::from)).collect(),
-            DataType::Int8 => col.as_primitive::<Int8Type>().iter().map(|v| v.map(f64::from)).collect(),
-            DataType::UInt64 => col.as_primitive::<UInt64Type>().iter().map(|v| v.map(|x| x as f64)).collect(),
-            DataType::UInt32 => col.as_primitive::<UInt32Type>().iter().map(|v| v.map(f64::from)).collect(),
-            DataType::UInt16 => col.as_primitive::<UInt16Type>().iter().map(|v| v.map(f64::from)).collect(),
-            DataType::UInt8 => col.as_primitive::<UInt8Type>().iter().map(|v| v.map(f64::from)).collect(),
-            DataType::Boolean => col.as_boolean().iter().map(|v| v.map(|b| b as u8 as f64)).collect(),
+            DataType::Float32 => col
+                .as_primitive::<Float32Type>()
+                .iter()
+                .map(|v| v.map(f64::from))
+                .collect(),
+            DataType::Float16 => col
+                .as_primitive::<Float16Type>()
+                .iter()
+                .map(|v| v.map(f64::from))
+                .collect(),
+            DataType::Int64 => col
+                .as_primitive::<Int64Type>()
+                .iter()
+                .map(|v| v.map(|x| x as f64))
+                .collect(),
+            DataType::Int32 => col
+                .as_primitive::<Int32Type>()
+                .iter()
+                .map(|v| v.map(f64::from))
+                .collect(),
+            DataType::Int16 => col
+                .as_primitive::<Int16Type>()
+                .iter()
+                .map(|v| v.map(f64::from))
+                .collect(),
+            DataType::Int8 => col
+                .as_primitive::<Int8Type>()
+                .iter()
+                .map(|v| v.map(f64::from))
+                .collect(),
+            DataType::UInt64 => col
+                .as_primitive::<UInt64Type>()
+                .iter()
+                .map(|v| v.map(|x| x as f64))
+                .collect(),
+            DataType::UInt32 => col
+                .as_primitive::<UInt32Type>()
+                .iter()
+                .map(|v| v.map(f64::from))
+                .collect(),
+            DataType::UInt16 => col
+                .as_primitive::<UInt16Type>()
+                .iter()
+                .map(|v| v.map(f64::from))
+                .collect(),
+            DataType::UInt8 => col
+                .as_primitive::<UInt8Type>()
+                .iter()
+                .map(|v| v.map(f64::from))
+                .collect(),
+            DataType::Boolean => col
+                .as_boolean()
+                .iter()
+                .map(|v| v.map(|b| b as u8 as f64))
+                .collect(),
             DataType::Null => vec![None; col.len()],
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
                 let mut out = Vec::with_capacity(col.len());
                 for (i, s) in self.texts(name)?.into_iter().enumerate() {
-                    let v = s.trim().parse::<f64>().map_err(|_| self.cell_error(i, name, format!("label '{s}' is not a number")))?;
+                    let v = s.trim().parse::<f64>().map_err(|_| {
+                        self.cell_error(i, name, format!("label '{s}' is not a number"))
+                    })?;
                     out.push(Some(v));
                 }
                 out
             }
-            t => return Err(Error::column(&self.path, name, format!("wrong column type {t}, expected a numeric label"))),
+            t => {
+                return Err(Error::column(
+                    &self.path,
+                    name,
+                    format!("wrong column type {t}, expected a numeric label"),
+                ))
+            }
         };
         let mut out = Vec::with_capacity(values.len());
         for (i, v) in values.into_iter().enumerate() {

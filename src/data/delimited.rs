@@ -20,12 +20,22 @@ struct Records {
 impl Records {
     fn open(path: &Path, delim: u8, quoting: bool) -> Result<Records> {
         let input = BufReader::with_capacity(1 << 20, File::open(path).in_file(path)?);
-        Ok(Records { path: path.to_path_buf(), input, delim, quoting, line: Vec::new() })
+        Ok(Records {
+            path: path.to_path_buf(),
+            input,
+            delim,
+            quoting,
+            line: Vec::new(),
+        })
     }
 
     fn read_line(&mut self) -> Result<bool> {
         self.line.clear();
-        Ok(self.input.read_until(b'\n', &mut self.line).in_file(&self.path)? > 0)
+        Ok(self
+            .input
+            .read_until(b'\n', &mut self.line)
+            .in_file(&self.path)?
+            > 0)
     }
 
     /// The next record's raw fields, or None at end of file. `row` is for error messages.
@@ -66,17 +76,24 @@ impl Records {
             }
             self.line = line;
             if !self.read_line()? {
-                return Err(Error::file(&self.path, format!("row {row}: unterminated quoted field at end of file")));
+                return Err(Error::file(
+                    &self.path,
+                    format!("row {row}: unterminated quoted field at end of file"),
+                ));
             }
         }
     }
 }
 
 fn header(path: &Path, rec: &mut Records) -> Result<Vec<String>> {
-    let fields = rec.next(0)?.ok_or_else(|| Error::file(path, "empty dataset: no header row"))?;
+    let fields = rec
+        .next(0)?
+        .ok_or_else(|| Error::file(path, "empty dataset: no header row"))?;
     fields
         .into_iter()
-        .map(|f| String::from_utf8(f).map_err(|_| Error::file(path, "header row is not valid UTF-8")))
+        .map(|f| {
+            String::from_utf8(f).map_err(|_| Error::file(path, "header row is not valid UTF-8"))
+        })
         .collect()
 }
 
@@ -98,40 +115,77 @@ impl Batches {
         let mut cols: Vec<Vec<String>> = vec![Vec::with_capacity(BATCH_ROWS); self.proj.len()];
         while cols[0].len() < BATCH_ROWS {
             let row = self.row + 1;
-            let Some(fields) = self.rec.next(row)? else { break };
+            let Some(fields) = self.rec.next(row)? else {
+                break;
+            };
             if fields.len() == 1 && fields[0].is_empty() {
                 continue; // blank line
             }
             self.row = row;
             if fields.len() != self.width {
-                let msg = format!("row {row}: {} fields, the header has {}", fields.len(), self.width);
+                let msg = format!(
+                    "row {row}: {} fields, the header has {}",
+                    fields.len(),
+                    self.width
+                );
                 return Err(Error::file(&self.rec.path, msg));
             }
             for (out, &i) in cols.iter_mut().zip(&self.proj) {
-                let text = String::from_utf8(fields[i].clone())
-                    .map_err(|e| Error::cell(&self.rec.path, row, &self.names[i], format!("not valid UTF-8 text ({e})")))?;
+                let text = String::from_utf8(fields[i].clone()).map_err(|e| {
+                    Error::cell(
+                        &self.rec.path,
+                        row,
+                        &self.names[i],
+                        format!("not valid UTF-8 text ({e})"),
+                    )
+                })?;
                 out.push(text);
             }
         }
         if cols[0].is_empty() {
             return Ok(None);
         }
-        let arrays: Vec<ArrayRef> = cols.into_iter().map(|c| Arc::new(StringArray::from(c)) as ArrayRef).collect();
-        Ok(Some(RecordBatch::try_new(self.schema.clone(), arrays).expect("schema matches")))
+        let arrays: Vec<ArrayRef> = cols
+            .into_iter()
+            .map(|c| Arc::new(StringArray::from(c)) as ArrayRef)
+            .collect();
+        Ok(Some(
+            RecordBatch::try_new(self.schema.clone(), arrays).expect("schema matches"),
+        ))
     }
 }
 
-pub fn read(path: &Path, columns: &[&str], delim: u8, quoting: bool) -> Result<(Inner, Option<u64>)> {
+pub fn read(
+    path: &Path,
+    columns: &[&str],
+    delim: u8,
+    quoting: bool,
+) -> Result<(Inner, Option<u64>)> {
     let mut rec = Records::open(path, delim, quoting)?;
     let names = header(path, &mut rec)?;
     let mut proj = Vec::with_capacity(columns.len());
     for c in columns {
-        proj.push(names.iter().position(|n| n == c).ok_or_else(|| missing_column(path, c, &names))?);
+        proj.push(
+            names
+                .iter()
+                .position(|n| n == c)
+                .ok_or_else(|| missing_column(path, c, &names))?,
+        );
     }
     let schema = Arc::new(Schema::new(
-        columns.iter().map(|c| Field::new(*c, DataType::Utf8, false)).collect::<Vec<_>>(),
+        columns
+            .iter()
+            .map(|c| Field::new(*c, DataType::Utf8, false))
+            .collect::<Vec<_>>(),
     ));
-    let mut b = Batches { rec, width: names.len(), names, proj, schema, row: 0 };
+    let mut b = Batches {
+        rec,
+        width: names.len(),
+        names,
+        proj,
+        schema,
+        row: 0,
+    };
     let iter = std::iter::from_fn(move || b.next_batch().transpose());
     Ok((Box::new(iter), None))
 }

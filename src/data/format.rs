@@ -13,7 +13,11 @@ pub enum Format {
 
 impl Format {
     pub fn from_path(path: &Path) -> Result<Format> {
-        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_ascii_lowercase();
         Ok(match ext.as_str() {
             "parquet" | "pq" => Format::Parquet,
             "arrow" | "ipc" | "feather" | "arrows" => Format::ArrowIpc,

@@ -15,9 +15,18 @@ enum Reader {
 /// Arrow IPC comes as a file (magic "ARROW1", random access) or a stream; accept both.
 fn open(path: &Path, projection: Option<Vec<usize>>) -> Result<Reader> {
     let mut magic = [0u8; 6];
-    let is_file = File::open(path).in_file(path)?.read_exact(&mut magic).is_ok() && &magic == b"ARROW1";
+    let is_file = File::open(path)
+        .in_file(path)?
+        .read_exact(&mut magic)
+        .is_ok()
+        && &magic == b"ARROW1";
     let f = BufReader::new(File::open(path).in_file(path)?);
-    let bad = |e| Error::file(path, format!("not a readable Arrow IPC file (corrupt or truncated?): {e}"));
+    let bad = |e| {
+        Error::file(
+            path,
+            format!("not a readable Arrow IPC file (corrupt or truncated?): {e}"),
+        )
+    };
     Ok(if is_file {
         Reader::File(FileReader::try_new(f, projection).map_err(bad)?)
     } else {
@@ -33,7 +42,11 @@ fn schema(r: &Reader) -> SchemaRef {
 }
 
 pub fn column_names(path: &Path) -> Result<Vec<String>> {
-    Ok(schema(&open(path, None)?).fields().iter().map(|f| f.name().clone()).collect())
+    Ok(schema(&open(path, None)?)
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect())
 }
 
 pub fn read(path: &Path, columns: &[&str]) -> Result<(Inner, Option<u64>)> {
@@ -46,7 +59,12 @@ pub fn read(path: &Path, columns: &[&str]) -> Result<(Inner, Option<u64>)> {
     let reader = open(path, Some(proj))?;
     let p = path.to_path_buf();
     let wrap = move |r: std::result::Result<RecordBatch, arrow_schema::ArrowError>| {
-        r.map_err(|e| Error::file(&p, format!("reading Arrow IPC data failed (corrupt or truncated?): {e}")))
+        r.map_err(|e| {
+            Error::file(
+                &p,
+                format!("reading Arrow IPC data failed (corrupt or truncated?): {e}"),
+            )
+        })
     };
     Ok(match reader {
         Reader::File(f) => {

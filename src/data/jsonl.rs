@@ -20,14 +20,24 @@ struct Lines {
 impl Lines {
     fn open(path: &Path) -> Result<Lines> {
         let input = BufReader::with_capacity(1 << 20, File::open(path).in_file(path)?);
-        Ok(Lines { path: path.to_path_buf(), input, row: 0, buf: Vec::new() })
+        Ok(Lines {
+            path: path.to_path_buf(),
+            input,
+            row: 0,
+            buf: Vec::new(),
+        })
     }
 
     /// The next non-blank line as a JSON object.
     fn next(&mut self) -> Result<Option<Map<String, Value>>> {
         loop {
             self.buf.clear();
-            if self.input.read_until(b'\n', &mut self.buf).in_file(&self.path)? == 0 {
+            if self
+                .input
+                .read_until(b'\n', &mut self.buf)
+                .in_file(&self.path)?
+                == 0
+            {
                 return Ok(None);
             }
             if self.buf.iter().all(|b| b.is_ascii_whitespace()) {
@@ -35,19 +45,28 @@ impl Lines {
             }
             self.row += 1;
             let row = self.row;
-            let text = std::str::from_utf8(&self.buf)
-                .map_err(|e| Error::file(&self.path, format!("row {row}: not valid UTF-8 text ({e})")))?;
+            let text = std::str::from_utf8(&self.buf).map_err(|e| {
+                Error::file(&self.path, format!("row {row}: not valid UTF-8 text ({e})"))
+            })?;
             return match serde_json::from_str::<Value>(text) {
                 Ok(Value::Object(m)) => Ok(Some(m)),
-                Ok(_) => Err(Error::file(&self.path, format!("row {row}: not a JSON object"))),
-                Err(e) => Err(Error::file(&self.path, format!("row {row}: invalid JSON ({e})"))),
+                Ok(_) => Err(Error::file(
+                    &self.path,
+                    format!("row {row}: not a JSON object"),
+                )),
+                Err(e) => Err(Error::file(
+                    &self.path,
+                    format!("row {row}: invalid JSON ({e})"),
+                )),
             };
         }
     }
 }
 
 pub fn column_names(path: &Path) -> Result<Vec<String>> {
-    let first = Lines::open(path)?.next()?.ok_or_else(|| Error::file(path, "empty dataset: no rows"))?;
+    let first = Lines::open(path)?
+        .next()?
+        .ok_or_else(|| Error::file(path, "empty dataset: no rows"))?;
     Ok(first.keys().cloned().collect())
 }
 
@@ -94,7 +113,14 @@ pub fn read(path: &Path, columns: &[&str]) -> Result<(Inner, Option<u64>)> {
             let Some(mut obj) = lines.next()? else { break };
             for ((c, out), k) in columns.iter().zip(cols.iter_mut()).zip(kinds.iter_mut()) {
                 let v = obj.remove(c).unwrap_or(Value::Null);
-                let vk = kind(&v).ok_or_else(|| Error::cell(&lines.path, lines.row, c, "nested value; expected a string, number or boolean"))?;
+                let vk = kind(&v).ok_or_else(|| {
+                    Error::cell(
+                        &lines.path,
+                        lines.row,
+                        c,
+                        "nested value; expected a string, number or boolean",
+                    )
+                })?;
                 if *k == Kind::Null {
                     *k = vk;
                 } else if vk != Kind::Null && vk != *k {
@@ -107,11 +133,23 @@ pub fn read(path: &Path, columns: &[&str]) -> Result<(Inner, Option<u64>)> {
         if cols[0].is_empty() {
             return Ok(None);
         }
-        let arrays: Vec<ArrayRef> = cols.iter().zip(&kinds).map(|(v, k)| to_array(v, *k)).collect();
-        let fields: Vec<Field> =
-            columns.iter().zip(&arrays).map(|(c, a)| Field::new(c, a.data_type().clone(), true)).collect();
-        Ok(Some(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).expect("schema matches")))
+        let arrays: Vec<ArrayRef> = cols
+            .iter()
+            .zip(&kinds)
+            .map(|(v, k)| to_array(v, *k))
+            .collect();
+        let fields: Vec<Field> = columns
+            .iter()
+            .zip(&arrays)
+            .map(|(c, a)| Field::new(c, a.data_type().clone(), true))
+            .collect();
+        Ok(Some(
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).expect("schema matches"),
+        ))
     };
     let mut next_batch = next_batch;
-    Ok((Box::new(std::iter::from_fn(move || next_batch().transpose())), None))
+    Ok((
+        Box::new(std::iter::from_fn(move || next_batch().transpose())),
+        None,
+    ))
 }

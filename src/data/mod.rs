@@ -35,7 +35,10 @@ pub struct BatchReader {
 
 impl std::fmt::Debug for BatchReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BatchReader").field("path", &self.path).field("next_row", &self.next_row).finish()
+        f.debug_struct("BatchReader")
+            .field("path", &self.path)
+            .field("next_row", &self.next_row)
+            .finish()
     }
 }
 
@@ -58,7 +61,11 @@ impl Iterator for BatchReader {
                 Some(Ok(rb)) => {
                     let first_row = self.next_row;
                     self.next_row += rb.num_rows();
-                    return Some(Ok(Batch { path: self.path.clone(), first_row, data: rb }));
+                    return Some(Ok(Batch {
+                        path: self.path.clone(),
+                        first_row,
+                        data: rb,
+                    }));
                 }
                 Some(Err(e)) => {
                     self.done = true;
@@ -67,7 +74,8 @@ impl Iterator for BatchReader {
                 None => {
                     self.done = true;
                     // an empty dataset is an error, not a silent zero: it is always a wrong path or filter
-                    return (self.next_row == 0).then(|| Err(Error::file(&self.path, "empty dataset: no rows")));
+                    return (self.next_row == 0)
+                        .then(|| Err(Error::file(&self.path, "empty dataset: no rows")));
                 }
             }
         }
@@ -86,7 +94,13 @@ pub fn open(path: &Path, columns: &[&str]) -> Result<BatchReader> {
         Format::Tsv => delimited::read(path, columns, b'\t', false)?,
         Format::Jsonl => jsonl::read(path, columns)?,
     };
-    Ok(BatchReader { path: Arc::new(path.to_path_buf()), inner, next_row: 0, done: false, total_rows })
+    Ok(BatchReader {
+        path: Arc::new(path.to_path_buf()),
+        inner,
+        next_row: 0,
+        done: false,
+        total_rows,
+    })
 }
 
 /// The column names a dataset file has, read from its schema or header only.
@@ -106,12 +120,18 @@ fn check_file(path: &Path) -> Result<()> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() => Ok(()),
         Ok(_) => Err(Error::file(path, "not a regular file")),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::file(path, "no such file")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(Error::file(path, "no such file"))
+        }
         Err(e) => Err(Error::file(path, e)),
     }
 }
 
 /// The error for a requested column the file lacks.
 pub(crate) fn missing_column(path: &Path, column: &str, have: &[String]) -> Error {
-    Error::column(path, column, format!("missing column; the file has: {}", have.join(", ")))
+    Error::column(
+        path,
+        column,
+        format!("missing column; the file has: {}", have.join(", ")),
+    )
 }

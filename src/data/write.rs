@@ -19,9 +19,16 @@ pub struct ParquetSink {
 impl ParquetSink {
     pub fn create(dest: &Path, schema: SchemaRef) -> Result<ParquetSink> {
         let tmp = temp_beside(dest)?;
-        let props = WriterProperties::builder().set_compression(Compression::ZSTD(ZstdLevel::default())).build();
-        let writer = ArrowWriter::try_new(tmp.reopen().in_file(dest)?, schema, Some(props)).in_file(dest)?;
-        Ok(ParquetSink { dest: dest.to_path_buf(), tmp, writer })
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .build();
+        let writer =
+            ArrowWriter::try_new(tmp.reopen().in_file(dest)?, schema, Some(props)).in_file(dest)?;
+        Ok(ParquetSink {
+            dest: dest.to_path_buf(),
+            tmp,
+            writer,
+        })
     }
 
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
@@ -32,13 +39,18 @@ impl ParquetSink {
         let ParquetSink { dest, tmp, writer } = self;
         writer.close().in_file(&dest)?;
         tmp.as_file().sync_all().in_file(&dest)?;
-        tmp.persist(&dest).map_err(|e| Error::file(&dest, e.error))?;
+        tmp.persist(&dest)
+            .map_err(|e| Error::file(&dest, e.error))?;
         Ok(())
     }
 }
 
 /// Write whole batches to `dest` atomically.
-pub fn write_parquet<'a>(dest: &Path, schema: SchemaRef, batches: impl IntoIterator<Item = &'a RecordBatch>) -> Result<()> {
+pub fn write_parquet<'a>(
+    dest: &Path,
+    schema: SchemaRef,
+    batches: impl IntoIterator<Item = &'a RecordBatch>,
+) -> Result<()> {
     let mut sink = ParquetSink::create(dest, schema)?;
     for b in batches {
         sink.write(b)?;

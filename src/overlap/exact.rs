@@ -20,7 +20,11 @@ impl NgramSet {
 
     /// |A ∩ B|, walking the smaller set.
     pub fn shared(&self, other: &NgramSet) -> usize {
-        let (small, large) = if self.len() <= other.len() { (self, other) } else { (other, self) };
+        let (small, large) = if self.len() <= other.len() {
+            (self, other)
+        } else {
+            (other, self)
+        };
         small.0.iter().filter(|k| large.0.contains(k)).count()
     }
 }
@@ -31,7 +35,13 @@ pub fn shared_matrix(sets: &[NgramSet]) -> Vec<Vec<u64>> {
     let pairs: Vec<(usize, usize)> = (0..n).flat_map(|i| (i..n).map(move |j| (i, j))).collect();
     let counts: Vec<u64> = pairs
         .par_iter()
-        .map(|&(i, j)| if i == j { sets[i].len() as u64 } else { sets[i].shared(&sets[j]) as u64 })
+        .map(|&(i, j)| {
+            if i == j {
+                sets[i].len() as u64
+            } else {
+                sets[i].shared(&sets[j]) as u64
+            }
+        })
         .collect();
     let mut m = vec![vec![0u64; n]; n];
     for (&(i, j), c) in pairs.iter().zip(counts) {

@@ -51,7 +51,12 @@ impl Sketch {
     }
 
     pub fn jaccard(&self, other: &Sketch) -> f64 {
-        let eq = self.0.iter().zip(&other.0).filter(|(a, b)| a == b && **a != u64::MAX).count();
+        let eq = self
+            .0
+            .iter()
+            .zip(&other.0)
+            .filter(|(a, b)| a == b && **a != u64::MAX)
+            .count();
         eq as f64 / self.0.len() as f64
     }
 
@@ -59,7 +64,11 @@ impl Sketch {
     /// (k-1)/sum is the unbiased estimator of n for exponential minima.
     pub fn cardinality(&self) -> f64 {
         let k = self.0.len() as f64;
-        let sum: f64 = self.0.iter().map(|&m| (m as f64 + 1.0) / 18_446_744_073_709_551_616.0).sum();
+        let sum: f64 = self
+            .0
+            .iter()
+            .map(|&m| (m as f64 + 1.0) / 18_446_744_073_709_551_616.0)
+            .sum();
         if self.0.iter().all(|&m| m == u64::MAX) {
             0.0
         } else {

@@ -29,7 +29,10 @@ pub struct Source {
 pub enum Mode {
     Exact,
     /// MinHash with this many permutations and hash seed.
-    Approx { num_perm: usize, seed: u64 },
+    Approx {
+        num_perm: usize,
+        seed: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -90,7 +93,12 @@ pub fn total_rows(sources: &[Source]) -> Option<u64> {
     Some(total)
 }
 
-pub fn compute(sources: &[Source], tok: &Tokenizer, opts: &Options, progress: &ProgressBar) -> Result<OverlapReport> {
+pub fn compute(
+    sources: &[Source],
+    tok: &Tokenizer,
+    opts: &Options,
+    progress: &ProgressBar,
+) -> Result<OverlapReport> {
     let packer = NgramPacker::new(opts.ngram, opts.stride, tok.vocab_size())?;
     let names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
     match opts.mode {
@@ -98,7 +106,14 @@ pub fn compute(sources: &[Source], tok: &Tokenizer, opts: &Options, progress: &P
             let mut sets = Vec::with_capacity(sources.len());
             for src in sources {
                 let mut set = NgramSet::default();
-                scan(src, tok, &packer, progress, |keys| keys, |keys| set.extend(keys))?;
+                scan(
+                    src,
+                    tok,
+                    &packer,
+                    progress,
+                    |keys| keys,
+                    |keys| set.extend(keys),
+                )?;
                 sets.push(set);
             }
             Ok(OverlapReport::exact(names, opts, &shared_matrix(&sets)))
@@ -119,7 +134,9 @@ pub fn compute(sources: &[Source], tok: &Tokenizer, opts: &Options, progress: &P
                 scan(src, tok, &packer, progress, per_chunk, |s| sketch.merge(&s))?;
                 sketches.push(sketch);
             }
-            Ok(OverlapReport::approx(names, opts, num_perm, seed, &sketches))
+            Ok(OverlapReport::approx(
+                names, opts, num_perm, seed, &sketches,
+            ))
         }
     }
 }

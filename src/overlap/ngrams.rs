@@ -18,14 +18,17 @@ impl NgramPacker {
         let bits = usize::BITS - vocab_size.leading_zeros(); // enough for ids + 1 <= vocab_size
         let max_n = (128 / bits) as usize;
         if n > max_n {
-            return Err(Error::msg(format!("--ngram {n} is too large for a vocabulary of {vocab_size}: at most {max_n}")));
+            return Err(Error::msg(format!(
+                "--ngram {n} is too large for a vocabulary of {vocab_size}: at most {max_n}"
+            )));
         }
         Ok(NgramPacker { n, stride, bits })
     }
 
     #[inline]
     fn pack(&self, gram: &[u32]) -> u128 {
-        gram.iter().fold(0u128, |acc, &id| (acc << self.bits) | (id as u128 + 1))
+        gram.iter()
+            .fold(0u128, |acc, &id| (acc << self.bits) | (id as u128 + 1))
     }
 
     /// Every n-gram of one text's ids. Stride 1: every full window of n adjacent tokens. Stride
@@ -52,17 +55,31 @@ mod tests {
 
     /// The article's string n-grams, in Python's semantics, as the oracle.
     fn strings(tokens: &[u32], n: usize, stride: usize) -> HashSet<String> {
-        let join = |g: &[u32]| g.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" ");
+        let join = |g: &[u32]| {
+            g.iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         if stride == 1 {
             tokens.windows(n).map(join).collect()
         } else {
-            (0..tokens.len()).step_by(stride).map(|i| join(&tokens[i..(i + n).min(tokens.len())])).collect()
+            (0..tokens.len())
+                .step_by(stride)
+                .map(|i| join(&tokens[i..(i + n).min(tokens.len())]))
+                .collect()
         }
     }
 
     #[test]
     fn keys_are_one_to_one_with_string_ngrams() {
-        let seqs: [&[u32]; 5] = [&[], &[7], &[7, 8], &[7, 8, 7, 8, 9], &[0, 30521, 0, 30521, 5, 0]];
+        let seqs: [&[u32]; 5] = [
+            &[],
+            &[7],
+            &[7, 8],
+            &[7, 8, 7, 8, 9],
+            &[0, 30521, 0, 30521, 5, 0],
+        ];
         for n in 1..=4 {
             for stride in 1..=3 {
                 let p = NgramPacker::new(n, stride, 30522).unwrap();

@@ -33,7 +33,10 @@ pub struct OverlapReport {
     pub approx: Option<Approx>,
 }
 
-fn ordered_sizes<S: Serializer>(sizes: &[(String, u64)], s: S) -> std::result::Result<S::Ok, S::Error> {
+fn ordered_sizes<S: Serializer>(
+    sizes: &[(String, u64)],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
     let mut m = s.serialize_map(Some(sizes.len()))?;
     for (k, v) in sizes {
         m.serialize_entry(k, v)?;
@@ -49,25 +52,72 @@ impl OverlapReport {
                 (0..n)
                     .map(|j| {
                         let union = shared[i][i] + shared[j][j] - shared[i][j];
-                        if union == 0 { 0.0 } else { shared[i][j] as f64 / union as f64 }
+                        if union == 0 {
+                            0.0
+                        } else {
+                            shared[i][j] as f64 / union as f64
+                        }
                     })
                     .collect()
             })
             .collect();
-        let sizes = names.iter().enumerate().map(|(i, nm)| (nm.clone(), shared[i][i])).collect();
-        OverlapReport { names, sizes, ngram: opts.ngram, stride: opts.stride, jaccard, shared: shared.to_vec(), mode: "exact", approx: None }
+        let sizes = names
+            .iter()
+            .enumerate()
+            .map(|(i, nm)| (nm.clone(), shared[i][i]))
+            .collect();
+        OverlapReport {
+            names,
+            sizes,
+            ngram: opts.ngram,
+            stride: opts.stride,
+            jaccard,
+            shared: shared.to_vec(),
+            mode: "exact",
+            approx: None,
+        }
     }
 
-    pub fn approx(names: Vec<String>, opts: &Options, num_perm: usize, seed: u64, sketches: &[Sketch]) -> OverlapReport {
+    pub fn approx(
+        names: Vec<String>,
+        opts: &Options,
+        num_perm: usize,
+        seed: u64,
+        sketches: &[Sketch],
+    ) -> OverlapReport {
         let n = names.len();
         let card: Vec<f64> = sketches.iter().map(Sketch::cardinality).collect();
-        let jaccard: Vec<Vec<f64>> =
-            (0..n).map(|i| (0..n).map(|j| if i == j { 1.0 } else { sketches[i].jaccard(&sketches[j]) }).collect()).collect();
-        let shared = (0..n)
-            .map(|i| (0..n).map(|j| (jaccard[i][j] / (1.0 + jaccard[i][j]) * (card[i] + card[j])).round() as u64).collect())
+        let jaccard: Vec<Vec<f64>> = (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        if i == j {
+                            1.0
+                        } else {
+                            sketches[i].jaccard(&sketches[j])
+                        }
+                    })
+                    .collect()
+            })
             .collect();
-        let stderr = jaccard.iter().map(|r| r.iter().map(|&j| standard_error(j, num_perm)).collect()).collect();
-        let sizes = names.iter().zip(&card).map(|(nm, c)| (nm.clone(), c.round() as u64)).collect();
+        let shared = (0..n)
+            .map(|i| {
+                (0..n)
+                    .map(|j| {
+                        (jaccard[i][j] / (1.0 + jaccard[i][j]) * (card[i] + card[j])).round() as u64
+                    })
+                    .collect()
+            })
+            .collect();
+        let stderr = jaccard
+            .iter()
+            .map(|r| r.iter().map(|&j| standard_error(j, num_perm)).collect())
+            .collect();
+        let sizes = names
+            .iter()
+            .zip(&card)
+            .map(|(nm, c)| (nm.clone(), c.round() as u64))
+            .collect();
         OverlapReport {
             names,
             sizes,
@@ -76,7 +126,11 @@ impl OverlapReport {
             jaccard,
             shared,
             mode: "minhash",
-            approx: Some(Approx { num_perm, seed, stderr }),
+            approx: Some(Approx {
+                num_perm,
+                seed,
+                stderr,
+            }),
         }
     }
 
@@ -89,14 +143,26 @@ impl OverlapReport {
         let mut s = format!("dataset,size,{}\n", self.names.join(","));
         for (i, row) in self.jaccard.iter().enumerate() {
             let cells: Vec<String> = row.iter().map(|v| format!("{v:.6}")).collect();
-            let _ = writeln!(s, "{},{},{}", self.names[i], self.sizes[i].1, cells.join(","));
+            let _ = writeln!(
+                s,
+                "{},{},{}",
+                self.names[i],
+                self.sizes[i].1,
+                cells.join(",")
+            );
         }
         s
     }
 
     /// The terminal table: sizes, Jaccard matrix, shared counts (and standard errors if approximate).
     pub fn table(&self) -> String {
-        let w = self.names.iter().map(|n| n.len()).max().unwrap_or(0).max(10);
+        let w = self
+            .names
+            .iter()
+            .map(|n| n.len())
+            .max()
+            .unwrap_or(0)
+            .max(10);
         let header = |title: &str| {
             let mut s = format!("{title:<w$}");
             for n in &self.names {
@@ -104,8 +170,15 @@ impl OverlapReport {
             }
             s + "\n"
         };
-        let what = if self.approx.is_some() { "estimated " } else { "" };
-        let mut s = format!("{}-gram {}Jaccard (stride {}):\n", self.ngram, what, self.stride);
+        let what = if self.approx.is_some() {
+            "estimated "
+        } else {
+            ""
+        };
+        let mut s = format!(
+            "{}-gram {}Jaccard (stride {}):\n",
+            self.ngram, what, self.stride
+        );
         s += &header("");
         for (i, row) in self.jaccard.iter().enumerate() {
             let _ = write!(s, "{:<w$}", self.names[i]);
@@ -114,7 +187,10 @@ impl OverlapReport {
             }
             s.push('\n');
         }
-        s += &format!("\nshared {}-grams ({}set sizes on the diagonal):\n", self.ngram, what);
+        s += &format!(
+            "\nshared {}-grams ({}set sizes on the diagonal):\n",
+            self.ngram, what
+        );
         s += &header("");
         for (i, row) in self.shared.iter().enumerate() {
             let _ = write!(s, "{:<w$}", self.names[i]);
@@ -124,7 +200,11 @@ impl OverlapReport {
             s.push('\n');
         }
         if let Some(a) = &self.approx {
-            let _ = writeln!(s, "\nMinHash with {} permutations: standard error sqrt(J(1-J)/{}):", a.num_perm, a.num_perm);
+            let _ = writeln!(
+                s,
+                "\nMinHash with {} permutations: standard error sqrt(J(1-J)/{}):",
+                a.num_perm, a.num_perm
+            );
             s += &header("");
             for (i, row) in a.stderr.iter().enumerate() {
                 let _ = write!(s, "{:<w$}", self.names[i]);
@@ -141,8 +221,15 @@ impl OverlapReport {
     pub fn save(&self, dir: &Path) -> Result<()> {
         write_atomic(&dir.join("overlap.json"), self.to_json().as_bytes())?;
         write_atomic(&dir.join("overlap.csv"), self.to_csv().as_bytes())?;
-        let kind = if self.approx.is_some() { "MinHash-estimated" } else { "exact" };
-        let title = format!("WordPiece {}-gram Jaccard ({kind}, stride {})", self.ngram, self.stride);
+        let kind = if self.approx.is_some() {
+            "MinHash-estimated"
+        } else {
+            "exact"
+        };
+        let title = format!(
+            "WordPiece {}-gram Jaccard ({kind}, stride {})",
+            self.ngram, self.stride
+        );
         heatmap(&title, &self.names, &self.jaccard, 3).save(&dir.join("overlap"))
     }
 }

@@ -21,10 +21,30 @@ pub enum Anchor {
 
 #[derive(Clone, Debug)]
 pub enum Item {
-    Rect { x: f64, y: f64, w: f64, h: f64, fill: Rgb },
-    Line { x1: f64, y1: f64, x2: f64, y2: f64, stroke: Rgb, width: f64 },
+    Rect {
+        x: f64,
+        y: f64,
+        w: f64,
+        h: f64,
+        fill: Rgb,
+    },
+    Line {
+        x1: f64,
+        y1: f64,
+        x2: f64,
+        y2: f64,
+        stroke: Rgb,
+        width: f64,
+    },
     /// `y` is the vertical centre of the text; `size` its pixel height.
-    Text { x: f64, y: f64, text: String, size: f64, fill: Rgb, anchor: Anchor },
+    Text {
+        x: f64,
+        y: f64,
+        text: String,
+        size: f64,
+        fill: Rgb,
+        anchor: Anchor,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -36,7 +56,17 @@ pub struct Scene {
 
 impl Scene {
     pub fn new(width: u32, height: u32) -> Scene {
-        Scene { width, height, items: vec![Item::Rect { x: 0.0, y: 0.0, w: width as f64, h: height as f64, fill: [255; 3] }] }
+        Scene {
+            width,
+            height,
+            items: vec![Item::Rect {
+                x: 0.0,
+                y: 0.0,
+                w: width as f64,
+                h: height as f64,
+                fill: [255; 3],
+            }],
+        }
     }
 
     pub fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: Rgb) {
@@ -44,11 +74,33 @@ impl Scene {
     }
 
     pub fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, stroke: Rgb, width: f64) {
-        self.items.push(Item::Line { x1, y1, x2, y2, stroke, width });
+        self.items.push(Item::Line {
+            x1,
+            y1,
+            x2,
+            y2,
+            stroke,
+            width,
+        });
     }
 
-    pub fn text(&mut self, x: f64, y: f64, text: impl Into<String>, size: f64, fill: Rgb, anchor: Anchor) {
-        self.items.push(Item::Text { x, y, text: text.into(), size, fill, anchor });
+    pub fn text(
+        &mut self,
+        x: f64,
+        y: f64,
+        text: impl Into<String>,
+        size: f64,
+        fill: Rgb,
+        anchor: Anchor,
+    ) {
+        self.items.push(Item::Text {
+            x,
+            y,
+            text: text.into(),
+            size,
+            fill,
+            anchor,
+        });
     }
 
     pub fn to_svg(&self) -> String {

@@ -48,7 +48,10 @@ impl Canvas {
         };
         let y0 = y.round() as i64 - 4 * s;
         for (k, ch) in text.chars().enumerate() {
-            let glyph = font8x8::BASIC_FONTS.get(ch).or_else(|| font8x8::BASIC_FONTS.get('?')).unwrap_or([0; 8]);
+            let glyph = font8x8::BASIC_FONTS
+                .get(ch)
+                .or_else(|| font8x8::BASIC_FONTS.get('?'))
+                .unwrap_or([0; 8]);
             for (row, bits) in glyph.iter().enumerate() {
                 for col in 0..8 {
                     if bits >> col & 1 == 1 {
@@ -66,12 +69,30 @@ impl Canvas {
 }
 
 pub fn render_png(scene: &Scene) -> Vec<u8> {
-    let mut cv = Canvas { w: scene.width as i64, h: scene.height as i64, px: vec![255; (scene.width * scene.height * 3) as usize] };
+    let mut cv = Canvas {
+        w: scene.width as i64,
+        h: scene.height as i64,
+        px: vec![255; (scene.width * scene.height * 3) as usize],
+    };
     for it in &scene.items {
         match it {
             Item::Rect { x, y, w, h, fill } => cv.rect(*x, *y, *w, *h, *fill),
-            Item::Line { x1, y1, x2, y2, stroke, width } => cv.line(*x1, *y1, *x2, *y2, *stroke, *width),
-            Item::Text { x, y, text, size, fill, anchor } => cv.text(*x, *y, text, *size, *fill, *anchor),
+            Item::Line {
+                x1,
+                y1,
+                x2,
+                y2,
+                stroke,
+                width,
+            } => cv.line(*x1, *y1, *x2, *y2, *stroke, *width),
+            Item::Text {
+                x,
+                y,
+                text,
+                size,
+                fill,
+                anchor,
+            } => cv.text(*x, *y, text, *size, *fill, *anchor),
         }
     }
     let mut out = Vec::new();

@@ -2,7 +2,10 @@ use super::{Anchor, Item, Scene};
 use std::fmt::Write;
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn color(c: [u8; 3]) -> String {

@@ -31,18 +31,29 @@ impl Tokenizer {
             path.to_path_buf()
         };
         if !file.is_file() {
-            let what = if path.is_dir() { "no tokenizer.json or vocab.txt in this folder" } else { "no such file" };
+            let what = if path.is_dir() {
+                "no tokenizer.json or vocab.txt in this folder"
+            } else {
+                "no such file"
+            };
             return Err(Error::file(if path.is_dir() { path } else { &file }, what));
         }
         let mut inner = if file.extension().is_some_and(|e| e == "txt") {
             from_vocab(&file)?
         } else {
-            tokenizers::Tokenizer::from_file(&file).map_err(|e| Error::file(&file, format!("not a valid tokenizer.json: {e}")))?
+            tokenizers::Tokenizer::from_file(&file)
+                .map_err(|e| Error::file(&file, format!("not a valid tokenizer.json: {e}")))?
         };
         inner.with_padding(None);
-        inner.with_truncation(None).map_err(|e| Error::file(&file, e))?;
+        inner
+            .with_truncation(None)
+            .map_err(|e| Error::file(&file, e))?;
         let fast = FastWordPiece::new(&inner);
-        Ok(Tokenizer { inner, fast, source: file })
+        Ok(Tokenizer {
+            inner,
+            fast,
+            source: file,
+        })
     }
 
     pub fn source(&self) -> &Path {
@@ -70,7 +81,10 @@ impl Tokenizer {
 
     /// The tokenizers crate's own answer, bypassing the fast path (tests compare the two).
     pub fn slow_ids_into(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
-        let enc = self.inner.encode(text, false).map_err(|e| Error::msg(format!("tokenizing failed: {e}")))?;
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| Error::msg(format!("tokenizing failed: {e}")))?;
         out.extend_from_slice(enc.get_ids());
         Ok(())
     }
@@ -97,15 +111,26 @@ impl Tokenizer {
 /// A BERT tokenizer from a bare vocab.txt (older model folders ship no tokenizer.json).
 fn from_vocab(file: &Path) -> Result<tokenizers::Tokenizer> {
     let bad = |e: tokenizers::Error| Error::file(file, format!("not a valid WordPiece vocab: {e}"));
-    let wp = WordPiece::from_file(&file.to_string_lossy()).unk_token("[UNK]".into()).build().map_err(bad)?;
+    let wp = WordPiece::from_file(&file.to_string_lossy())
+        .unk_token("[UNK]".into())
+        .build()
+        .map_err(bad)?;
     let mut t = tokenizers::Tokenizer::new(wp);
     let lowercase = lowercase_from_config(file);
-    t.with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase))).map_err(bad)?;
+    t.with_normalizer(Some(BertNormalizer::new(true, true, None, lowercase)))
+        .map_err(bad)?;
     t.with_pre_tokenizer(Some(BertPreTokenizer));
-    let id = |s: &str| t.token_to_id(s).ok_or_else(|| Error::file(file, format!("vocab lacks {s}")));
+    let id = |s: &str| {
+        t.token_to_id(s)
+            .ok_or_else(|| Error::file(file, format!("vocab lacks {s}")))
+    };
     let (sep, cls) = (id("[SEP]")?, id("[CLS]")?);
-    t.with_post_processor(Some(BertProcessing::new(("[SEP]".into(), sep), ("[CLS]".into(), cls))));
-    let specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"].map(|s| tokenizers::AddedToken::from(s, true));
+    t.with_post_processor(Some(BertProcessing::new(
+        ("[SEP]".into(), sep),
+        ("[CLS]".into(), cls),
+    )));
+    let specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        .map(|s| tokenizers::AddedToken::from(s, true));
     t.add_special_tokens(specials).map_err(bad)?;
     Ok(t)
 }

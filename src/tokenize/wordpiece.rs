@@ -27,10 +27,15 @@ impl FastWordPiece {
             NormalizerWrapper::BertNormalizer(n) if n.clean_text => n.lowercase,
             _ => return None,
         };
-        if !matches!(t.get_pre_tokenizer()?, PreTokenizerWrapper::BertPreTokenizer(_)) {
+        if !matches!(
+            t.get_pre_tokenizer()?,
+            PreTokenizerWrapper::BertPreTokenizer(_)
+        ) {
             return None;
         }
-        let ModelWrapper::WordPiece(wp) = t.get_model() else { return None };
+        let ModelWrapper::WordPiece(wp) = t.get_model() else {
+            return None;
+        };
         let vocab = wp.get_vocab();
         let unk = *vocab.get(&wp.unk_token)?;
         let prefix = wp.continuing_subword_prefix.as_bytes();
@@ -43,14 +48,26 @@ impl FastWordPiece {
                 conts.insert(rest.into(), id);
             }
         }
-        let guards: Vec<Vec<u8>> =
-            t.get_added_tokens_decoder().values().map(|a| a.content.to_ascii_lowercase().into_bytes()).filter(|g| !g.is_empty()).collect();
+        let guards: Vec<Vec<u8>> = t
+            .get_added_tokens_decoder()
+            .values()
+            .map(|a| a.content.to_ascii_lowercase().into_bytes())
+            .filter(|g| !g.is_empty())
+            .collect();
         let mut guard_first = [false; 256];
         for g in &guards {
             guard_first[g[0] as usize] = true;
             guard_first[g[0].to_ascii_uppercase() as usize] = true;
         }
-        Some(FastWordPiece { starts, conts, unk, max_chars: wp.max_input_chars_per_word, lowercase, guards, guard_first })
+        Some(FastWordPiece {
+            starts,
+            conts,
+            unk,
+            max_chars: wp.max_input_chars_per_word,
+            lowercase,
+            guards,
+            guard_first,
+        })
     }
 
     /// Append the ids of `text` to `out` and return true, or return false (out untouched) when the
@@ -71,7 +88,11 @@ impl FastWordPiece {
                     word.push(b);
                     self.flush(&mut word, out);
                 }
-                _ => word.push(if self.lowercase { b.to_ascii_lowercase() } else { b }),
+                _ => word.push(if self.lowercase {
+                    b.to_ascii_lowercase()
+                } else {
+                    b
+                }),
             }
         }
         self.flush(&mut word, out);
@@ -83,7 +104,9 @@ impl FastWordPiece {
             return false;
         }
         let lower = bytes.to_ascii_lowercase();
-        self.guards.iter().any(|g| lower.windows(g.len()).any(|w| w == g.as_slice()))
+        self.guards
+            .iter()
+            .any(|g| lower.windows(g.len()).any(|w| w == g.as_slice()))
     }
 
     /// Greedy longest-match-first WordPiece, as the tokenizers crate does it: a word with a piece
@@ -100,7 +123,11 @@ impl FastWordPiece {
         }
         let mut start = 0;
         while start < word.len() {
-            let map = if start == 0 { &self.starts } else { &self.conts };
+            let map = if start == 0 {
+                &self.starts
+            } else {
+                &self.conts
+            };
             let mut end = word.len();
             let id = loop {
                 if let Some(&id) = map.get(&word[start..end]) {

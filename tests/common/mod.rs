@@ -8,7 +8,11 @@ pub fn root() -> PathBuf {
 }
 
 fn require(p: PathBuf) -> PathBuf {
-    assert!(p.exists(), "{} is missing: run `bash datasets/fetch.sh` first", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `bash datasets/fetch.sh` first",
+        p.display()
+    );
     p
 }
 
@@ -21,7 +25,11 @@ pub fn data(rel: &str) -> PathBuf {
 }
 
 pub fn brown(genre: &str) -> PathBuf {
-    require(root().join("datasets/brown").join(format!("{genre}.parquet")))
+    require(
+        root()
+            .join("datasets/brown")
+            .join(format!("{genre}.parquet")),
+    )
 }
 
 pub fn fixture() -> serde_json::Value {
