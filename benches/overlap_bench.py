@@ -2,7 +2,7 @@
 """Benchmark `condenser domain-overlap` against the article's Python method, in one run.
 
     bash datasets/fetch.sh && cargo build --release
-    pip install tokenizers pyarrow
+    pip install tokenizers pyarrow && apt-get install time
     python3 benches/overlap_bench.py [--repeats 5] [--scale]
 
 For stride 1 and 2 on stsb/train, mrpc/train, rte/train, medqp/all it runs both tools end to end
@@ -23,14 +23,18 @@ DOMAINS = [("stsb", "stsb/train.parquet"), ("mrpc", "mrpc/train.parquet"), ("rte
 
 
 def timed(cmd):
-    """Run cmd; return (wall seconds, peak RSS MiB) of that child alone."""
+    """Run cmd; return (wall seconds, peak RSS MiB) of that command alone.
+
+    Peak RSS comes from GNU time (apt-get install time), a tiny parent: Linux folds a child's
+    pre-exec memory into its ru_maxrss, so measuring from this (large) Python process would charge
+    our own memory to the command."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(p.pid, 0)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M"] + [str(c) for c in cmd], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t0
-    if status != 0:
-        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{p.stderr.read().decode()}")
-    return wall, ru.ru_maxrss / 1024
+    if p.returncode != 0:
+        sys.exit(f"failed: {' '.join(map(str, cmd))}\n{p.stderr}")
+    return wall, int(p.stderr.strip().splitlines()[-1]) / 1024
 
 
 def compare(stride, repeats):

@@ -154,7 +154,8 @@ impl OverlapReport {
         s
     }
 
-    /// The terminal table: sizes, Jaccard matrix, shared counts (and standard errors if approximate).
+    /// The terminal table: Jaccard matrix, shared counts with set sizes on the diagonal, and the
+    /// standard errors when approximate.
     pub fn table(&self) -> String {
         let w = self
             .names
@@ -163,10 +164,16 @@ impl OverlapReport {
             .max()
             .unwrap_or(0)
             .max(10);
-        let header = |title: &str| {
-            let mut s = format!("{title:<w$}");
+        let block = |title: String, cells: &dyn Fn(usize, usize) -> String| {
+            let mut s = format!("{title}\n{:<w$}", "");
             for n in &self.names {
                 let _ = write!(s, "  {n:>w$}");
+            }
+            for (i, name) in self.names.iter().enumerate() {
+                let _ = write!(s, "\n{name:<w$}");
+                for j in 0..self.names.len() {
+                    let _ = write!(s, "  {:>w$}", cells(i, j));
+                }
             }
             s + "\n"
         };
@@ -175,44 +182,21 @@ impl OverlapReport {
         } else {
             ""
         };
-        let mut s = format!(
-            "{}-gram {}Jaccard (stride {}):\n",
-            self.ngram, what, self.stride
+        let (n, stride) = (self.ngram, self.stride);
+        let mut s = block(
+            format!("{n}-gram {what}Jaccard (stride {stride}):"),
+            &|i, j| format!("{:.6}", self.jaccard[i][j]),
         );
-        s += &header("");
-        for (i, row) in self.jaccard.iter().enumerate() {
-            let _ = write!(s, "{:<w$}", self.names[i]);
-            for v in row {
-                let _ = write!(s, "  {v:>w$.6}");
-            }
-            s.push('\n');
-        }
-        s += &format!(
-            "\nshared {}-grams ({}set sizes on the diagonal):\n",
-            self.ngram, what
+        s += &block(
+            format!("\nshared {n}-grams ({what}set sizes on the diagonal):"),
+            &|i, j| self.shared[i][j].to_string(),
         );
-        s += &header("");
-        for (i, row) in self.shared.iter().enumerate() {
-            let _ = write!(s, "{:<w$}", self.names[i]);
-            for v in row {
-                let _ = write!(s, "  {v:>w$}");
-            }
-            s.push('\n');
-        }
         if let Some(a) = &self.approx {
-            let _ = writeln!(
-                s,
-                "\nMinHash with {} permutations: standard error sqrt(J(1-J)/{}):",
-                a.num_perm, a.num_perm
+            let k = a.num_perm;
+            s += &block(
+                format!("\nMinHash with {k} permutations: standard error sqrt(J(1-J)/{k}):"),
+                &|i, j| format!("{:.4}", a.stderr[i][j]),
             );
-            s += &header("");
-            for (i, row) in a.stderr.iter().enumerate() {
-                let _ = write!(s, "{:<w$}", self.names[i]);
-                for v in row {
-                    let _ = write!(s, "  {v:>w$.4}");
-                }
-                s.push('\n');
-            }
         }
         s
     }
