@@ -3,6 +3,7 @@ pub mod cli;
 pub mod data;
 pub mod error;
 pub mod hash;
+pub mod model;
 pub mod overlap;
 pub mod plot;
 pub mod tokenize;

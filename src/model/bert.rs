@@ -1,0 +1,208 @@
+//! BERT encoder in candle-nn style: one struct per layer, weights by HF name through VarBuilder,
+//! every layer's hidden states readable (Condenser reads layer k's tokens and the last CLS).
+use super::ops::{activation, softmax_last_dim, LayerNorm};
+use super::BertConfig;
+use candle_core::{DType, Module, Result, Tensor};
+use candle_nn::{embedding, linear, Embedding, Linear, VarBuilder};
+
+pub struct BertEmbeddings {
+    word: Embedding,
+    position: Embedding,
+    token_type: Embedding,
+    norm: LayerNorm,
+}
+
+impl BertEmbeddings {
+    pub fn load(vb: VarBuilder, c: &BertConfig) -> Result<Self> {
+        Ok(BertEmbeddings {
+            word: embedding(c.vocab_size, c.hidden_size, vb.pp("word_embeddings"))?,
+            position: embedding(
+                c.max_position_embeddings,
+                c.hidden_size,
+                vb.pp("position_embeddings"),
+            )?,
+            token_type: embedding(
+                c.type_vocab_size,
+                c.hidden_size,
+                vb.pp("token_type_embeddings"),
+            )?,
+            norm: LayerNorm::load(vb.pp("LayerNorm"), c.hidden_size, c.layer_norm_eps)?,
+        })
+    }
+
+    /// The word embedding matrix (an MLM decoder ties to it).
+    pub fn word_embeddings(&self) -> &Tensor {
+        self.word.embeddings()
+    }
+
+    pub fn forward(&self, ids: &Tensor, type_ids: &Tensor) -> Result<Tensor> {
+        let len = ids.dim(1)?;
+        let pos = Tensor::arange(0u32, len as u32, ids.device())?;
+        let x = self
+            .word
+            .forward(ids)?
+            .add(&self.token_type.forward(type_ids)?)?;
+        self.norm
+            .forward(&x.broadcast_add(&self.position.forward(&pos)?)?)
+    }
+}
+
+pub struct SelfAttention {
+    query: Linear,
+    key: Linear,
+    value: Linear,
+    out: Linear,
+    norm: LayerNorm,
+    heads: usize,
+    head_dim: usize,
+}
+
+impl SelfAttention {
+    pub fn load(vb: VarBuilder, c: &BertConfig) -> Result<Self> {
+        let h = c.hidden_size;
+        let s = vb.pp("self");
+        Ok(SelfAttention {
+            query: linear(h, h, s.pp("query"))?,
+            key: linear(h, h, s.pp("key"))?,
+            value: linear(h, h, s.pp("value"))?,
+            out: linear(h, h, vb.pp("output").pp("dense"))?,
+            norm: LayerNorm::load(vb.pp("output").pp("LayerNorm"), h, c.layer_norm_eps)?,
+            heads: c.num_attention_heads,
+            head_dim: c.head_dim(),
+        })
+    }
+
+    /// (b, s, h) -> (b, heads, s, head_dim)
+    fn split(&self, x: &Tensor) -> Result<Tensor> {
+        let (b, s, _) = x.dims3()?;
+        x.reshape((b, s, self.heads, self.head_dim))?
+            .transpose(1, 2)?
+            .contiguous()
+    }
+
+    /// Attention probabilities (b, heads, s, s) and the layer's output. `bias` is the additive mask
+    /// (b, 1, 1, s): 0 for tokens, a large negative number for padding.
+    pub fn forward_with_probs(&self, x: &Tensor, bias: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (b, s, h) = x.dims3()?;
+        let q = self.split(&self.query.forward(x)?)?;
+        let k = self.split(&self.key.forward(x)?)?;
+        let v = self.split(&self.value.forward(x)?)?;
+        let scores = (q.matmul(&k.t()?)? / (self.head_dim as f64).sqrt())?.broadcast_add(bias)?;
+        let probs = softmax_last_dim(&scores)?;
+        let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h))?;
+        let y = self.norm.forward(&(self.out.forward(&ctx)? + x)?)?;
+        Ok((probs, y))
+    }
+}
+
+pub struct BertLayer {
+    attention: SelfAttention,
+    intermediate: Linear,
+    output: Linear,
+    norm: LayerNorm,
+    act: String,
+}
+
+impl BertLayer {
+    pub fn load(vb: VarBuilder, c: &BertConfig) -> Result<Self> {
+        Ok(BertLayer {
+            attention: SelfAttention::load(vb.pp("attention"), c)?,
+            intermediate: linear(
+                c.hidden_size,
+                c.intermediate_size,
+                vb.pp("intermediate").pp("dense"),
+            )?,
+            output: linear(
+                c.intermediate_size,
+                c.hidden_size,
+                vb.pp("output").pp("dense"),
+            )?,
+            norm: LayerNorm::load(
+                vb.pp("output").pp("LayerNorm"),
+                c.hidden_size,
+                c.layer_norm_eps,
+            )?,
+            act: c.hidden_act.clone(),
+        })
+    }
+
+    pub fn forward_with_probs(&self, x: &Tensor, bias: &Tensor) -> Result<(Tensor, Tensor)> {
+        let (probs, a) = self.attention.forward_with_probs(x, bias)?;
+        let i = activation(&self.act, &self.intermediate.forward(&a)?)?;
+        let y = self.norm.forward(&(self.output.forward(&i)? + a)?)?;
+        Ok((probs, y))
+    }
+
+    pub fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        Ok(self.forward_with_probs(x, bias)?.1)
+    }
+}
+
+/// The additive attention bias from a (b, s) 0/1 mask: (b, 1, 1, s), 0 where attended and the
+/// dtype's most negative finite value where padded (as transformers does).
+pub fn attention_bias(mask: &Tensor, dtype: DType) -> Result<Tensor> {
+    let (b, s) = mask.dims2()?;
+    let big = match dtype {
+        DType::F16 => 65504.0,
+        DType::BF16 => 3.38e38,
+        _ => f32::MAX as f64,
+    };
+    // mask * big - big: exactly 0 for 1, -big for 0
+    mask.to_dtype(DType::F32)?
+        .affine(big, -big)?
+        .to_dtype(dtype)?
+        .reshape((b, 1, 1, s))
+}
+
+pub struct Bert {
+    pub embeddings: BertEmbeddings,
+    pub layers: Vec<BertLayer>,
+    pub config: BertConfig,
+}
+
+impl Bert {
+    pub fn load(vb: VarBuilder, c: &BertConfig) -> Result<Self> {
+        let embeddings = BertEmbeddings::load(vb.pp("embeddings"), c)?;
+        let layers = (0..c.num_hidden_layers)
+            .map(|i| BertLayer::load(vb.pp(format!("encoder.layer.{i}")), c))
+            .collect::<Result<_>>()?;
+        Ok(Bert {
+            embeddings,
+            layers,
+            config: c.clone(),
+        })
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.embeddings.word_embeddings().dtype()
+    }
+
+    /// The last layer's hidden states (b, s, h).
+    pub fn forward(&self, ids: &Tensor, type_ids: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let bias = attention_bias(mask, self.dtype())?;
+        let mut x = self.embeddings.forward(ids, type_ids)?;
+        for l in &self.layers {
+            x = l.forward(&x, &bias)?;
+        }
+        Ok(x)
+    }
+
+    /// Hidden states of every layer: [embeddings, layer 1, ..., layer N] (index k = output of the
+    /// k-th encoder layer), and each layer's attention probabilities.
+    pub fn forward_all(
+        &self,
+        ids: &Tensor,
+        type_ids: &Tensor,
+        mask: &Tensor,
+    ) -> Result<(Vec<Tensor>, Vec<Tensor>)> {
+        let bias = attention_bias(mask, self.dtype())?;
+        let mut states = vec![self.embeddings.forward(ids, type_ids)?];
+        let mut probs = Vec::with_capacity(self.layers.len());
+        for l in &self.layers {
+            let (p, y) = l.forward_with_probs(states.last().unwrap(), &bias)?;
+            probs.push(p);
+            states.push(y);
+        }
+        Ok((states, probs))
+    }
+}

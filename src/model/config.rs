@@ -1,0 +1,81 @@
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+fn d_gelu() -> String {
+    "gelu".into()
+}
+fn d_dropout() -> f64 {
+    0.1
+}
+fn d_positions() -> usize {
+    512
+}
+fn d_types() -> usize {
+    2
+}
+fn d_eps() -> f64 {
+    1e-12
+}
+
+/// HF BertConfig (config.json). Keys we do not use are kept in `extra` so that saving writes
+/// them back and transformers still recognises the folder.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BertConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    #[serde(default = "d_gelu")]
+    pub hidden_act: String,
+    #[serde(default = "d_dropout")]
+    pub hidden_dropout_prob: f64,
+    #[serde(default = "d_dropout")]
+    pub attention_probs_dropout_prob: f64,
+    #[serde(default = "d_positions")]
+    pub max_position_embeddings: usize,
+    #[serde(default = "d_types")]
+    pub type_vocab_size: usize,
+    #[serde(default = "d_eps")]
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub pad_token_id: u32,
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl BertConfig {
+    pub fn load(path: &Path) -> Result<BertConfig> {
+        let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                Error::file(path, "missing config.json: not a Hugging Face model folder")
+            }
+            _ => Error::file(path, e),
+        })?;
+        let cfg: BertConfig = serde_json::from_str(&text)
+            .map_err(|e| Error::file(path, format!("not a BERT config: {e}")))?;
+        cfg.validate().map_err(|m| Error::file(path, m))?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> std::result::Result<(), String> {
+        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+            return Err(format!(
+                "hidden_size {} is not a multiple of num_attention_heads {}",
+                self.hidden_size, self.num_attention_heads
+            ));
+        }
+        if !matches!(
+            self.hidden_act.as_str(),
+            "gelu" | "gelu_new" | "gelu_pytorch_tanh" | "relu"
+        ) {
+            return Err(format!("unsupported hidden_act '{}'", self.hidden_act));
+        }
+        Ok(())
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+}

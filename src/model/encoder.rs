@@ -1,0 +1,163 @@
+//! Sentence embeddings as sentence-transformers computes them: tokens with [CLS]/[SEP], truncated
+//! to max_seq_length, BERT, pooling, optional L2 normalisation. Texts are sorted by length so that
+//! batches carry little padding; results come back in input order.
+use super::{l2_normalize, Bert, ModelFolder, Pooling, TokenBatch};
+use crate::error::{Error, Result};
+use crate::tokenize::Tokenizer;
+use candle_core::{DType, Device, Tensor};
+use indicatif::ProgressBar;
+use rayon::prelude::*;
+use std::path::Path;
+
+/// Row-major embeddings, one row of `dim` floats per input text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Embeddings {
+    pub dim: usize,
+    pub data: Vec<f32>,
+}
+
+impl Embeddings {
+    pub fn len(&self) -> usize {
+        if self.dim == 0 {
+            0
+        } else {
+            self.data.len() / self.dim
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+}
+
+pub struct SentenceEncoder {
+    pub bert: Bert,
+    pub tokenizer: Tokenizer,
+    pub pooling: Pooling,
+    pub normalize: bool,
+    pub max_seq_length: usize,
+    pub device: Device,
+    special: Specials,
+}
+
+/// [CLS], [SEP] and [PAD] ids.
+#[derive(Clone, Copy, Debug)]
+pub struct Specials {
+    pub cls: u32,
+    pub sep: u32,
+    pub pad: u32,
+}
+
+impl Specials {
+    pub fn of(tok: &Tokenizer) -> Result<Specials> {
+        let id = |t: &str| {
+            tok.token_id(t).ok_or_else(|| {
+                Error::file(tok.source(), format!("the vocabulary has no {t} token"))
+            })
+        };
+        Ok(Specials {
+            cls: id("[CLS]")?,
+            sep: id("[SEP]")?,
+            pad: id("[PAD]")?,
+        })
+    }
+}
+
+impl SentenceEncoder {
+    pub fn load(dir: &Path, device: &Device) -> Result<SentenceEncoder> {
+        let folder = ModelFolder::open(dir)?;
+        let tokenizer = folder.tokenizer()?;
+        let bert = folder.load_bert(DType::F32, device)?;
+        SentenceEncoder::new(
+            bert,
+            tokenizer,
+            folder.pooling,
+            folder.normalize,
+            folder.max_seq_length,
+            device,
+        )
+    }
+
+    pub fn new(
+        bert: Bert,
+        tokenizer: Tokenizer,
+        pooling: Pooling,
+        normalize: bool,
+        max_seq_length: usize,
+        device: &Device,
+    ) -> Result<Self> {
+        let special = Specials::of(&tokenizer)?;
+        Ok(SentenceEncoder {
+            bert,
+            tokenizer,
+            pooling,
+            normalize,
+            max_seq_length: max_seq_length.max(2),
+            device: device.clone(),
+            special,
+        })
+    }
+
+    pub fn dim(&self) -> usize {
+        let modes = [
+            self.pooling.cls,
+            self.pooling.max,
+            self.pooling.mean,
+            self.pooling.mean_sqrt_len,
+        ];
+        self.bert.config.hidden_size * modes.iter().filter(|m| **m).count()
+    }
+
+    /// [CLS] text [SEP], truncated to max_seq_length.
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>> {
+        let mut ids = Vec::with_capacity(32);
+        ids.push(self.special.cls);
+        self.tokenizer.ids_into(text, &mut ids)?;
+        ids.truncate(self.max_seq_length - 1);
+        ids.push(self.special.sep);
+        Ok(ids)
+    }
+
+    /// Embeddings (b, dim) of already tokenized sequences, as a tensor (for training and eval).
+    pub fn embed(&self, seqs: &[&[u32]]) -> candle_core::Result<Tensor> {
+        let b = TokenBatch::new(seqs, None, self.special.pad, &self.device)?;
+        let states = self.bert.forward(&b.ids, &b.type_ids, &b.mask)?;
+        let pooled = self.pooling.forward(&states, &b.mask)?;
+        if self.normalize {
+            l2_normalize(&pooled)
+        } else {
+            Ok(pooled)
+        }
+    }
+
+    /// Encode texts in length-sorted batches; rows come back in input order.
+    pub fn encode(
+        &self,
+        texts: &[&str],
+        batch_size: usize,
+        progress: &ProgressBar,
+    ) -> Result<Embeddings> {
+        let seqs: Vec<Vec<u32>> = texts
+            .par_iter()
+            .map(|t| self.token_ids(t))
+            .collect::<Result<_>>()?;
+        let mut order: Vec<usize> = (0..seqs.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(seqs[i].len()));
+        let dim = self.dim();
+        let mut data = vec![0f32; seqs.len() * dim];
+        for chunk in order.chunks(batch_size.max(1)) {
+            let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].as_slice()).collect();
+            let rows: Vec<Vec<f32>> = self
+                .embed(&batch)
+                .and_then(|t| t.to_dtype(DType::F32)?.to_vec2())
+                .map_err(|e| Error::msg(format!("model forward failed: {e}")))?;
+            for (&i, r) in chunk.iter().zip(rows) {
+                data[i * dim..(i + 1) * dim].copy_from_slice(&r);
+            }
+            progress.inc(chunk.len() as u64);
+        }
+        Ok(Embeddings { dim, data })
+    }
+}

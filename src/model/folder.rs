@@ -1,0 +1,133 @@
+//! Reading model folders: a plain Hugging Face BERT folder (config.json + model.safetensors or
+//! pytorch_model.bin + tokenizer.json or vocab.txt) or a sentence-transformers folder on top of it
+//! (modules.json, 1_Pooling/config.json, Normalize, sentence_bert_config.json).
+use super::{Bert, BertConfig, Pooling};
+use crate::error::{Error, Result};
+use crate::tokenize::Tokenizer;
+use candle_core::{DType, Device};
+use candle_nn::VarBuilder;
+use std::path::{Path, PathBuf};
+
+/// What a model folder says, before any weights are loaded.
+#[derive(Clone, Debug)]
+pub struct ModelFolder {
+    pub dir: PathBuf,
+    /// The folder holding config.json and the weights (the Transformer module's path).
+    pub transformer_dir: PathBuf,
+    pub config: BertConfig,
+    pub weights: PathBuf,
+    pub pooling: Pooling,
+    pub normalize: bool,
+    pub max_seq_length: usize,
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+    serde_json::from_str(&text).map_err(|e| Error::file(path, format!("invalid JSON: {e}")))
+}
+
+impl ModelFolder {
+    pub fn open(dir: &Path) -> Result<ModelFolder> {
+        if !dir.is_dir() {
+            return Err(Error::file(dir, "no such model folder"));
+        }
+        let mut transformer_dir = dir.to_path_buf();
+        let mut pooling = None;
+        let mut normalize = false;
+        let modules = dir.join("modules.json");
+        if modules.is_file() {
+            let v = read_json(&modules)?;
+            let list = v
+                .as_array()
+                .ok_or_else(|| Error::file(&modules, "expected a JSON list of modules"))?;
+            for m in list {
+                let ty = m.get("type").and_then(|t| t.as_str()).unwrap_or("");
+                let path = dir.join(m.get("path").and_then(|p| p.as_str()).unwrap_or(""));
+                match ty.rsplit('.').next().unwrap_or("") {
+                    "Transformer" => transformer_dir = path,
+                    "Pooling" => pooling = Some(Pooling::load(&path.join("config.json"))?),
+                    "Normalize" => normalize = true,
+                    other => {
+                        return Err(Error::file(
+                            &modules,
+                            format!("unsupported module type '{other}' ({ty})"),
+                        ))
+                    }
+                }
+            }
+        }
+        let config = BertConfig::load(&transformer_dir.join("config.json"))?;
+        let weights = ["model.safetensors", "pytorch_model.bin"]
+            .iter()
+            .map(|f| transformer_dir.join(f))
+            .find(|p| p.is_file())
+            .ok_or_else(|| {
+                Error::file(
+                    &transformer_dir,
+                    "missing weights: no model.safetensors or pytorch_model.bin",
+                )
+            })?;
+        let st_cfg = transformer_dir.join("sentence_bert_config.json");
+        let max_seq_length = if st_cfg.is_file() {
+            read_json(&st_cfg)?
+                .get("max_seq_length")
+                .and_then(|m| m.as_u64())
+                .map(|m| m as usize)
+        } else {
+            None
+        }
+        .unwrap_or(512)
+        .min(config.max_position_embeddings);
+        // a plain HF folder gets mean pooling, as sentence-transformers gives it
+        let pooling = pooling.unwrap_or(Pooling::MEAN);
+        Ok(ModelFolder {
+            dir: dir.to_path_buf(),
+            transformer_dir,
+            config,
+            weights,
+            pooling,
+            normalize,
+            max_seq_length,
+        })
+    }
+
+    pub fn tokenizer(&self) -> Result<Tokenizer> {
+        Tokenizer::load(&self.transformer_dir)
+    }
+
+    /// A VarBuilder over the weights, rooted at the BERT encoder (a "bert." prefix is looked through).
+    pub fn var_builder(&self, dtype: DType, device: &Device) -> Result<VarBuilder<'static>> {
+        let w = &self.weights;
+        let vb = if w.extension().is_some_and(|e| e == "bin") {
+            VarBuilder::from_pth(w, dtype, device)
+        } else {
+            // SAFETY: the file is mapped read-only; nothing in this process writes to it
+            unsafe { VarBuilder::from_mmaped_safetensors(&[w], dtype, device) }
+        }
+        .map_err(|e| Error::file(w, format!("unreadable weights: {e}")))?;
+        Ok(
+            if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
+                vb.pp("bert")
+            } else {
+                vb
+            },
+        )
+    }
+
+    /// The BERT encoder with this folder's weights; shape mismatches name the weights file.
+    pub fn load_bert(&self, dtype: DType, device: &Device) -> Result<Bert> {
+        let vb = self.var_builder(dtype, device)?;
+        if !vb.contains_tensor("embeddings.word_embeddings.weight") {
+            return Err(Error::file(
+                &self.weights,
+                "no BERT weights (embeddings.word_embeddings.weight missing)",
+            ));
+        }
+        Bert::load(vb, &self.config).map_err(|e| {
+            Error::file(
+                &self.weights,
+                format!("weights do not match config.json: {e}"),
+            )
+        })
+    }
+}

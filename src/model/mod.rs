@@ -1,0 +1,15 @@
+//! The model: BERT in candle, pooling, and model folders (HF and sentence-transformers).
+mod batch;
+mod bert;
+mod config;
+mod encoder;
+mod folder;
+pub mod ops;
+mod pooling;
+
+pub use batch::TokenBatch;
+pub use bert::{attention_bias, Bert, BertEmbeddings, BertLayer, SelfAttention};
+pub use config::BertConfig;
+pub use encoder::{Embeddings, SentenceEncoder, Specials};
+pub use folder::ModelFolder;
+pub use pooling::{l2_normalize, Pooling};

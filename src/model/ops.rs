@@ -1,0 +1,68 @@
+//! Ops built from differentiable primitives. candle's fused softmax and layer-norm kernels return
+//! no gradient (silently), so the model uses these everywhere it may be trained through.
+use candle_core::{DType, Module, Result, Tensor, D};
+use candle_nn::VarBuilder;
+
+/// Softmax over the last dimension: exp(x - max) / sum.
+pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
+    let max = x.max_keepdim(D::Minus1)?;
+    let e = x.broadcast_sub(&max)?.exp()?;
+    let sum = e.sum_keepdim(D::Minus1)?;
+    e.broadcast_div(&sum)
+}
+
+/// LayerNorm over the last dimension with weight and bias (HF names, or TF-era gamma/beta).
+#[derive(Clone, Debug)]
+pub struct LayerNorm {
+    pub weight: Tensor,
+    pub bias: Tensor,
+    eps: f64,
+}
+
+impl LayerNorm {
+    pub fn new(weight: Tensor, bias: Tensor, eps: f64) -> LayerNorm {
+        LayerNorm { weight, bias, eps }
+    }
+
+    pub fn load(vb: VarBuilder, size: usize, eps: f64) -> Result<LayerNorm> {
+        let (w, b) = if vb.contains_tensor("gamma") {
+            ("gamma", "beta")
+        } else {
+            ("weight", "bias")
+        };
+        let weight = vb.get_with_hints(size, w, candle_nn::Init::Const(1.0))?;
+        let bias = vb.get_with_hints(size, b, candle_nn::Init::Const(0.0))?;
+        Ok(LayerNorm { weight, bias, eps })
+    }
+}
+
+impl Module for LayerNorm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let dtype = x.dtype();
+        // statistics in f32 even for bf16/f16 activations, as PyTorch does
+        let x = if dtype == DType::F32 {
+            x.clone()
+        } else {
+            x.to_dtype(DType::F32)?
+        };
+        let mean = x.mean_keepdim(D::Minus1)?;
+        let centered = x.broadcast_sub(&mean)?;
+        let var = centered.sqr()?.mean_keepdim(D::Minus1)?;
+        let normed = centered
+            .broadcast_div(&(var + self.eps)?.sqrt()?)?
+            .to_dtype(dtype)?;
+        normed
+            .broadcast_mul(&self.weight)?
+            .broadcast_add(&self.bias)
+    }
+}
+
+/// The activation named by config.json's hidden_act.
+pub fn activation(name: &str, x: &Tensor) -> Result<Tensor> {
+    match name {
+        "gelu" => x.gelu_erf(),
+        "gelu_new" | "gelu_pytorch_tanh" => x.gelu(),
+        "relu" => x.relu(),
+        other => candle_core::bail!("unsupported activation {other}"),
+    }
+}

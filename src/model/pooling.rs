@@ -1,0 +1,125 @@
+use crate::error::{Error, Result};
+use candle_core::{DType, Tensor, D};
+use std::path::Path;
+
+/// sentence-transformers' pooling modes. Several may be on; their outputs are concatenated in
+/// sentence-transformers' order (cls, max, mean, mean_sqrt_len).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pooling {
+    pub cls: bool,
+    pub max: bool,
+    pub mean: bool,
+    pub mean_sqrt_len: bool,
+}
+
+impl Pooling {
+    pub const MEAN: Pooling = Pooling {
+        cls: false,
+        max: false,
+        mean: true,
+        mean_sqrt_len: false,
+    };
+    pub const CLS: Pooling = Pooling {
+        cls: true,
+        max: false,
+        mean: false,
+        mean_sqrt_len: false,
+    };
+    pub const MAX: Pooling = Pooling {
+        cls: false,
+        max: true,
+        mean: false,
+        mean_sqrt_len: false,
+    };
+
+    pub fn parse(name: &str) -> Result<Pooling> {
+        Ok(match name {
+            "mean" => Pooling::MEAN,
+            "cls" => Pooling::CLS,
+            "max" => Pooling::MAX,
+            "mean-sqrt-len" | "mean_sqrt_len" => Pooling {
+                cls: false,
+                max: false,
+                mean: false,
+                mean_sqrt_len: true,
+            },
+            _ => {
+                return Err(Error::msg(format!(
+                    "unknown pooling '{name}': expected cls, mean, max or mean-sqrt-len"
+                )))
+            }
+        })
+    }
+
+    /// 1_Pooling/config.json.
+    pub fn load(path: &Path) -> Result<Pooling> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::file(path, format!("invalid JSON: {e}")))?;
+        let flag = |k: &str| v.get(k).and_then(|b| b.as_bool()).unwrap_or(false);
+        for unsupported in ["pooling_mode_weightedmean_tokens", "pooling_mode_lasttoken"] {
+            if flag(unsupported) {
+                return Err(Error::file(path, format!("{unsupported} is not supported")));
+            }
+        }
+        let p = Pooling {
+            cls: flag("pooling_mode_cls_token"),
+            max: flag("pooling_mode_max_tokens"),
+            mean: flag("pooling_mode_mean_tokens"),
+            mean_sqrt_len: flag("pooling_mode_mean_sqrt_len_tokens"),
+        };
+        if !(p.cls || p.max || p.mean || p.mean_sqrt_len) {
+            return Err(Error::file(path, "no pooling mode is on"));
+        }
+        Ok(p)
+    }
+
+    /// The sentence-transformers 1_Pooling/config.json for this pooling.
+    pub fn to_json(&self, dim: usize) -> serde_json::Value {
+        serde_json::json!({
+            "word_embedding_dimension": dim,
+            "pooling_mode_cls_token": self.cls,
+            "pooling_mode_mean_tokens": self.mean,
+            "pooling_mode_max_tokens": self.max,
+            "pooling_mode_mean_sqrt_len_tokens": self.mean_sqrt_len,
+            "pooling_mode_weightedmean_tokens": false,
+            "pooling_mode_lasttoken": false,
+            "include_prompt": true
+        })
+    }
+
+    /// Pool token states (b, s, h) under a (b, s) 0/1 mask into (b, h * modes).
+    pub fn forward(&self, states: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+        let m = mask.to_dtype(states.dtype())?.unsqueeze(2)?; // (b, s, 1)
+        let mut parts = Vec::new();
+        if self.cls {
+            parts.push(states.narrow(1, 0, 1)?.squeeze(1)?);
+        }
+        if self.max {
+            // padded positions get a very negative value so they never win (as sentence-transformers)
+            let pad = ((m.ones_like()? - &m)? * -1e9)?;
+            parts.push(states.broadcast_add(&pad)?.max(1)?);
+        }
+        if self.mean || self.mean_sqrt_len {
+            let sum = states.broadcast_mul(&m)?.sum(1)?;
+            let count = m.sum(1)?.to_dtype(DType::F32)?.clamp(1e-9, f64::MAX)?;
+            if self.mean {
+                parts.push(sum.broadcast_div(&count.to_dtype(sum.dtype())?)?);
+            }
+            if self.mean_sqrt_len {
+                parts.push(sum.broadcast_div(&count.sqrt()?.to_dtype(sum.dtype())?)?);
+            }
+        }
+        Tensor::cat(&parts, D::Minus1)
+    }
+}
+
+/// L2 normalisation as torch.nn.functional.normalize (eps 1e-12).
+pub fn l2_normalize(x: &Tensor) -> candle_core::Result<Tensor> {
+    let norm = x
+        .sqr()?
+        .sum_keepdim(D::Minus1)?
+        .sqrt()?
+        .clamp(1e-12, f64::MAX)?;
+    x.broadcast_div(&norm)
+}

@@ -1,0 +1,48 @@
+//! Parity with sentence-transformers on all-MiniLM-L6-v2: the fixture's embeddings.
+mod common;
+use candle_core::Device;
+use condenser::model::SentenceEncoder;
+use indicatif::ProgressBar;
+
+#[test]
+fn embeddings_match_sentence_transformers_within_1e5() {
+    let fx = common::fixture();
+    let sentences: Vec<&str> = fx["embeddings"]["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let want: Vec<Vec<f64>> = fx["embeddings"]["vectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(sentences.len(), 64);
+    let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+    assert_eq!(enc.max_seq_length, 256);
+    for batch_size in [1, 7, 64] {
+        let got = enc
+            .encode(&sentences, batch_size, &ProgressBar::hidden())
+            .unwrap();
+        assert_eq!((got.len(), got.dim), (64, 384));
+        let mut max_diff = 0f64;
+        for (i, w) in want.iter().enumerate() {
+            for (a, b) in got.row(i).iter().zip(w) {
+                max_diff = max_diff.max((*a as f64 - b).abs());
+            }
+        }
+        assert!(
+            max_diff < 1e-5,
+            "batch {batch_size}: max abs diff {max_diff}"
+        );
+        eprintln!("batch {batch_size}: max abs diff {max_diff:.2e}");
+    }
+}
