@@ -2,6 +2,7 @@
 pub mod cli;
 pub mod data;
 pub mod error;
+pub mod eval;
 pub mod hash;
 pub mod model;
 pub mod overlap;

@@ -1,4 +1,4 @@
-use super::{out, progress, split_list};
+use super::{named_path, out, progress, split_list};
 use crate::data;
 use crate::error::{Error, Result};
 use crate::overlap::{self, Mode, Options, Source};
@@ -56,18 +56,7 @@ fn columns_for(path: &Path, flag: &Option<String>) -> Result<Vec<String>> {
 }
 
 fn parse_source(spec: &str, columns: &Option<String>) -> Result<Source> {
-    let (name, path) = match spec.split_once('=') {
-        Some((n, p)) if !n.is_empty() => (n.to_string(), PathBuf::from(p)),
-        _ => {
-            let p = PathBuf::from(spec);
-            (
-                p.file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| spec.into()),
-                p,
-            )
-        }
-    };
+    let (name, path) = named_path(spec);
     let columns = columns_for(&path, columns)?;
     Ok(Source {
         name,

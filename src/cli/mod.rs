@@ -1,7 +1,10 @@
 //! Command-line drivers: each subcommand parses its flags, calls the library and prints.
 mod convert;
 mod domain_overlap;
+mod encode;
+mod evaluate;
 mod progress;
+mod similarity;
 
 use crate::error::Result;
 use clap::{Parser, Subcommand};
@@ -21,6 +24,12 @@ struct Cli {
 enum Command {
     /// Jaccard similarity of WordPiece n-gram sets between datasets
     DomainOverlap(domain_overlap::Args),
+    /// Embed a text column of a dataset into a Parquet file
+    Encode(encode::Args),
+    /// Evaluate models on STS, classification and retrieval datasets in one run
+    Evaluate(evaluate::Args),
+    /// Cosine similarity matrix of sentences, with a heatmap
+    Similarity(similarity::Args),
     /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL) to Parquet (zstd)
     Convert(convert::Args),
 }
@@ -28,6 +37,9 @@ enum Command {
 pub fn main() -> Result<()> {
     match Cli::parse().command {
         Command::DomainOverlap(a) => domain_overlap::run(a),
+        Command::Encode(a) => encode::run(a),
+        Command::Evaluate(a) => evaluate::run(a),
+        Command::Similarity(a) => similarity::run(a),
         Command::Convert(a) => convert::run(a),
     }
 }
@@ -48,5 +60,44 @@ fn out(text: &str) {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             eprintln!("error: writing to stdout: {e}");
         }
+    }
+}
+
+/// "NAME=PATH", or a bare PATH named by its file stem.
+fn named_path(spec: &str) -> (String, std::path::PathBuf) {
+    match spec.split_once('=') {
+        Some((n, p)) if !n.is_empty() => (n.to_string(), p.into()),
+        _ => {
+            let p = std::path::PathBuf::from(spec);
+            let name = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| spec.into());
+            (name, p)
+        }
+    }
+}
+
+/// Flags every command that runs a model shares.
+#[derive(clap::Args, Clone, Debug)]
+struct ModelOpts {
+    /// Override the folder's pooling: cls, mean, max or mean-sqrt-len
+    #[arg(long)]
+    pooling: Option<String>,
+    /// Override max_seq_length (tokens, including [CLS] and [SEP])
+    #[arg(long)]
+    max_seq_length: Option<usize>,
+}
+
+impl ModelOpts {
+    fn load(&self, dir: &std::path::Path) -> Result<crate::model::SentenceEncoder> {
+        let mut enc = crate::model::SentenceEncoder::load(dir, &candle_core::Device::Cpu)?;
+        if let Some(p) = &self.pooling {
+            enc.pooling = crate::model::Pooling::parse(p)?;
+        }
+        if let Some(m) = self.max_seq_length {
+            enc.max_seq_length = m.clamp(2, enc.bert.config.max_position_embeddings);
+        }
+        Ok(enc)
     }
 }

@@ -67,6 +67,19 @@ impl Batch {
         })
     }
 
+    /// Identifiers: text, or integers written as decimal text.
+    pub fn ids(&self, name: &str) -> Result<Vec<String>> {
+        let col = self.column(name)?;
+        match col.data_type() {
+            DataType::Int64 | DataType::Int32 | DataType::UInt64 | DataType::UInt32 => Ok(self
+                .labels(name)?
+                .into_iter()
+                .map(|v| (v as i64).to_string())
+                .collect()),
+            _ => Ok(self.texts(name)?.into_iter().map(String::from).collect()),
+        }
+    }
+
     fn utf8<'a>(&self, bytes: impl Iterator<Item = &'a [u8]>, name: &str) -> Result<Vec<&'a str>> {
         bytes
             .enumerate()

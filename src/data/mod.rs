@@ -5,11 +5,13 @@ mod delimited;
 mod format;
 mod ipc;
 mod jsonl;
+mod pairs;
 mod parquet;
 mod write;
 
 pub use batch::Batch;
 pub use format::Format;
+pub use pairs::{PairColumns, Pairs};
 pub use write::{write_atomic, write_parquet, ParquetSink};
 
 use crate::error::{Error, Result};
