@@ -1,9 +1,9 @@
 //! BERT encoder in candle-nn style: one struct per layer, weights by HF name through VarBuilder,
 //! every layer's hidden states readable (Condenser reads layer k's tokens and the last CLS).
 use super::ops::{activation, softmax_last_dim, LayerNorm};
-use super::BertConfig;
+use super::{matmul, BertConfig, Linear};
 use candle_core::{DType, Module, Result, Tensor};
-use candle_nn::{embedding, linear, Embedding, Linear, VarBuilder};
+use candle_nn::{embedding, Embedding, VarBuilder};
 
 pub struct BertEmbeddings {
     word: Embedding,
@@ -62,10 +62,10 @@ impl SelfAttention {
         let h = c.hidden_size;
         let s = vb.pp("self");
         Ok(SelfAttention {
-            query: linear(h, h, s.pp("query"))?,
-            key: linear(h, h, s.pp("key"))?,
-            value: linear(h, h, s.pp("value"))?,
-            out: linear(h, h, vb.pp("output").pp("dense"))?,
+            query: Linear::load(s.pp("query"), h, h)?,
+            key: Linear::load(s.pp("key"), h, h)?,
+            value: Linear::load(s.pp("value"), h, h)?,
+            out: Linear::load(vb.pp("output").pp("dense"), h, h)?,
             norm: LayerNorm::load(vb.pp("output").pp("LayerNorm"), h, c.layer_norm_eps)?,
             heads: c.num_attention_heads,
             head_dim: c.head_dim(),
@@ -87,9 +87,9 @@ impl SelfAttention {
         let q = self.split(&self.query.forward(x)?)?;
         let k = self.split(&self.key.forward(x)?)?;
         let v = self.split(&self.value.forward(x)?)?;
-        let scores = (q.matmul(&k.t()?)? / (self.head_dim as f64).sqrt())?.broadcast_add(bias)?;
+        let scores = (matmul(&q, &k.t()?)? / (self.head_dim as f64).sqrt())?.broadcast_add(bias)?;
         let probs = softmax_last_dim(&scores)?;
-        let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h))?;
+        let ctx = matmul(&probs, &v)?.transpose(1, 2)?.reshape((b, s, h))?;
         let y = self.norm.forward(&(self.out.forward(&ctx)? + x)?)?;
         Ok((probs, y))
     }
@@ -107,15 +107,15 @@ impl BertLayer {
     pub fn load(vb: VarBuilder, c: &BertConfig) -> Result<Self> {
         Ok(BertLayer {
             attention: SelfAttention::load(vb.pp("attention"), c)?,
-            intermediate: linear(
-                c.hidden_size,
-                c.intermediate_size,
+            intermediate: Linear::load(
                 vb.pp("intermediate").pp("dense"),
+                c.hidden_size,
+                c.intermediate_size,
             )?,
-            output: linear(
+            output: Linear::load(
+                vb.pp("output").pp("dense"),
                 c.intermediate_size,
                 c.hidden_size,
-                vb.pp("output").pp("dense"),
             )?,
             norm: LayerNorm::load(
                 vb.pp("output").pp("LayerNorm"),
@@ -162,6 +162,8 @@ pub struct Bert {
 
 impl Bert {
     pub fn load(vb: VarBuilder, c: &BertConfig) -> Result<Self> {
+        // settle BLAS (and the thread settings it implies) before the first tensor op runs
+        let _ = super::blas::blas();
         let embeddings = BertEmbeddings::load(vb.pp("embeddings"), c)?;
         let layers = (0..c.num_hidden_layers)
             .map(|i| BertLayer::load(vb.pp(format!("encoder.layer.{i}")), c))

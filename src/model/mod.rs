@@ -1,9 +1,13 @@
 //! The model: BERT in candle, pooling, and model folders (HF and sentence-transformers).
 mod batch;
 mod bert;
+pub mod blas;
 mod config;
 mod encoder;
 mod folder;
+pub mod gelu;
+mod linear;
+mod matmul;
 pub mod ops;
 mod pooling;
 
@@ -12,4 +16,6 @@ pub use bert::{attention_bias, Bert, BertEmbeddings, BertLayer, SelfAttention};
 pub use config::BertConfig;
 pub use encoder::{Embeddings, SentenceEncoder, Specials};
 pub use folder::ModelFolder;
+pub use linear::Linear;
+pub use matmul::matmul;
 pub use pooling::{l2_normalize, Pooling};

@@ -60,7 +60,7 @@ impl Module for LayerNorm {
 /// The activation named by config.json's hidden_act.
 pub fn activation(name: &str, x: &Tensor) -> Result<Tensor> {
     match name {
-        "gelu" => x.gelu_erf(),
+        "gelu" => super::gelu::gelu_erf(x),
         "gelu_new" | "gelu_pytorch_tanh" => x.gelu(),
         "relu" => x.relu(),
         other => candle_core::bail!("unsupported activation {other}"),
