@@ -46,3 +46,28 @@ fn embeddings_match_sentence_transformers_within_1e5() {
         eprintln!("batch {batch_size}: max abs diff {max_diff:.2e}");
     }
 }
+
+#[test]
+fn stsb_dev_and_test_match_fixture_within_1e4() {
+    let fx = common::fixture();
+    let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+    for (split, key) in [("dev", "stsb-dev"), ("test", "stsb-test")] {
+        let path = common::data(&format!("stsb/{split}.parquet"));
+        let got = condenser::eval::evaluate_sts(
+            &enc,
+            &path,
+            &Default::default(),
+            32,
+            &ProgressBar::hidden(),
+        )
+        .unwrap();
+        let want = fx["sts"][key].as_object().unwrap();
+        assert_eq!(got.len(), want.len(), "same metric names");
+        for (name, value) in &got {
+            let w = want[name]
+                .as_f64()
+                .unwrap_or_else(|| panic!("fixture lacks {name}"));
+            assert!((value - w).abs() < 1e-4, "{key} {name}: {value} vs {w}");
+        }
+    }
+}

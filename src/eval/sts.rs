@@ -5,7 +5,8 @@ use crate::model::Embeddings;
 /// sentence-transformers' EmbeddingSimilarityEvaluator: Pearson and Spearman of cosine, dot,
 /// (negative) euclidean and manhattan similarity against the gold scores, plus the maxima.
 pub fn sts_metrics(e1: &Embeddings, e2: &Embeddings, gold: &[f64]) -> Metrics {
-    let sims: [(&str, fn(&[f32], &[f32]) -> f64); 4] = [
+    type Sim = fn(&[f32], &[f32]) -> f64;
+    let sims: [(&str, Sim); 4] = [
         ("cosine", cosine),
         ("dot", dot),
         ("euclidean", |a, b| -euclidean(a, b)),

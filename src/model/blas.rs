@@ -1,5 +1,5 @@
 //! OpenBLAS's cblas_sgemm, found at run time with dlopen. On this project's CPUs it runs BERT's
-//! matmuls at ~2.5x candle's gemm (benches/README.md); where no OpenBLAS is installed, or
+//! matmuls at ~2x candle's gemm (benches/README.md); where no OpenBLAS is installed, or
 //! CONDENSER_BLAS=0 is set, callers fall back to candle's own matmul and nothing else changes.
 use std::ffi::CStr;
 use std::sync::OnceLock;
@@ -38,11 +38,15 @@ fn load() -> Option<Blas> {
     if std::env::var("CONDENSER_BLAS").is_ok_and(|v| v == "0" || v == "off") {
         return None;
     }
-    // Debian's OpenBLAS 0.3.21 predates these CPUs and falls back to its AVX2 (Haswell) kernel:
-    // on AVX-512 machines ask for the SkylakeX one (1.6x faster here), unless the user chose.
+    // Debian's OpenBLAS 0.3.21 predates newer AVX-512 CPUs (Zen 4/5) and falls back to its AVX2
+    // (Haswell) kernel: ask for the SkylakeX one where the CPU has its ISA, unless the user
+    // chose a core type (this project's machines set OPENBLAS_CORETYPE=Haswell: respected).
     #[cfg(target_arch = "x86_64")]
     if std::env::var_os("OPENBLAS_CORETYPE").is_none()
         && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+        && std::arch::is_x86_feature_detected!("avx512vl")
     {
         set_env("OPENBLAS_CORETYPE", "SKYLAKEX");
     }
@@ -74,7 +78,12 @@ fn load() -> Option<Blas> {
 
 fn set_env(k: &str, v: &str) {
     // Called once, at model load, before candle's or OpenBLAS's thread pools read these.
-    std::env::set_var(k, v);
+    let (k, v) = (
+        std::ffi::CString::new(k).unwrap(),
+        std::ffi::CString::new(v).unwrap(),
+    );
+    // SAFETY: NUL-terminated strings; done before the libraries that read them start threads.
+    unsafe { libc::setenv(k.as_ptr(), v.as_ptr(), 0) };
 }
 
 /// The loaded BLAS, if any.

@@ -60,7 +60,9 @@ impl BertConfig {
     }
 
     fn validate(&self) -> std::result::Result<(), String> {
-        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+        if self.num_attention_heads == 0
+            || !self.hidden_size.is_multiple_of(self.num_attention_heads)
+        {
             return Err(format!(
                 "hidden_size {} is not a multiple of num_attention_heads {}",
                 self.hidden_size, self.num_attention_heads

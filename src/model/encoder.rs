@@ -18,11 +18,7 @@ pub struct Embeddings {
 
 impl Embeddings {
     pub fn len(&self) -> usize {
-        if self.dim == 0 {
-            0
-        } else {
-            self.data.len() / self.dim
-        }
+        self.data.len().checked_div(self.dim).unwrap_or(0)
     }
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()

@@ -1,0 +1,191 @@
+//! The model commands end to end through the binary.
+mod common;
+use arrow_array::cast::AsArray;
+use arrow_array::types::Float32Type;
+use arrow_array::{ArrayRef, RecordBatch, StringArray};
+use arrow_schema::{Field, Schema};
+use candle_core::Device;
+use condenser::data::{self, write_parquet};
+use condenser::model::SentenceEncoder;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+fn condenser(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_condenser"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn texts_file(dir: &Path, name: &str, texts: &[&str]) -> String {
+    let fields = vec![
+        Field::new("id", arrow_schema::DataType::Utf8, false),
+        Field::new("text", arrow_schema::DataType::Utf8, false),
+    ];
+    let ids: Vec<String> = (0..texts.len()).map(|i| format!("row{i}")).collect();
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(ids)),
+        Arc::new(StringArray::from(texts.to_vec())),
+    ];
+    let rb = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap();
+    let p = dir.join(name);
+    write_parquet(&p, rb.schema(), [&rb]).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn encode_keeps_rows_and_adds_the_library_embeddings() {
+    let d = tempfile::tempdir().unwrap();
+    let texts = [
+        "A plane is taking off.",
+        "A man is playing a flute.",
+        "A cat sits on the mat.",
+    ];
+    let input = texts_file(d.path(), "in.parquet", &texts);
+    let out = d.path().join("out.parquet");
+    let model = common::model().display().to_string();
+    let o = condenser(&[
+        "encode",
+        "--model",
+        &model,
+        "--input",
+        &input,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+    let want = enc
+        .encode(&texts, 8, &indicatif::ProgressBar::hidden())
+        .unwrap();
+    let b = data::open(&out, &["id", "text", "embedding"])
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(b.texts("id").unwrap(), ["row0", "row1", "row2"]);
+    assert_eq!(b.texts("text").unwrap(), texts);
+    let list = b.column("embedding").unwrap().as_fixed_size_list();
+    assert_eq!(list.value_length(), 384);
+    for i in 0..3 {
+        let row = list.value(i);
+        let row = row.as_primitive::<Float32Type>();
+        assert_eq!(row.values().as_ref(), want.row(i));
+    }
+}
+
+#[test]
+fn empty_inputs_are_clear_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let input = texts_file(d.path(), "empty.parquet", &[]);
+    let model = common::model().display().to_string();
+    let o = condenser(&[
+        "encode",
+        "--model",
+        &model,
+        "--input",
+        &input,
+        "--out",
+        d.path().join("o.parquet").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("empty.parquet: empty dataset"), "{e}");
+    assert!(
+        !d.path().join("o.parquet").exists(),
+        "no output for a failed run"
+    );
+    let o = condenser(&[
+        "evaluate",
+        "--model",
+        &model,
+        "--sts",
+        &format!("x={input}"),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("empty.parquet") && e.contains("missing column"),
+        "{e}"
+    );
+}
+
+#[test]
+fn evaluate_writes_results_for_every_model_and_dataset() {
+    let d = tempfile::tempdir().unwrap();
+    let model = common::model().display().to_string();
+    let sts = format!("stsb={}", common::data("stsb/dev.parquet").display());
+    let cls = format!("rte={}", common::data("rte/dev.parquet").display());
+    let o = condenser(&[
+        "evaluate",
+        "--model",
+        &model,
+        "--sts",
+        &sts,
+        "--classification",
+        &cls,
+        "--out",
+        d.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.path().join("results.json")).unwrap()).unwrap();
+    let r = v["results"].as_array().unwrap();
+    assert_eq!(r.len(), 2);
+    assert_eq!(
+        (r[0]["task"].as_str(), r[0]["dataset"].as_str()),
+        (Some("sts"), Some("stsb"))
+    );
+    assert!((r[0]["metrics"]["spearman_cosine"].as_f64().unwrap() - 0.867163).abs() < 1e-4);
+    assert_eq!(r[1]["task"], "classification");
+    // the threshold sweep includes "all negative" and "all positive": never below the majority rate
+    let labels =
+        condenser::data::Pairs::read(&common::data("rte/dev.parquet"), &Default::default())
+            .unwrap()
+            .labels;
+    let pos = labels.iter().filter(|l| **l == 1.0).count() as f64 / labels.len() as f64;
+    assert!(r[1]["metrics"]["cosine_accuracy"].as_f64().unwrap() >= pos.max(1.0 - pos));
+    let ap = r[1]["metrics"]["cosine_ap"].as_f64().unwrap();
+    assert!(ap > 0.0 && ap < 1.0);
+    let csv = std::fs::read_to_string(d.path().join("results.csv")).unwrap();
+    assert!(
+        csv.starts_with("model,dataset,task,metric,value\n")
+            && csv.contains(",stsb,sts,spearman_cosine,0.867"),
+        "{csv}"
+    );
+}
+
+#[test]
+fn similarity_prints_matrix_and_writes_heatmap() {
+    let d = tempfile::tempdir().unwrap();
+    let model = common::model().display().to_string();
+    let o = condenser(&[
+        "similarity",
+        "--model",
+        &model,
+        "--out",
+        d.path().to_str().unwrap(),
+        "A man eats food.",
+        "A man is eating a meal.",
+        "The stock market fell.",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let row = |i: usize| -> Vec<f64> {
+        let line = text
+            .lines()
+            .rfind(|l| l.trim_start().starts_with(&format!("{i} ")))
+            .unwrap();
+        line.split_whitespace()
+            .skip(1)
+            .map(|x| x.parse().unwrap())
+            .collect()
+    };
+    let (r1, r2) = (row(1), row(2));
+    assert!((r1[0] - 1.0).abs() < 1e-3 && (r1[1] - r2[0]).abs() < 1e-9);
+    assert!(
+        r1[1] > r1[2] + 0.3,
+        "paraphrases closer than unrelated: {r1:?}"
+    );
+    assert!(d.path().join("similarity.png").exists() && d.path().join("similarity.svg").exists());
+}
