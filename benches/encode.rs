@@ -9,6 +9,7 @@ use std::path::Path;
 use std::time::Instant;
 
 fn main() {
+    condenser::runtime::tune_allocator(); // as the binary does
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let enc = SentenceEncoder::load(&root.join("datasets/model/all-MiniLM-L6-v2"), &Device::Cpu)
         .expect("run datasets/fetch.sh");

@@ -7,6 +7,7 @@ pub mod hash;
 pub mod model;
 pub mod overlap;
 pub mod plot;
+pub mod runtime;
 pub mod tokenize;
 
 pub use error::{Error, Result};

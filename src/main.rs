@@ -1,4 +1,5 @@
 fn main() {
+    condenser::runtime::tune_allocator();
     if let Err(e) = condenser::cli::main() {
         eprintln!("error: {e}");
         std::process::exit(1);

@@ -1,7 +1,7 @@
 //! BERT encoder in candle-nn style: one struct per layer, weights by HF name through VarBuilder,
 //! every layer's hidden states readable (Condenser reads layer k's tokens and the last CLS).
-use super::ops::{activation, softmax_last_dim, LayerNorm};
-use super::{matmul, BertConfig, Linear};
+use super::ops::{activation, LayerNorm};
+use super::{masked_softmax, matmul, BertConfig, Linear};
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, VarBuilder};
 
@@ -87,8 +87,8 @@ impl SelfAttention {
         let q = self.split(&self.query.forward(x)?)?;
         let k = self.split(&self.key.forward(x)?)?;
         let v = self.split(&self.value.forward(x)?)?;
-        let scores = (matmul(&q, &k.t()?)? / (self.head_dim as f64).sqrt())?.broadcast_add(bias)?;
-        let probs = softmax_last_dim(&scores)?;
+        let scores = matmul(&q, &k.t()?)?;
+        let probs = masked_softmax(&scores, bias, 1.0 / (self.head_dim as f64).sqrt())?;
         let ctx = matmul(&probs, &v)?.transpose(1, 2)?.reshape((b, s, h))?;
         let y = self.norm.forward(&(self.out.forward(&ctx)? + x)?)?;
         Ok((probs, y))

@@ -10,6 +10,7 @@ mod linear;
 mod matmul;
 pub mod ops;
 mod pooling;
+mod softmax;
 
 pub use batch::TokenBatch;
 pub use bert::{attention_bias, Bert, BertEmbeddings, BertLayer, SelfAttention};
@@ -19,3 +20,4 @@ pub use folder::ModelFolder;
 pub use linear::Linear;
 pub use matmul::matmul;
 pub use pooling::{l2_normalize, Pooling};
+pub use softmax::masked_softmax;
