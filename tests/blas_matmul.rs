@@ -4,16 +4,7 @@ use candle_core::{Device, Tensor, Var};
 use condenser::model::{blas::blas, matmul};
 
 fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-    (a - b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap()
+    condenser::model::ops::max_abs_diff(a, b).unwrap()
 }
 
 #[test]

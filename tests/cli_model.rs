@@ -194,7 +194,10 @@ fn similarity_prints_matrix_and_writes_heatmap() {
 #[test]
 fn candle_matmul_fallback_gives_the_same_embeddings() {
     let d = tempfile::tempdir().unwrap();
-    let texts = ["The fallback path must agree.", "Two dogs run through a field of tall grass near the river."];
+    let texts = [
+        "The fallback path must agree.",
+        "Two dogs run through a field of tall grass near the river.",
+    ];
     let input = texts_file(d.path(), "in.parquet", &texts);
     let model = common::model().display().to_string();
     let mut outs = Vec::new();
@@ -202,14 +205,35 @@ fn candle_matmul_fallback_gives_the_same_embeddings() {
         let out = d.path().join(format!("out{blas}.parquet"));
         let o = Command::new(env!("CARGO_BIN_EXE_condenser"))
             .env("CONDENSER_BLAS", blas)
-            .args(["encode", "--model", &model, "--input", &input, "--out", out.to_str().unwrap()])
+            .args([
+                "encode",
+                "--model",
+                &model,
+                "--input",
+                &input,
+                "--out",
+                out.to_str().unwrap(),
+            ])
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let b = data::open(&out, &["embedding"]).unwrap().next().unwrap().unwrap();
+        let b = data::open(&out, &["embedding"])
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
         let list = b.column("embedding").unwrap().as_fixed_size_list().clone();
-        outs.push(list.values().as_primitive::<Float32Type>().values().to_vec());
+        outs.push(
+            list.values()
+                .as_primitive::<Float32Type>()
+                .values()
+                .to_vec(),
+        );
     }
-    let max = outs[0].iter().zip(&outs[1]).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    let max = outs[0]
+        .iter()
+        .zip(&outs[1])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
     assert!(max < 1e-5, "max diff {max}");
 }

@@ -66,3 +66,13 @@ pub fn activation(name: &str, x: &Tensor) -> Result<Tensor> {
         other => candle_core::bail!("unsupported activation {other}"),
     }
 }
+
+/// max |a - b| over all elements (tests and gradient checks compare tensors with it).
+pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
+    (a - b)?
+        .abs()?
+        .flatten_all()?
+        .max(0)?
+        .to_dtype(DType::F32)?
+        .to_scalar::<f32>()
+}

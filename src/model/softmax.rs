@@ -104,18 +104,7 @@ mod tests {
         let composed =
             softmax_last_dim(&(x.as_tensor() * 0.3).unwrap().broadcast_add(&bias).unwrap())
                 .unwrap();
-        let diff = |a: &Tensor, b: &Tensor| {
-            (a - b)
-                .unwrap()
-                .abs()
-                .unwrap()
-                .flatten_all()
-                .unwrap()
-                .max(0)
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap()
-        };
+        let diff = |a: &Tensor, b: &Tensor| crate::model::ops::max_abs_diff(a, b).unwrap();
         assert!(diff(&fused, &composed) < 1e-6);
         let masked = fused.narrow(0, 0, 1).unwrap().narrow(3, 4, 3).unwrap();
         assert_eq!(
