@@ -9,5 +9,6 @@ pub mod overlap;
 pub mod plot;
 pub mod runtime;
 pub mod tokenize;
+pub mod train;
 
 pub use error::{Error, Result};

@@ -1,0 +1,190 @@
+//! Finite-difference gradient checks of every op a training forward pass uses.
+use candle_core::{DType, Device, Module, Tensor};
+use candle_nn::VarBuilder;
+use condenser::model::ops::{softmax_last_dim, LayerNorm};
+use condenser::model::{
+    attention_bias, gelu::gelu_erf, l2_normalize, masked_softmax, matmul, Bert, BertConfig,
+    BertLayer, Linear, Pooling,
+};
+use condenser::train::GradCheck;
+use std::collections::HashMap;
+
+const TOL: f64 = 2e-2;
+
+/// Seeded normal draws (candle's CPU randn cannot be seeded): the checks are reproducible.
+fn randn(shape: &[usize]) -> Tensor {
+    use rand::{Rng, SeedableRng};
+    thread_local!(static RNG: std::cell::RefCell<rand::rngs::StdRng> = std::cell::RefCell::new(rand::rngs::StdRng::seed_from_u64(3)));
+    let n: usize = shape.iter().product();
+    // Box-Muller from uniform draws
+    let v: Vec<f32> = RNG.with(|r| {
+        let mut r = r.borrow_mut();
+        (0..n)
+            .map(|_| {
+                let (u1, u2): (f64, f64) = (r.random::<f64>().max(1e-12), r.random());
+                ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+            })
+            .collect()
+    });
+    Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
+}
+
+fn check(name: &str, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> candle_core::Result<Tensor>) {
+    let worst = GradCheck::default().run(inputs, f).unwrap();
+    assert!(worst < TOL, "{name}: worst relative error {worst}");
+    eprintln!("{name}: worst relative error {worst:.2e}");
+}
+
+fn tiny_config() -> BertConfig {
+    serde_json::from_value(serde_json::json!({
+        "vocab_size": 20, "hidden_size": 8, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 16, "max_position_embeddings": 16, "layer_norm_eps": 1e-12
+    }))
+    .unwrap()
+}
+
+/// Random weights for a tiny BERT, by HF name, as inputs the check can perturb.
+fn tiny_weights(c: &BertConfig) -> Vec<(String, Tensor)> {
+    let (h, i) = (c.hidden_size, c.intermediate_size);
+    let mut w = vec![
+        (
+            "embeddings.word_embeddings.weight".to_string(),
+            randn(&[c.vocab_size, h]),
+        ),
+        (
+            "embeddings.position_embeddings.weight".into(),
+            randn(&[c.max_position_embeddings, h]),
+        ),
+        (
+            "embeddings.token_type_embeddings.weight".into(),
+            randn(&[2, h]),
+        ),
+        (
+            "embeddings.LayerNorm.weight".into(),
+            randn(&[h]).affine(0.1, 1.0).unwrap(),
+        ),
+        (
+            "embeddings.LayerNorm.bias".into(),
+            (randn(&[h]) * 0.1).unwrap(),
+        ),
+    ];
+    for l in 0..c.num_hidden_layers {
+        let p = format!("encoder.layer.{l}");
+        for (n, shape) in [
+            ("attention.self.query", vec![h, h]),
+            ("attention.self.key", vec![h, h]),
+            ("attention.self.value", vec![h, h]),
+            ("attention.output.dense", vec![h, h]),
+            ("intermediate.dense", vec![i, h]),
+            ("output.dense", vec![h, i]),
+        ] {
+            w.push((format!("{p}.{n}.weight"), (randn(&shape) * 0.3).unwrap()));
+            w.push((format!("{p}.{n}.bias"), (randn(&[shape[0]]) * 0.1).unwrap()));
+        }
+        for n in ["attention.output.LayerNorm", "output.LayerNorm"] {
+            w.push((
+                format!("{p}.{n}.weight"),
+                randn(&[h]).affine(0.1, 1.0).unwrap(),
+            ));
+            w.push((format!("{p}.{n}.bias"), (randn(&[h]) * 0.1).unwrap()));
+        }
+    }
+    w
+}
+
+fn vb_from(names: &[String], ts: &[Tensor]) -> VarBuilder<'static> {
+    let map: HashMap<String, Tensor> = names.iter().cloned().zip(ts.iter().cloned()).collect();
+    VarBuilder::from_tensors(map, DType::F32, &Device::Cpu)
+}
+
+#[test]
+fn elementwise_and_normalisation_ops() {
+    check(
+        "layer_norm",
+        &[randn(&[3, 5, 8]), randn(&[8]), randn(&[8])],
+        |x| LayerNorm::new(x[1].clone(), x[2].clone(), 1e-12).forward(&x[0]),
+    );
+    check("softmax (composed)", &[randn(&[3, 7])], |x| {
+        softmax_last_dim(&x[0])
+    });
+    let mask = Tensor::new(&[[1u32, 1, 1, 0, 0], [1, 1, 1, 1, 1]], &Device::Cpu).unwrap();
+    let bias = attention_bias(&mask, DType::F32).unwrap();
+    check("masked_softmax (fused)", &[randn(&[2, 2, 3, 5])], |x| {
+        masked_softmax(&x[0], &bias, 0.5)
+    });
+    check("gelu (fused)", &[(randn(&[40]) * 2.0).unwrap()], |x| {
+        gelu_erf(&x[0])
+    });
+    check("l2_normalize", &[randn(&[4, 6])], |x| l2_normalize(&x[0]));
+}
+
+#[test]
+fn matmul_linear_and_embedding() {
+    check(
+        "matmul (blas)",
+        &[randn(&[2, 3, 4, 5]), randn(&[2, 3, 5, 6])],
+        |x| matmul(&x[0], &x[1]),
+    );
+    check(
+        "matmul transposed rhs",
+        &[randn(&[2, 4, 5]), randn(&[2, 6, 5])],
+        |x| matmul(&x[0], &x[1].t()?),
+    );
+    check(
+        "linear",
+        &[randn(&[2, 3, 5]), randn(&[4, 5]), randn(&[4])],
+        |x| Linear::new(x[1].clone(), Some(x[2].clone())).forward(&x[0]),
+    );
+    let ids = Tensor::new(&[[1u32, 3, 3], [0, 2, 4]], &Device::Cpu).unwrap();
+    check("embedding", &[randn(&[5, 4])], |x| {
+        candle_nn::Embedding::new(x[0].clone(), 4).forward(&ids)
+    });
+}
+
+#[test]
+fn pooling_modes() {
+    let mask = Tensor::new(&[[1u32, 1, 0, 0], [1, 1, 1, 1]], &Device::Cpu).unwrap();
+    for (name, p) in [
+        ("mean", Pooling::MEAN),
+        ("cls", Pooling::CLS),
+        ("max", Pooling::MAX),
+        ("mean-sqrt-len", Pooling::parse("mean-sqrt-len").unwrap()),
+    ] {
+        check(&format!("pooling {name}"), &[randn(&[2, 4, 6])], |x| {
+            p.forward(&x[0], &mask)
+        });
+    }
+}
+
+#[test]
+fn attention_layer_and_whole_bert() {
+    let c = tiny_config();
+    let weights = tiny_weights(&c);
+    let layer_names: Vec<String> = weights
+        .iter()
+        .filter(|(n, _)| n.starts_with("encoder.layer.0."))
+        .map(|(n, _)| n["encoder.layer.0.".len()..].to_string())
+        .collect();
+    let layer_ts: Vec<Tensor> = weights
+        .iter()
+        .filter(|(n, _)| n.starts_with("encoder.layer.0."))
+        .map(|(_, t)| t.clone())
+        .collect();
+    let mask = Tensor::new(&[[1u32, 1, 1, 0], [1, 1, 1, 1]], &Device::Cpu).unwrap();
+    let bias = attention_bias(&mask, DType::F32).unwrap();
+    // w.r.t. the input states and every weight of the layer
+    let mut inputs = vec![randn(&[2, 4, 8])];
+    inputs.extend(layer_ts);
+    check("bert layer (attention + ffn)", &inputs, |x| {
+        let layer = BertLayer::load(vb_from(&layer_names, &x[1..]), &c)?;
+        layer.forward(&x[0], &bias)
+    });
+    let names: Vec<String> = weights.iter().map(|(n, _)| n.clone()).collect();
+    let ts: Vec<Tensor> = weights.iter().map(|(_, t)| t.clone()).collect();
+    let ids = Tensor::new(&[[1u32, 5, 7, 0], [2, 3, 4, 6]], &Device::Cpu).unwrap();
+    let types = ids.zeros_like().unwrap();
+    check("whole bert + mean pooling", &ts, |x| {
+        let bert = Bert::load(vb_from(&names, x), &c)?;
+        Pooling::MEAN.forward(&bert.forward(&ids, &types, &mask)?, &mask)
+    });
+}
