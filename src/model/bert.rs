@@ -1,5 +1,6 @@
 //! BERT encoder in candle-nn style: one struct per layer, weights by HF name through VarBuilder,
 //! every layer's hidden states readable (Condenser reads layer k's tokens and the last CLS).
+use super::dropout::{maybe, Dropout};
 use super::ops::{activation, LayerNorm};
 use super::{masked_softmax, matmul, BertConfig, Linear};
 use candle_core::{DType, Module, Result, Tensor};
@@ -36,14 +37,26 @@ impl BertEmbeddings {
     }
 
     pub fn forward(&self, ids: &Tensor, type_ids: &Tensor) -> Result<Tensor> {
+        self.forward_t(ids, type_ids, None)
+    }
+
+    pub fn forward_t(
+        &self,
+        ids: &Tensor,
+        type_ids: &Tensor,
+        drop: Option<&Dropout>,
+    ) -> Result<Tensor> {
         let len = ids.dim(1)?;
         let pos = Tensor::arange(0u32, len as u32, ids.device())?;
         let x = self
             .word
             .forward(ids)?
             .add(&self.token_type.forward(type_ids)?)?;
-        self.norm
-            .forward(&x.broadcast_add(&self.position.forward(&pos)?)?)
+        maybe(
+            drop,
+            self.norm
+                .forward(&x.broadcast_add(&self.position.forward(&pos)?)?)?,
+        )
     }
 }
 
@@ -82,15 +95,24 @@ impl SelfAttention {
 
     /// Attention probabilities (b, heads, s, s) and the layer's output. `bias` is the additive mask
     /// (b, 1, 1, s): 0 for tokens, a large negative number for padding.
-    pub fn forward_with_probs(&self, x: &Tensor, bias: &Tensor) -> Result<(Tensor, Tensor)> {
+    pub fn forward_with_probs(
+        &self,
+        x: &Tensor,
+        bias: &Tensor,
+        drop: Option<&Dropout>,
+    ) -> Result<(Tensor, Tensor)> {
         let (b, s, h) = x.dims3()?;
         let q = self.split(&self.query.forward(x)?)?;
         let k = self.split(&self.key.forward(x)?)?;
         let v = self.split(&self.value.forward(x)?)?;
         let scores = matmul(&q, &k.t()?)?;
         let probs = masked_softmax(&scores, bias, 1.0 / (self.head_dim as f64).sqrt())?;
-        let ctx = matmul(&probs, &v)?.transpose(1, 2)?.reshape((b, s, h))?;
-        let y = self.norm.forward(&(self.out.forward(&ctx)? + x)?)?;
+        let ctx = matmul(&maybe(drop, probs.clone())?, &v)?
+            .transpose(1, 2)?
+            .reshape((b, s, h))?;
+        let y = self
+            .norm
+            .forward(&(maybe(drop, self.out.forward(&ctx)?)? + x)?)?;
         Ok((probs, y))
     }
 }
@@ -126,15 +148,22 @@ impl BertLayer {
         })
     }
 
-    pub fn forward_with_probs(&self, x: &Tensor, bias: &Tensor) -> Result<(Tensor, Tensor)> {
-        let (probs, a) = self.attention.forward_with_probs(x, bias)?;
+    pub fn forward_with_probs(
+        &self,
+        x: &Tensor,
+        bias: &Tensor,
+        drop: Option<&Dropout>,
+    ) -> Result<(Tensor, Tensor)> {
+        let (probs, a) = self.attention.forward_with_probs(x, bias, drop)?;
         let i = activation(&self.act, &self.intermediate.forward(&a)?)?;
-        let y = self.norm.forward(&(self.output.forward(&i)? + a)?)?;
+        let y = self
+            .norm
+            .forward(&(maybe(drop, self.output.forward(&i)?)? + a)?)?;
         Ok((probs, y))
     }
 
     pub fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
-        Ok(self.forward_with_probs(x, bias)?.1)
+        Ok(self.forward_with_probs(x, bias, None)?.1)
     }
 }
 
@@ -181,10 +210,21 @@ impl Bert {
 
     /// The last layer's hidden states (b, s, h).
     pub fn forward(&self, ids: &Tensor, type_ids: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        self.forward_t(ids, type_ids, mask, None)
+    }
+
+    /// As `forward`, with dropout when training.
+    pub fn forward_t(
+        &self,
+        ids: &Tensor,
+        type_ids: &Tensor,
+        mask: &Tensor,
+        drop: Option<&Dropout>,
+    ) -> Result<Tensor> {
         let bias = attention_bias(mask, self.dtype())?;
-        let mut x = self.embeddings.forward(ids, type_ids)?;
+        let mut x = self.embeddings.forward_t(ids, type_ids, drop)?;
         for l in &self.layers {
-            x = l.forward(&x, &bias)?;
+            x = l.forward_with_probs(&x, &bias, drop)?.1;
         }
         Ok(x)
     }
@@ -201,7 +241,7 @@ impl Bert {
         let mut states = vec![self.embeddings.forward(ids, type_ids)?];
         let mut probs = Vec::with_capacity(self.layers.len());
         for l in &self.layers {
-            let (p, y) = l.forward_with_probs(states.last().unwrap(), &bias)?;
+            let (p, y) = l.forward_with_probs(states.last().unwrap(), &bias, None)?;
             probs.push(p);
             states.push(y);
         }

@@ -1,0 +1,224 @@
+//! AdamW as torch implements it (decoupled weight decay), with sentence-transformers' grouping:
+//! no decay for biases and LayerNorm weights (candle's AdamW decays every parameter). Global-norm
+//! gradient clipping as torch.nn.utils.clip_grad_norm_.
+use candle_core::backprop::GradStore;
+use candle_core::{Result, Tensor, Var};
+use std::collections::HashMap;
+
+pub struct Param {
+    pub name: String,
+    pub var: Var,
+    pub decay: bool,
+    m: Vec<f32>,
+    v: Vec<f32>,
+}
+
+pub struct AdamW {
+    pub params: Vec<Param>,
+    pub weight_decay: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    /// Optimizer steps taken.
+    pub t: u64,
+}
+
+/// Parameters sentence-transformers exempts from weight decay.
+pub fn decays(name: &str) -> bool {
+    !(name.ends_with("bias") || name.contains("LayerNorm") || name.contains("layer_norm"))
+}
+
+impl AdamW {
+    pub fn new(vars: Vec<(String, Var)>, weight_decay: f64) -> AdamW {
+        let params = vars
+            .into_iter()
+            .map(|(name, var)| {
+                let n = var.elem_count();
+                Param {
+                    decay: decays(&name),
+                    name,
+                    var,
+                    m: vec![0.0; n],
+                    v: vec![0.0; n],
+                }
+            })
+            .collect();
+        AdamW {
+            params,
+            weight_decay,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            t: 0,
+        }
+    }
+
+    /// Global L2 norm of the gradients (f64 accumulation).
+    pub fn grad_norm(&self, grads: &GradStore) -> Result<f64> {
+        let mut sq = 0f64;
+        for p in &self.params {
+            if let Some(g) = grads.get(&p.var) {
+                sq += g
+                    .flatten_all()?
+                    .to_vec1::<f32>()?
+                    .iter()
+                    .map(|x| (*x as f64) * (*x as f64))
+                    .sum::<f64>();
+            }
+        }
+        Ok(sq.sqrt())
+    }
+
+    /// One update with learning rate `lr`, gradients scaled by `scale` first (accumulation and
+    /// clipping). Parameters without a gradient are left alone.
+    pub fn step(&mut self, grads: &GradStore, lr: f64, scale: f64) -> Result<()> {
+        self.t += 1;
+        let (b1, b2) = (self.beta1, self.beta2);
+        let bc1 = 1.0 - b1.powi(self.t as i32);
+        let bc2 = 1.0 - b2.powi(self.t as i32);
+        for p in &mut self.params {
+            let Some(g) = grads.get(&p.var) else { continue };
+            let g = g.flatten_all()?.to_vec1::<f32>()?;
+            let mut w = p.var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
+            let decay = if p.decay {
+                1.0 - lr * self.weight_decay
+            } else {
+                1.0
+            };
+            for i in 0..w.len() {
+                let gi = g[i] as f64 * scale;
+                let m = b1 * p.m[i] as f64 + (1.0 - b1) * gi;
+                let v = b2 * p.v[i] as f64 + (1.0 - b2) * gi * gi;
+                p.m[i] = m as f32;
+                p.v[i] = v as f32;
+                let denom = (v / bc2).sqrt() + self.eps;
+                w[i] = (w[i] as f64 * decay - lr * (m / bc1) / denom) as f32;
+            }
+            p.var
+                .set(&Tensor::from_vec(w, p.var.shape(), p.var.device())?)?;
+        }
+        Ok(())
+    }
+
+    /// Moments by parameter name ("<name>.m", "<name>.v"), for checkpoints.
+    pub fn state(&self) -> Result<HashMap<String, Tensor>> {
+        let mut out = HashMap::new();
+        for p in &self.params {
+            let dev = p.var.device();
+            out.insert(
+                format!("{}.m", p.name),
+                Tensor::from_slice(&p.m, p.m.len(), dev)?,
+            );
+            out.insert(
+                format!("{}.v", p.name),
+                Tensor::from_slice(&p.v, p.v.len(), dev)?,
+            );
+        }
+        Ok(out)
+    }
+
+    pub fn load_state(&mut self, state: &HashMap<String, Tensor>, t: u64) -> Result<()> {
+        for p in &mut self.params {
+            let get = |k: String| {
+                state
+                    .get(&k)
+                    .ok_or_else(|| candle_core::Error::Msg(format!("optimizer state lacks {k}")))
+            };
+            p.m = get(format!("{}.m", p.name))?.to_vec1()?;
+            p.v = get(format!("{}.v", p.name))?.to_vec1()?;
+        }
+        self.t = t;
+        Ok(())
+    }
+}
+
+/// transformers' get_linear_schedule_with_warmup: the multiplier for optimizer step `step`
+/// (0-based): step / warmup during warm-up, then linear decay to 0 at `total`.
+pub fn linear_schedule(step: u64, total: u64, warmup: u64) -> f64 {
+    if step < warmup {
+        step as f64 / warmup.max(1) as f64
+    } else {
+        ((total.saturating_sub(step)) as f64 / (total.saturating_sub(warmup)).max(1) as f64)
+            .max(0.0)
+    }
+}
+
+/// The factor torch's clip_grad_norm_ scales gradients by.
+pub fn clip_factor(norm: f64, max_norm: f64) -> f64 {
+    let c = max_norm / (norm + 1e-6);
+    if c < 1.0 {
+        c
+    } else {
+        1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn decay_groups_follow_sentence_transformers() {
+        assert!(decays("encoder.layer.0.attention.self.query.weight"));
+        assert!(!decays("encoder.layer.0.attention.self.query.bias"));
+        assert!(!decays("embeddings.LayerNorm.weight"));
+        assert!(!decays("classifier.bias"));
+    }
+
+    /// Two torch AdamW steps on w = [1, -2] with gradients [0.5, 0.1] then [0.2, -0.3], computed
+    /// by hand from torch's update rule.
+    #[test]
+    fn adamw_matches_torch_update_rule() {
+        let dev = Device::Cpu;
+        let w = Var::from_slice(&[1f32, -2.0], 2, &dev).unwrap();
+        let b = Var::from_slice(&[1f32, -2.0], 2, &dev).unwrap();
+        let mut opt = AdamW::new(
+            vec![("l.weight".into(), w.clone()), ("l.bias".into(), b.clone())],
+            0.01,
+        );
+        let (lr, eps) = (0.1, 1e-8);
+        let mut want_w = [1f64, -2.0];
+        let mut want_b = [1f64, -2.0];
+        let (mut m, mut v) = ([0f64; 2], [0f64; 2]);
+        for (t, g) in [[0.5f64, 0.1], [0.2, -0.3]].iter().enumerate() {
+            let gt = Tensor::from_slice(&[g[0] as f32, g[1] as f32], 2, &dev).unwrap();
+            let loss = (w.as_tensor() * &gt)
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .add(&(b.as_tensor() * &gt).unwrap().sum_all().unwrap())
+                .unwrap();
+            opt.step(&loss.backward().unwrap(), lr, 1.0).unwrap();
+            let t = (t + 1) as i32;
+            for i in 0..2 {
+                m[i] = 0.9 * m[i] + 0.1 * g[i];
+                v[i] = 0.999 * v[i] + 0.001 * g[i] * g[i];
+                let upd = lr * (m[i] / (1.0 - 0.9f64.powi(t)))
+                    / ((v[i] / (1.0 - 0.999f64.powi(t))).sqrt() + eps);
+                want_w[i] = want_w[i] * (1.0 - lr * 0.01) - upd;
+                want_b[i] -= upd;
+            }
+        }
+        let (gw, gb) = (
+            w.as_tensor().to_vec1::<f32>().unwrap(),
+            b.as_tensor().to_vec1::<f32>().unwrap(),
+        );
+        for i in 0..2 {
+            assert!((gw[i] as f64 - want_w[i]).abs() < 1e-6, "weight {i}");
+            assert!((gb[i] as f64 - want_b[i]).abs() < 1e-6, "bias {i}");
+        }
+    }
+
+    #[test]
+    fn schedule_and_clipping() {
+        // 10 steps, 2 warm-up: 0, 0.5, then 8/8 .. 1/8
+        let f: Vec<f64> = (0..10).map(|s| linear_schedule(s, 10, 2)).collect();
+        assert_eq!(
+            f,
+            [0.0, 0.5, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125]
+        );
+        assert_eq!(clip_factor(0.5, 1.0), 1.0);
+        assert!((clip_factor(4.0, 1.0) - 1.0 / (4.0 + 1e-6)).abs() < 1e-12);
+    }
+}
