@@ -1,10 +1,12 @@
 //! Minimal plots: a scene of rectangles, lines and text, rendered to SVG and to PNG (an 8x8
 //! bitmap font, scaled), so reports need no system fonts or plotting stack.
 mod heatmap;
+mod line;
 mod raster;
 mod svg;
 
 pub use heatmap::heatmap;
+pub use line::line_chart;
 
 use crate::data::write_atomic;
 use crate::error::Result;

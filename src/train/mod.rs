@@ -1,7 +1,11 @@
 //! Training: gradient checks for every op a training forward pass uses, and (next) losses, the
 //! optimizer, the schedule and the trainer.
+pub mod checkpoint;
 pub mod gradcheck;
 pub mod optim;
+pub mod params;
+pub mod trainer;
 
 pub use gradcheck::GradCheck;
 pub use optim::{clip_factor, linear_schedule, AdamW};
+pub use trainer::{train, TrainConfig, TrainReport, TrainTask};

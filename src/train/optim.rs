@@ -53,31 +53,29 @@ impl AdamW {
         }
     }
 
-    /// Global L2 norm of the gradients (f64 accumulation).
-    pub fn grad_norm(&self, grads: &GradStore) -> Result<f64> {
+    /// The gradients of the parameters, in parameter order.
+    pub fn collect(&self, grads: &GradStore) -> Vec<Option<Tensor>> {
+        self.params.iter().map(|p| grads.get(&p.var).cloned()).collect()
+    }
+
+    /// Global L2 norm of gradients (f64 accumulation).
+    pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
         let mut sq = 0f64;
-        for p in &self.params {
-            if let Some(g) = grads.get(&p.var) {
-                sq += g
-                    .flatten_all()?
-                    .to_vec1::<f32>()?
-                    .iter()
-                    .map(|x| (*x as f64) * (*x as f64))
-                    .sum::<f64>();
-            }
+        for g in grads.iter().flatten() {
+            sq += g.flatten_all()?.to_vec1::<f32>()?.iter().map(|x| (*x as f64) * (*x as f64)).sum::<f64>();
         }
         Ok(sq.sqrt())
     }
 
     /// One update with learning rate `lr`, gradients scaled by `scale` first (accumulation and
     /// clipping). Parameters without a gradient are left alone.
-    pub fn step(&mut self, grads: &GradStore, lr: f64, scale: f64) -> Result<()> {
+    pub fn step(&mut self, grads: &[Option<Tensor>], lr: f64, scale: f64) -> Result<()> {
         self.t += 1;
         let (b1, b2) = (self.beta1, self.beta2);
         let bc1 = 1.0 - b1.powi(self.t as i32);
         let bc2 = 1.0 - b2.powi(self.t as i32);
-        for p in &mut self.params {
-            let Some(g) = grads.get(&p.var) else { continue };
+        for (p, g) in self.params.iter_mut().zip(grads) {
+            let Some(g) = g else { continue };
             let g = g.flatten_all()?.to_vec1::<f32>()?;
             let mut w = p.var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
             let decay = if p.decay {
@@ -189,7 +187,8 @@ mod tests {
                 .unwrap()
                 .add(&(b.as_tensor() * &gt).unwrap().sum_all().unwrap())
                 .unwrap();
-            opt.step(&loss.backward().unwrap(), lr, 1.0).unwrap();
+            let grads = opt.collect(&loss.backward().unwrap());
+            opt.step(&grads, lr, 1.0).unwrap();
             let t = (t + 1) as i32;
             for i in 0..2 {
                 m[i] = 0.9 * m[i] + 0.1 * g[i];

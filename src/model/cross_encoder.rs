@@ -1,0 +1,108 @@
+//! A cross-encoder as transformers' BertForSequenceClassification: BERT, the pooler (dense + tanh
+//! on [CLS]), dropout, and a linear classifier, on "[CLS] a [SEP] b [SEP]" with token types 0/1.
+//! One label: a score through sigmoid; several: class probabilities through softmax.
+use super::dropout::{maybe, Dropout};
+use super::{Bert, BertConfig, Linear, Specials, TokenBatch};
+use crate::error::{Error, Result};
+use crate::tokenize::Tokenizer;
+use candle_core::{Device, Module, Tensor, D};
+use candle_nn::VarBuilder;
+
+pub struct CrossEncoder {
+    pub bert: Bert,
+    pooler: Linear,
+    classifier: Linear,
+    pub num_labels: usize,
+}
+
+impl CrossEncoder {
+    /// Weights by transformers' names: bert.*, bert.pooler.dense, classifier.
+    pub fn load(vb: VarBuilder, c: &BertConfig, num_labels: usize) -> candle_core::Result<CrossEncoder> {
+        let h = c.hidden_size;
+        Ok(CrossEncoder {
+            bert: Bert::load(vb.pp("bert"), c)?,
+            pooler: Linear::load(vb.pp("bert.pooler.dense"), h, h)?,
+            classifier: Linear::load(vb.pp("classifier"), h, num_labels)?,
+            num_labels,
+        })
+    }
+
+    /// Logits (b, num_labels).
+    pub fn forward_t(&self, b: &TokenBatch, drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
+        let states = self.bert.forward_t(&b.ids, &b.type_ids, &b.mask, drop)?;
+        let cls = states.narrow(1, 0, 1)?.squeeze(1)?;
+        let pooled = self.pooler.forward(&cls)?.tanh()?;
+        self.classifier.forward(&maybe(drop, pooled)?)
+    }
+}
+
+/// Tokenized sentence pairs for a cross-encoder.
+pub struct PairTokenizer {
+    pub tokenizer: Tokenizer,
+    pub special: Specials,
+    pub max_seq_length: usize,
+}
+
+impl PairTokenizer {
+    pub fn new(tokenizer: Tokenizer, max_seq_length: usize) -> Result<PairTokenizer> {
+        let special = Specials::of(&tokenizer)?;
+        Ok(PairTokenizer { tokenizer, special, max_seq_length: max_seq_length.max(4) })
+    }
+
+    /// "[CLS] a [SEP] b [SEP]" and token types, truncating the longer side first (longest_first).
+    pub fn encode(&self, a: &str, b: &str) -> Result<(Vec<u32>, Vec<u32>)> {
+        let (mut x, mut y) = (self.tokenizer.ids(a)?, self.tokenizer.ids(b)?);
+        while x.len() + y.len() + 3 > self.max_seq_length {
+            if x.len() > y.len() {
+                x.pop();
+            } else {
+                y.pop();
+            }
+        }
+        let mut ids = Vec::with_capacity(x.len() + y.len() + 3);
+        ids.push(self.special.cls);
+        ids.extend(&x);
+        ids.push(self.special.sep);
+        let first = ids.len();
+        ids.extend(&y);
+        ids.push(self.special.sep);
+        let mut types = vec![0u32; first];
+        types.resize(ids.len(), 1);
+        Ok((ids, types))
+    }
+
+    pub fn batch(&self, pairs: &[(Vec<u32>, Vec<u32>)], device: &Device) -> candle_core::Result<TokenBatch> {
+        let ids: Vec<&[u32]> = pairs.iter().map(|p| p.0.as_slice()).collect();
+        let types: Vec<&[u32]> = pairs.iter().map(|p| p.1.as_slice()).collect();
+        TokenBatch::new(&ids, Some(&types), self.special.pad, device)
+    }
+}
+
+/// Scores from logits: sigmoid for one label, softmax over classes otherwise.
+pub fn activate(logits: &Tensor) -> candle_core::Result<Tensor> {
+    if logits.dim(D::Minus1)? == 1 {
+        candle_nn::ops::sigmoid(logits)
+    } else {
+        super::ops::softmax_last_dim(logits)
+    }
+}
+
+/// Predict scores for pairs in length-sorted batches; rows in input order.
+pub fn predict(model: &CrossEncoder, tok: &PairTokenizer, pairs: &[(&str, &str)], batch: usize, device: &Device, progress: &indicatif::ProgressBar) -> Result<Vec<Vec<f32>>> {
+    let enc: Vec<(Vec<u32>, Vec<u32>)> = pairs.iter().map(|(a, b)| tok.encode(a, b)).collect::<Result<_>>()?;
+    let mut order: Vec<usize> = (0..enc.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(enc[i].0.len()));
+    let mut out = vec![Vec::new(); enc.len()];
+    for chunk in order.chunks(batch.max(1)) {
+        let items: Vec<(Vec<u32>, Vec<u32>)> = chunk.iter().map(|&i| enc[i].clone()).collect();
+        let scores: Vec<Vec<f32>> = tok
+            .batch(&items, device)
+            .and_then(|b| activate(&model.forward_t(&b, None)?)?.to_vec2())
+            .map_err(|e| Error::msg(format!("cross-encoder forward failed: {e}")))?;
+        for (&i, s) in chunk.iter().zip(scores) {
+            out[i] = s;
+        }
+        progress.inc(chunk.len() as u64);
+    }
+    Ok(out)
+}

@@ -1,0 +1,72 @@
+//! Trainable parameters: a VarMap whose variables the model creates by name, filled from a
+//! checkpoint where it has them (looking through a missing or extra "bert." prefix), and
+//! initialised as BERT does otherwise, from a seeded RNG (candle's init RNG cannot be seeded).
+use crate::data::write_atomic;
+use crate::error::{Error, Result};
+use candle_core::{Device, Tensor, Var};
+use candle_nn::VarMap;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Variables sorted by name: a deterministic order for updates and checkpoints.
+pub fn vars(varmap: &VarMap) -> Vec<(String, Var)> {
+    let data = varmap.data().lock().unwrap();
+    let mut v: Vec<(String, Var)> = data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+pub fn read_weights(path: &Path, device: &Device) -> Result<HashMap<String, Tensor>> {
+    let bad = |e: candle_core::Error| Error::file(path, format!("unreadable weights: {e}"));
+    if path.extension().is_some_and(|e| e == "bin") {
+        Ok(candle_core::pickle::read_all(path).map_err(bad)?.into_iter().collect())
+    } else {
+        candle_core::safetensors::load(path, device).map_err(bad)
+    }
+}
+
+/// Fill `varmap` from `weights`; returns the names the file did not have (initialised fresh).
+pub fn fill(varmap: &VarMap, weights: &Path, seed: u64) -> Result<Vec<String>> {
+    let device = vars(varmap).first().map(|(_, v)| v.device().clone()).unwrap_or(Device::Cpu);
+    let file = read_weights(weights, &device)?;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut fresh = Vec::new();
+    for (name, var) in vars(varmap) {
+        let found = [name.clone(), name.trim_start_matches("bert.").to_string(), format!("bert.{name}")].into_iter().find_map(|n| file.get(&n));
+        match found {
+            Some(t) => {
+                if t.dims() != var.dims() {
+                    return Err(Error::file(weights, format!("{name} has shape {:?}, the model needs {:?}", t.dims(), var.dims())));
+                }
+                var.set(&t.to_dtype(var.dtype()).map_err(|e| Error::file(weights, e))?).map_err(|e| Error::file(weights, e))?;
+            }
+            None => {
+                // BERT's init: normal(0, 0.02) for matrices; biases and LayerNorm keep their constants
+                if name.ends_with("weight") && !name.contains("LayerNorm") {
+                    let v: Vec<f32> = (0..var.elem_count()).map(|_| normal(&mut rng) * 0.02).collect();
+                    var.set(&Tensor::from_vec(v, var.shape(), &device).map_err(|e| Error::msg(e.to_string()))?).map_err(|e| Error::msg(e.to_string()))?;
+                }
+                fresh.push(name);
+            }
+        }
+    }
+    Ok(fresh)
+}
+
+fn normal(rng: &mut StdRng) -> f32 {
+    let (u1, u2): (f64, f64) = (rng.random::<f64>().max(1e-300), rng.random());
+    ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+}
+
+/// Save named tensors as safetensors, atomically.
+pub fn save_tensors(tensors: &HashMap<String, Tensor>, path: &Path) -> Result<()> {
+    let bytes = safetensors::serialize(tensors.iter().map(|(k, v)| (k.as_str(), v)), None).map_err(|e| Error::file(path, e))?;
+    write_atomic(path, &bytes)
+}
+
+pub fn save_vars(varmap: &VarMap, path: &Path) -> Result<()> {
+    let map: HashMap<String, Tensor> = vars(varmap).into_iter().map(|(k, v)| (k, v.as_tensor().clone())).collect();
+    save_tensors(&map, path)
+}

@@ -1,0 +1,160 @@
+//! The training loop every training command shares: seeded shuffles, gradient accumulation,
+//! linear warm-up/decay, clipping, evaluation with the best model kept, atomic checkpoints that a
+//! killed run resumes from bit for bit, a NaN stop, progress, train_log.csv and a loss curve.
+use super::checkpoint::{self, TrainState};
+use super::optim::{clip_factor, linear_schedule, AdamW};
+use super::params;
+use crate::error::{Error, Result};
+use crate::hash::mix64;
+use crate::model::Dropout;
+use candle_core::Tensor;
+use candle_nn::VarMap;
+use indicatif::ProgressBar;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Clone, Debug)]
+pub struct TrainConfig {
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub lr: f64,
+    /// Fraction of optimizer steps spent warming up.
+    pub warmup: f64,
+    pub weight_decay: f64,
+    pub max_grad_norm: f64,
+    pub grad_accum: usize,
+    pub seed: u64,
+    pub dropout: f32,
+    /// Evaluate every this many optimizer steps (and always at the end).
+    pub eval_steps: Option<u64>,
+    pub checkpoint_steps: u64,
+    /// Stop after this many optimizer steps (a time budget); the schedule spans them.
+    pub max_steps: Option<u64>,
+    pub out: PathBuf,
+}
+
+/// What a training command supplies: its examples' loss, its evaluation, its parameters.
+pub trait TrainTask {
+    fn num_examples(&self) -> usize;
+    /// Mean loss over the training examples `idx`, with dropout when given.
+    fn loss(&self, idx: &[usize], drop: Option<&Dropout>) -> candle_core::Result<Tensor>;
+    /// (metric name, value; higher is better), or None without dev data.
+    fn evaluate(&self) -> Result<Option<(String, f64)>>;
+    fn varmap(&self) -> &VarMap;
+    /// Write the model folder.
+    fn save(&self, dir: &Path) -> Result<()>;
+}
+
+#[derive(Clone, Debug)]
+pub struct TrainReport {
+    pub steps: u64,
+    pub best: Option<(String, f64)>,
+    pub seconds: f64,
+    pub examples_per_s: f64,
+}
+
+fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(mix64(seed ^ (epoch as u64).wrapping_mul(0x9e37_79b9))));
+    order
+}
+
+pub fn train(task: &impl TrainTask, cfg: &TrainConfig, resume: bool, progress: &ProgressBar) -> Result<TrainReport> {
+    let n = task.num_examples();
+    if n == 0 {
+        return Err(Error::msg("no training examples"));
+    }
+    let (batch, accum) = (cfg.batch_size.max(1), cfg.grad_accum.max(1));
+    let micro_per_epoch = n.div_ceil(batch) as u64;
+    let mut total_micro = micro_per_epoch * cfg.epochs as u64;
+    if let Some(m) = cfg.max_steps {
+        total_micro = total_micro.min(m * accum as u64);
+    }
+    let total_steps = total_micro.div_ceil(accum as u64);
+    let warmup_steps = (total_steps as f64 * cfg.warmup).ceil() as u64;
+    let mut opt = AdamW::new(params::vars(task.varmap()), cfg.weight_decay);
+    let ckpt = cfg.out.join("checkpoint");
+    let mut st = TrainState::default();
+    if resume {
+        st = checkpoint::load(&ckpt, task.varmap(), &mut opt)?;
+    }
+    std::fs::create_dir_all(&cfg.out).map_err(|e| Error::file(&cfg.out, e))?;
+    progress.set_length(total_steps);
+    progress.set_position(st.step);
+    let start = Instant::now();
+    let start_micro = st.micro;
+    let mut order = (0, Vec::new());
+    let mut acc: Vec<Option<Tensor>> = Vec::new();
+    let (mut acc_n, mut acc_loss) = (0usize, 0f64);
+    while st.micro < total_micro {
+        let epoch = (st.micro / micro_per_epoch) as usize;
+        if order.1.is_empty() || order.0 != epoch {
+            order = (epoch, epoch_order(n, cfg.seed, epoch));
+        }
+        let pos = (st.micro % micro_per_epoch) as usize * batch;
+        let idx = &order.1[pos..(pos + batch).min(n)];
+        // dropout masks from (seed, micro-step): a resumed run draws exactly the same ones
+        let drop = Dropout::new(cfg.dropout, mix64(cfg.seed ^ mix64(st.micro)));
+        let loss = task.loss(idx, Some(&drop)).map_err(|e| Error::msg(format!("forward failed: {e}")))?;
+        let lv = loss.to_dtype(candle_core::DType::F64).and_then(|l| l.to_scalar::<f64>()).map_err(|e| Error::msg(e.to_string()))?;
+        if !lv.is_finite() {
+            return Err(Error::msg(format!(
+                "training stopped: loss is {lv} at step {} (micro-batch {}); the last good checkpoint is {}",
+                st.step,
+                st.micro,
+                ckpt.display()
+            )));
+        }
+        let grads = opt.collect(&loss.backward().map_err(|e| Error::msg(e.to_string()))?);
+        acc = if acc.is_empty() { grads } else { sum_grads(acc, grads)? };
+        acc_n += 1;
+        acc_loss += lv;
+        st.micro += 1;
+        if acc_n == accum || st.micro == total_micro {
+            let k = acc_n as f64;
+            let norm = AdamW::grad_norm(&acc).map_err(|e| Error::msg(e.to_string()))? / k;
+            let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
+            opt.step(&acc, lr, clip_factor(norm, cfg.max_grad_norm) / k).map_err(|e| Error::msg(e.to_string()))?;
+            st.step += 1;
+            let mean_loss = acc_loss / k;
+            (acc, acc_n, acc_loss) = (Vec::new(), 0, 0.0);
+            let mut metric = None;
+            let last = st.micro == total_micro;
+            if last || cfg.eval_steps.is_some_and(|e| st.step % e == 0) {
+                metric = task.evaluate()?;
+                if let Some((name, v)) = &metric {
+                    if st.best.as_ref().is_none_or(|(_, b)| v > b) {
+                        st.best = Some((name.clone(), *v));
+                        task.save(&cfg.out)?;
+                    }
+                } else if last {
+                    task.save(&cfg.out)?;
+                }
+            }
+            st.log.push((st.step, mean_loss, lr, metric.map(|m| m.1)));
+            let done = (st.micro - start_micro) as f64 * batch as f64;
+            progress.set_message(format!("loss {mean_loss:.4} lr {lr:.2e} {:.1} ex/s", done / start.elapsed().as_secs_f64()));
+            progress.inc(1);
+            if st.step % cfg.checkpoint_steps.max(1) == 0 || last {
+                checkpoint::save(&ckpt, task.varmap(), &opt, &st)?;
+            }
+        }
+    }
+    checkpoint::write_log(&cfg.out, &st)?;
+    let seconds = start.elapsed().as_secs_f64();
+    let examples = ((st.micro - start_micro) as usize * batch).min((total_micro - start_micro) as usize * batch) as f64;
+    Ok(TrainReport { steps: st.step, best: st.best, seconds, examples_per_s: examples / seconds.max(1e-9) })
+}
+
+fn sum_grads(a: Vec<Option<Tensor>>, b: Vec<Option<Tensor>>) -> Result<Vec<Option<Tensor>>> {
+    a.into_iter()
+        .zip(b)
+        .map(|(x, y)| match (x, y) {
+            (Some(x), Some(y)) => x.add(&y).map(Some).map_err(|e| Error::msg(e.to_string())),
+            (x, y) => Ok(x.or(y)),
+        })
+        .collect()
+}
