@@ -5,6 +5,7 @@ mod encode;
 mod evaluate;
 mod progress;
 mod similarity;
+mod train_cross_encoder;
 
 use crate::error::Result;
 use clap::{Parser, Subcommand};
@@ -30,6 +31,8 @@ enum Command {
     Evaluate(evaluate::Args),
     /// Cosine similarity matrix of sentences, with a heatmap
     Similarity(similarity::Args),
+    /// Train a cross-encoder (BERT + classification head) on labelled pairs
+    TrainCrossEncoder(train_cross_encoder::Args),
     /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL) to Parquet (zstd)
     Convert(convert::Args),
 }
@@ -40,6 +43,7 @@ pub fn main() -> Result<()> {
         Command::Encode(a) => encode::run(a),
         Command::Evaluate(a) => evaluate::run(a),
         Command::Similarity(a) => similarity::run(a),
+        Command::TrainCrossEncoder(a) => train_cross_encoder::run(a),
         Command::Convert(a) => convert::run(a),
     }
 }
