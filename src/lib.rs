@@ -1,4 +1,5 @@
 //! condenser: domain overlap, AugSBERT and Condenser pre-training for sentence encoders.
+pub mod augment;
 pub mod cli;
 pub mod data;
 pub mod error;

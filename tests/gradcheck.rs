@@ -193,9 +193,13 @@ fn attention_layer_and_whole_bert() {
 fn losses() {
     use condenser::train::losses::{bce_with_logits, cross_entropy};
     let targets = Tensor::new(&[0.0f32, 0.3, 1.0, 0.8, 0.5], &Device::Cpu).unwrap();
-    check("bce_with_logits", &[(randn(&[5]) * 3.0).unwrap()], |x| bce_with_logits(&x[0], &targets));
+    check("bce_with_logits", &[(randn(&[5]) * 3.0).unwrap()], |x| {
+        bce_with_logits(&x[0], &targets)
+    });
     let classes = Tensor::new(&[0u32, 2, 1, 2], &Device::Cpu).unwrap();
-    check("cross_entropy", &[randn(&[4, 3])], |x| cross_entropy(&x[0], &classes));
+    check("cross_entropy", &[randn(&[4, 3])], |x| {
+        cross_entropy(&x[0], &classes)
+    });
 }
 
 #[test]
@@ -203,9 +207,17 @@ fn losses_have_the_right_values() {
     use condenser::train::losses::{bce_with_logits, cross_entropy};
     let v = |t: Tensor| t.to_scalar::<f32>().unwrap() as f64;
     // BCE(x = 0, y) = ln 2 for any y; BCE(x = 2, y = 1) = ln(1 + e^-2)
-    let l = v(bce_with_logits(&Tensor::new(&[0f32, 2.0], &Device::Cpu).unwrap(), &Tensor::new(&[0.3f32, 1.0], &Device::Cpu).unwrap()).unwrap());
+    let l = v(bce_with_logits(
+        &Tensor::new(&[0f32, 2.0], &Device::Cpu).unwrap(),
+        &Tensor::new(&[0.3f32, 1.0], &Device::Cpu).unwrap(),
+    )
+    .unwrap());
     assert!((l - (2f64.ln() + (1.0 + (-2f64).exp()).ln()) / 2.0).abs() < 1e-6);
     // CE of logits [0, ln 3] for class 1: -ln(3/4)
-    let l = v(cross_entropy(&Tensor::new(&[[0f32, 3f32.ln()]], &Device::Cpu).unwrap(), &Tensor::new(&[1u32], &Device::Cpu).unwrap()).unwrap());
+    let l = v(cross_entropy(
+        &Tensor::new(&[[0f32, 3f32.ln()]], &Device::Cpu).unwrap(),
+        &Tensor::new(&[1u32], &Device::Cpu).unwrap(),
+    )
+    .unwrap());
     assert!((l + (0.75f64).ln()).abs() < 1e-6);
 }

@@ -7,8 +7,17 @@ use std::process::{Command, Stdio};
 
 fn cmd(model: &Path, out: &Path, lr: &str, extra: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_condenser"));
-    c.args(["train-cross-encoder", "--model", model.to_str().unwrap(), "--out", out.to_str().unwrap()]);
-    c.args(["--train", common::data("stsb/train.parquet").to_str().unwrap()]);
+    c.args([
+        "train-cross-encoder",
+        "--model",
+        model.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    c.args([
+        "--train",
+        common::data("stsb/train.parquet").to_str().unwrap(),
+    ]);
     c.args(["--max-steps", "240", "--lr", lr]);
     c.args(extra);
     c
@@ -16,7 +25,10 @@ fn cmd(model: &Path, out: &Path, lr: &str, extra: &[&str]) -> Command {
 
 fn weights(p: &Path) -> Vec<(String, Vec<f32>)> {
     let t = candle_core::safetensors::load(p, &candle_core::Device::Cpu).unwrap();
-    let mut v: Vec<(String, Vec<f32>)> = t.into_iter().map(|(k, x)| (k, x.flatten_all().unwrap().to_vec1().unwrap())).collect();
+    let mut v: Vec<(String, Vec<f32>)> = t
+        .into_iter()
+        .map(|(k, x)| (k, x.flatten_all().unwrap().to_vec1().unwrap()))
+        .collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
 }
@@ -37,19 +49,43 @@ fn same_seed_same_weights_and_resume_after_sigkill_is_exact() {
     common::tiny_bert(&model);
     let (a, b, c) = (d.path().join("a"), d.path().join("b"), d.path().join("c"));
     for out in [&a, &b] {
-        let o = cmd(&model, out, "1e-3", &["--checkpoint-steps", "20"]).output().unwrap();
+        let o = cmd(&model, out, "1e-3", &["--checkpoint-steps", "20"])
+            .output()
+            .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let wa = weights(&a.join("model.safetensors"));
-    assert_eq!(wa, weights(&b.join("model.safetensors")), "two runs with one seed must agree bit for bit");
+    assert_eq!(
+        wa,
+        weights(&b.join("model.safetensors")),
+        "two runs with one seed must agree bit for bit"
+    );
     let initial = weights(&model.join("model.safetensors"));
-    assert_ne!(wa.iter().find(|(k, _)| k.ends_with("word_embeddings.weight")).unwrap().1, initial.iter().find(|(k, _)| k.ends_with("word_embeddings.weight")).unwrap().1, "training changed the weights");
+    assert_ne!(
+        wa.iter()
+            .find(|(k, _)| k.ends_with("word_embeddings.weight"))
+            .unwrap()
+            .1,
+        initial
+            .iter()
+            .find(|(k, _)| k.ends_with("word_embeddings.weight"))
+            .unwrap()
+            .1,
+        "training changed the weights"
+    );
 
     // kill -9 mid-run, after a checkpoint, then resume
-    let mut child = cmd(&model, &c, "1e-3", &["--checkpoint-steps", "20"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = cmd(&model, &c, "1e-3", &["--checkpoint-steps", "20"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let t0 = std::time::Instant::now();
     while checkpoint_step(&c) < 60 {
-        assert!(child.try_wait().unwrap().is_none(), "the run finished before it could be killed");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run finished before it could be killed"
+        );
         assert!(t0.elapsed().as_secs() < 120, "no checkpoint appeared");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
@@ -57,11 +93,26 @@ fn same_seed_same_weights_and_resume_after_sigkill_is_exact() {
     child.wait().unwrap();
     let killed_at = checkpoint_step(&c);
     assert!(killed_at < 240, "killed at step {killed_at}");
-    let o = cmd(&model, &c, "1e-3", &["--checkpoint-steps", "20", "--resume"]).output().unwrap();
+    let o = cmd(
+        &model,
+        &c,
+        "1e-3",
+        &["--checkpoint-steps", "20", "--resume"],
+    )
+    .output()
+    .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(weights(&c.join("model.safetensors")), wa, "resumed from step {killed_at}: final weights differ");
+    assert_eq!(
+        weights(&c.join("model.safetensors")),
+        wa,
+        "resumed from step {killed_at}: final weights differ"
+    );
     let log = std::fs::read_to_string(c.join("train_log.csv")).unwrap();
-    assert_eq!(log.lines().count(), 241, "one log row per step across the kill");
+    assert_eq!(
+        log.lines().count(),
+        241,
+        "one log row per step across the kill"
+    );
     assert!(c.join("loss.png").exists() && c.join("loss.svg").exists());
 }
 
@@ -73,13 +124,21 @@ fn nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoint() {
     common::tiny_bert(&model);
     let out = d.path().join("o");
     // an absurd learning rate blows the weights up until the loss is not finite
-    let o = cmd(&model, &out, "1e30", &["--checkpoint-steps", "1"]).output().unwrap();
+    let o = cmd(&model, &out, "1e30", &["--checkpoint-steps", "1"])
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("training stopped: loss is") && e.contains("last good checkpoint"), "{e}");
+    assert!(
+        e.contains("training stopped: loss is") && e.contains("last good checkpoint"),
+        "{e}"
+    );
     let step = checkpoint_step(&out);
     let w = weights(&out.join("checkpoint/model.safetensors"));
-    assert!(step >= 1 && w.iter().all(|(_, v)| v.iter().all(|x| x.is_finite())), "checkpoint at step {step} is whole and finite");
+    assert!(
+        step >= 1 && w.iter().all(|(_, v)| v.iter().all(|x| x.is_finite())),
+        "checkpoint at step {step} is whole and finite"
+    );
 }
 
 #[test]
@@ -89,18 +148,36 @@ fn bad_labels_are_clear_errors() {
     std::fs::create_dir(&model).unwrap();
     common::tiny_bert(&model);
     let csv = d.path().join("bad.csv");
-    std::fs::write(&csv, "sentence1,sentence2,label\na b,c d,0.5\ne f,g h,3.2\n").unwrap();
+    std::fs::write(
+        &csv,
+        "sentence1,sentence2,label\na b,c d,0.5\ne f,g h,3.2\n",
+    )
+    .unwrap();
     let run = |extra: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_condenser"));
-        c.args(["train-cross-encoder", "--model", model.to_str().unwrap(), "--out", d.path().join("o").to_str().unwrap(), "--train", csv.to_str().unwrap()]);
+        c.args([
+            "train-cross-encoder",
+            "--model",
+            model.to_str().unwrap(),
+            "--out",
+            d.path().join("o").to_str().unwrap(),
+            "--train",
+            csv.to_str().unwrap(),
+        ]);
         c.args(extra);
         let o = c.output().unwrap();
         assert!(!o.status.success());
         String::from_utf8_lossy(&o.stderr).to_string()
     };
     let e = run(&[]);
-    assert!(e.contains("bad.csv: row 2, column 'label': label 3.2: expected a score in [0, 1]"), "{e}");
+    assert!(
+        e.contains("bad.csv: row 2, column 'label': label 3.2: expected a score in [0, 1]"),
+        "{e}"
+    );
     std::fs::write(&csv, "sentence1,sentence2,label\na b,c d,1\ne f,g h,3\n").unwrap();
     let e = run(&["--num-labels", "3"]);
-    assert!(e.contains("bad.csv: row 2, column 'label': label 3: expected a class id in 0..3"), "{e}");
+    assert!(
+        e.contains("bad.csv: row 2, column 'label': label 3: expected a class id in 0..3"),
+        "{e}"
+    );
 }

@@ -1,4 +1,5 @@
 //! Command-line drivers: each subcommand parses its flags, calls the library and prints.
+mod augment;
 mod convert;
 mod domain_overlap;
 mod encode;
@@ -33,6 +34,8 @@ enum Command {
     Similarity(similarity::Args),
     /// Train a cross-encoder (BERT + classification head) on labelled pairs
     TrainCrossEncoder(train_cross_encoder::Args),
+    /// Sample new pairs (random or BM25) and label them with a cross-encoder (AugSBERT)
+    Augment(augment::Args),
     /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL) to Parquet (zstd)
     Convert(convert::Args),
 }
@@ -44,6 +47,7 @@ pub fn main() -> Result<()> {
         Command::Evaluate(a) => evaluate::run(a),
         Command::Similarity(a) => similarity::run(a),
         Command::TrainCrossEncoder(a) => train_cross_encoder::run(a),
+        Command::Augment(a) => augment::run(a),
         Command::Convert(a) => convert::run(a),
     }
 }

@@ -59,13 +59,26 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let cols = match split_list(&a.columns).as_slice() {
-        [s1, s2, l] => PairColumns { sentence1: s1.clone(), sentence2: s2.clone(), label: l.clone() },
-        _ => return Err(Error::msg("--columns takes three names: sentence1,sentence2,label")),
+        [s1, s2, l] => PairColumns {
+            sentence1: s1.clone(),
+            sentence2: s2.clone(),
+            label: l.clone(),
+        },
+        _ => {
+            return Err(Error::msg(
+                "--columns takes three names: sentence1,sentence2,label",
+            ))
+        }
     };
     if a.num_labels == 0 {
         return Err(Error::msg("--num-labels must be at least 1"));
     }
-    let data = CrossEncoderData { train: &a.train, dev: a.dev.as_deref(), columns: &cols, both_orders: a.both_orders };
+    let data = CrossEncoderData {
+        train: &a.train,
+        dev: a.dev.as_deref(),
+        columns: &cols,
+        both_orders: a.both_orders,
+    };
     let task = CrossEncoderTask::new(&a.model, a.num_labels, a.max_seq_length, data, a.seed)?;
     let cfg = TrainConfig {
         epochs: a.epochs,
@@ -85,7 +98,10 @@ pub fn run(a: Args) -> Result<()> {
     let bar = progress::bar(Some(0), "steps {msg}");
     let r = train(&task, &cfg, a.resume, &bar)?;
     bar.finish_and_clear();
-    let best = r.best.map(|(k, v)| format!(", best dev {k} {v:.4}")).unwrap_or_default();
+    let best = r
+        .best
+        .map(|(k, v)| format!(", best dev {k} {v:.4}"))
+        .unwrap_or_default();
     out(&format!(
         "trained {} steps in {:.1} s ({:.1} examples/s){best}\nwrote {}\n",
         r.steps,

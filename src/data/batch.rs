@@ -93,6 +93,15 @@ impl Batch {
     /// The column as numeric labels. Integers, floats, booleans and numeric strings (CSV) are
     /// accepted; null, NaN and unparsable values are errors naming the row.
     pub fn labels(&self, name: &str) -> Result<Vec<f64>> {
+        let mut out = Vec::new();
+        for (i, v) in self.optional_labels(name)?.into_iter().enumerate() {
+            out.push(v.ok_or_else(|| self.cell_error(i, name, "null label"))?);
+        }
+        Ok(out)
+    }
+
+    /// As `labels`, with null (or empty CSV) cells as None: unlabelled rows.
+    pub fn optional_labels(&self, name: &str) -> Result<Vec<Option<f64>>> {
         let col = self.column(name)?;
         let values: Vec<Option<f64>> = match col.data_type() {
             DataType::Float64 => col.as_primitive::<Float64Type>().iter().collect(),
@@ -155,6 +164,10 @@ impl Batch {
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
                 let mut out = Vec::with_capacity(col.len());
                 for (i, s) in self.texts(name)?.into_iter().enumerate() {
+                    if s.trim().is_empty() {
+                        out.push(None); // an empty CSV cell: an unlabelled row
+                        continue;
+                    }
                     let v = s.trim().parse::<f64>().map_err(|_| {
                         self.cell_error(i, name, format!("label '{s}' is not a number"))
                     })?;
@@ -170,14 +183,11 @@ impl Batch {
                 ))
             }
         };
-        let mut out = Vec::with_capacity(values.len());
-        for (i, v) in values.into_iter().enumerate() {
-            match v {
-                None => return Err(self.cell_error(i, name, "null label")),
-                Some(x) if x.is_nan() => return Err(self.cell_error(i, name, "NaN label")),
-                Some(x) => out.push(x),
+        for (i, v) in values.iter().enumerate() {
+            if v.is_some_and(f64::is_nan) {
+                return Err(self.cell_error(i, name, "NaN label"));
             }
         }
-        Ok(out)
+        Ok(values)
     }
 }

@@ -17,7 +17,11 @@ pub struct CrossEncoder {
 
 impl CrossEncoder {
     /// Weights by transformers' names: bert.*, bert.pooler.dense, classifier.
-    pub fn load(vb: VarBuilder, c: &BertConfig, num_labels: usize) -> candle_core::Result<CrossEncoder> {
+    pub fn load(
+        vb: VarBuilder,
+        c: &BertConfig,
+        num_labels: usize,
+    ) -> candle_core::Result<CrossEncoder> {
         let h = c.hidden_size;
         Ok(CrossEncoder {
             bert: Bert::load(vb.pp("bert"), c)?,
@@ -36,6 +40,48 @@ impl CrossEncoder {
     }
 }
 
+/// A trained cross-encoder folder (HF BertForSequenceClassification) and its pair tokenizer.
+pub fn load_cross_encoder(
+    dir: &std::path::Path,
+    device: &Device,
+) -> Result<(CrossEncoder, PairTokenizer)> {
+    let folder = super::ModelFolder::open(dir)?;
+    let vb = folder.raw_var_builder(candle_core::DType::F32, device)?;
+    if !vb.contains_tensor("classifier.weight")
+        || !vb.contains_tensor("bert.embeddings.word_embeddings.weight")
+    {
+        return Err(Error::file(
+            &folder.weights,
+            "no classification head (bert.* and classifier.weight): not a cross-encoder; train one with train-cross-encoder",
+        ));
+    }
+    let extra = &folder.config.extra;
+    let num_labels = extra
+        .get("id2label")
+        .and_then(|m| m.as_object())
+        .map(|m| m.len())
+        .or_else(|| {
+            extra
+                .get("num_labels")
+                .and_then(|n| n.as_u64())
+                .map(|n| n as usize)
+        })
+        .unwrap_or(1);
+    let max_len = extra
+        .get("max_length")
+        .and_then(|m| m.as_u64())
+        .map(|m| m as usize)
+        .unwrap_or(512)
+        .min(folder.config.max_position_embeddings);
+    let model = CrossEncoder::load(vb, &folder.config, num_labels).map_err(|e| {
+        Error::file(
+            &folder.weights,
+            format!("weights do not match config.json: {e}"),
+        )
+    })?;
+    Ok((model, PairTokenizer::new(folder.tokenizer()?, max_len)?))
+}
+
 /// Tokenized sentence pairs for a cross-encoder.
 pub struct PairTokenizer {
     pub tokenizer: Tokenizer,
@@ -46,7 +92,11 @@ pub struct PairTokenizer {
 impl PairTokenizer {
     pub fn new(tokenizer: Tokenizer, max_seq_length: usize) -> Result<PairTokenizer> {
         let special = Specials::of(&tokenizer)?;
-        Ok(PairTokenizer { tokenizer, special, max_seq_length: max_seq_length.max(4) })
+        Ok(PairTokenizer {
+            tokenizer,
+            special,
+            max_seq_length: max_seq_length.max(4),
+        })
     }
 
     /// "[CLS] a [SEP] b [SEP]" and token types, truncating the longer side first (longest_first).
@@ -71,7 +121,11 @@ impl PairTokenizer {
         Ok((ids, types))
     }
 
-    pub fn batch(&self, pairs: &[(Vec<u32>, Vec<u32>)], device: &Device) -> candle_core::Result<TokenBatch> {
+    pub fn batch(
+        &self,
+        pairs: &[(Vec<u32>, Vec<u32>)],
+        device: &Device,
+    ) -> candle_core::Result<TokenBatch> {
         let ids: Vec<&[u32]> = pairs.iter().map(|p| p.0.as_slice()).collect();
         let types: Vec<&[u32]> = pairs.iter().map(|p| p.1.as_slice()).collect();
         TokenBatch::new(&ids, Some(&types), self.special.pad, device)
@@ -88,8 +142,18 @@ pub fn activate(logits: &Tensor) -> candle_core::Result<Tensor> {
 }
 
 /// Predict scores for pairs in length-sorted batches; rows in input order.
-pub fn predict(model: &CrossEncoder, tok: &PairTokenizer, pairs: &[(&str, &str)], batch: usize, device: &Device, progress: &indicatif::ProgressBar) -> Result<Vec<Vec<f32>>> {
-    let enc: Vec<(Vec<u32>, Vec<u32>)> = pairs.iter().map(|(a, b)| tok.encode(a, b)).collect::<Result<_>>()?;
+pub fn predict(
+    model: &CrossEncoder,
+    tok: &PairTokenizer,
+    pairs: &[(&str, &str)],
+    batch: usize,
+    device: &Device,
+    progress: &indicatif::ProgressBar,
+) -> Result<Vec<Vec<f32>>> {
+    let enc: Vec<(Vec<u32>, Vec<u32>)> = pairs
+        .iter()
+        .map(|(a, b)| tok.encode(a, b))
+        .collect::<Result<_>>()?;
     let mut order: Vec<usize> = (0..enc.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(enc[i].0.len()));
     let mut out = vec![Vec::new(); enc.len()];

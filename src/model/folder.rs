@@ -97,6 +97,18 @@ impl ModelFolder {
 
     /// A VarBuilder over the weights, rooted at the BERT encoder (a "bert." prefix is looked through).
     pub fn var_builder(&self, dtype: DType, device: &Device) -> Result<VarBuilder<'static>> {
+        let vb = self.raw_var_builder(dtype, device)?;
+        Ok(
+            if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
+                vb.pp("bert")
+            } else {
+                vb
+            },
+        )
+    }
+
+    /// A VarBuilder over the weights under their names in the file.
+    pub fn raw_var_builder(&self, dtype: DType, device: &Device) -> Result<VarBuilder<'static>> {
         let w = &self.weights;
         let vb = if w.extension().is_some_and(|e| e == "bin") {
             VarBuilder::from_pth(w, dtype, device)
@@ -105,13 +117,7 @@ impl ModelFolder {
             unsafe { VarBuilder::from_mmaped_safetensors(&[w], dtype, device) }
         }
         .map_err(|e| Error::file(w, format!("unreadable weights: {e}")))?;
-        Ok(
-            if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
-                vb.pp("bert")
-            } else {
-                vb
-            },
-        )
+        Ok(vb)
     }
 
     /// The BERT encoder with this folder's weights; shape mismatches name the weights file.

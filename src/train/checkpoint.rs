@@ -29,9 +29,15 @@ pub fn save(dir: &Path, varmap: &VarMap, opt: &AdamW, st: &TrainState) -> Result
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| Error::file(&tmp, e))?;
     params::save_vars(varmap, &tmp.join("model.safetensors"))?;
-    params::save_tensors(&opt.state().map_err(|e| Error::msg(e.to_string()))?, &tmp.join("optimizer.safetensors"))?;
+    params::save_tensors(
+        &opt.state().map_err(|e| Error::msg(e.to_string()))?,
+        &tmp.join("optimizer.safetensors"),
+    )?;
     let state = serde_json::json!({"state": st, "optimizer_steps": opt.t});
-    write_atomic(&tmp.join("state.json"), serde_json::to_string(&state).unwrap().as_bytes())?;
+    write_atomic(
+        &tmp.join("state.json"),
+        serde_json::to_string(&state).unwrap().as_bytes(),
+    )?;
     if dir.exists() {
         let _ = std::fs::remove_dir_all(&old);
         std::fs::rename(dir, &old).map_err(|e| Error::file(dir, e))?;
@@ -43,20 +49,30 @@ pub fn save(dir: &Path, varmap: &VarMap, opt: &AdamW, st: &TrainState) -> Result
 
 pub fn load(dir: &Path, varmap: &VarMap, opt: &mut AdamW) -> Result<TrainState> {
     // a kill between the two renames of `save` leaves the previous checkpoint as .old
-    let dir = if dir.join("state.json").is_file() { dir.to_path_buf() } else { dir.with_extension("old") };
+    let dir = if dir.join("state.json").is_file() {
+        dir.to_path_buf()
+    } else {
+        dir.with_extension("old")
+    };
     let state_path = dir.join("state.json");
-    let text = std::fs::read_to_string(&state_path).map_err(|e| Error::file(&state_path, format!("no checkpoint to resume: {e}")))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::file(&state_path, e))?;
-    let st: TrainState = serde_json::from_value(v["state"].clone()).map_err(|e| Error::file(&state_path, e))?;
+    let text = std::fs::read_to_string(&state_path)
+        .map_err(|e| Error::file(&state_path, format!("no checkpoint to resume: {e}")))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::file(&state_path, e))?;
+    let st: TrainState =
+        serde_json::from_value(v["state"].clone()).map_err(|e| Error::file(&state_path, e))?;
     let weights = dir.join("model.safetensors");
     let device = candle_core::Device::Cpu;
     let w = params::read_weights(&weights, &device)?;
     for (name, var) in params::vars(varmap) {
-        let t = w.get(&name).ok_or_else(|| Error::file(&weights, format!("checkpoint lacks {name}")))?;
+        let t = w
+            .get(&name)
+            .ok_or_else(|| Error::file(&weights, format!("checkpoint lacks {name}")))?;
         var.set(t).map_err(|e| Error::file(&weights, e))?;
     }
     let ostate = params::read_weights(&dir.join("optimizer.safetensors"), &device)?;
-    opt.load_state(&ostate, v["optimizer_steps"].as_u64().unwrap_or(st.step)).map_err(|e| Error::file(&dir, e))?;
+    opt.load_state(&ostate, v["optimizer_steps"].as_u64().unwrap_or(st.step))
+        .map_err(|e| Error::file(&dir, e))?;
     Ok(st)
 }
 
@@ -64,11 +80,31 @@ pub fn load(dir: &Path, varmap: &VarMap, opt: &mut AdamW) -> Result<TrainState> 
 pub fn write_log(out: &Path, st: &TrainState) -> Result<()> {
     let mut csv = String::from("step,loss,lr,eval\n");
     for (s, l, lr, m) in &st.log {
-        let _ = writeln!(csv, "{s},{l},{lr},{}", m.map(|v| v.to_string()).unwrap_or_default());
+        let _ = writeln!(
+            csv,
+            "{s},{l},{lr},{}",
+            m.map(|v| v.to_string()).unwrap_or_default()
+        );
     }
     write_atomic(&out.join("train_log.csv"), csv.as_bytes())?;
     let pts: Vec<(f64, f64)> = st.log.iter().map(|(s, l, _, _)| (*s as f64, *l)).collect();
     // a running mean over 20 steps shows the trend through batch noise
-    let smooth: Vec<(f64, f64)> = (0..pts.len()).map(|i| (pts[i].0, pts[i.saturating_sub(19)..=i].iter().map(|p| p.1).sum::<f64>() / (i - i.saturating_sub(19) + 1) as f64)).collect();
-    line_chart("training loss", "optimizer step", &[("loss".into(), pts), ("mean of 20".into(), smooth)]).save(&out.join("loss"))
+    let smooth: Vec<(f64, f64)> = (0..pts.len())
+        .map(|i| {
+            (
+                pts[i].0,
+                pts[i.saturating_sub(19)..=i]
+                    .iter()
+                    .map(|p| p.1)
+                    .sum::<f64>()
+                    / (i - i.saturating_sub(19) + 1) as f64,
+            )
+        })
+        .collect();
+    line_chart(
+        "training loss",
+        "optimizer step",
+        &[("loss".into(), pts), ("mean of 20".into(), smooth)],
+    )
+    .save(&out.join("loss"))
 }

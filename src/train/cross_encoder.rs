@@ -27,10 +27,23 @@ pub struct CrossEncoderTask {
 /// Check labels for the head: [0, 1] for one label, class ids below num_labels otherwise.
 pub fn check_labels(path: &Path, column: &str, labels: &[f64], num_labels: usize) -> Result<()> {
     for (i, &l) in labels.iter().enumerate() {
-        let ok = if num_labels == 1 { (0.0..=1.0).contains(&l) } else { l.fract() == 0.0 && l >= 0.0 && (l as usize) < num_labels };
+        let ok = if num_labels == 1 {
+            (0.0..=1.0).contains(&l)
+        } else {
+            l.fract() == 0.0 && l >= 0.0 && (l as usize) < num_labels
+        };
         if !ok {
-            let want = if num_labels == 1 { "a score in [0, 1] for one label".to_string() } else { format!("a class id in 0..{num_labels}") };
-            return Err(Error::cell(path, i + 1, column, format!("label {l}: expected {want}")));
+            let want = if num_labels == 1 {
+                "a score in [0, 1] for one label".to_string()
+            } else {
+                format!("a class id in 0..{num_labels}")
+            };
+            return Err(Error::cell(
+                path,
+                i + 1,
+                column,
+                format!("label {l}: expected {want}"),
+            ));
         }
     }
     Ok(())
@@ -44,13 +57,20 @@ pub struct CrossEncoderData<'a> {
 }
 
 impl CrossEncoderTask {
-    pub fn new(model_dir: &Path, num_labels: usize, max_seq_length: usize, data: CrossEncoderData, seed: u64) -> Result<Self> {
+    pub fn new(
+        model_dir: &Path,
+        num_labels: usize,
+        max_seq_length: usize,
+        data: CrossEncoderData,
+        seed: u64,
+    ) -> Result<Self> {
         let device = Device::Cpu;
         let folder = ModelFolder::open(model_dir)?;
         let tok = PairTokenizer::new(folder.tokenizer()?, max_seq_length)?;
         let varmap = VarMap::new();
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
-        let model = CrossEncoder::load(vb, &folder.config, num_labels).map_err(|e| Error::file(&folder.weights, e))?;
+        let model = CrossEncoder::load(vb, &folder.config, num_labels)
+            .map_err(|e| Error::file(&folder.weights, e))?;
         params::fill(&varmap, &folder.weights, seed)?;
         let gold = Pairs::read(data.train, data.columns)?;
         check_labels(data.train, &data.columns.label, &gold.labels, num_labels)?;
@@ -72,7 +92,16 @@ impl CrossEncoderTask {
             }
             None => None,
         };
-        Ok(CrossEncoderTask { model, tok, varmap, folder, train, labels, dev, device })
+        Ok(CrossEncoderTask {
+            model,
+            tok,
+            varmap,
+            folder,
+            train,
+            labels,
+            dev,
+            device,
+        })
     }
 }
 
@@ -83,20 +112,42 @@ impl TrainTask for CrossEncoderTask {
 
     fn loss(&self, idx: &[usize], drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
         let items: Vec<(Vec<u32>, Vec<u32>)> = idx.iter().map(|&i| self.train[i].clone()).collect();
-        let logits = self.model.forward_t(&self.tok.batch(&items, &self.device)?, drop)?;
+        let logits = self
+            .model
+            .forward_t(&self.tok.batch(&items, &self.device)?, drop)?;
         let y: Vec<f32> = idx.iter().map(|&i| self.labels[i]).collect();
         if self.model.num_labels == 1 {
-            bce_with_logits(&logits.squeeze(1)?, &Tensor::from_vec(y, idx.len(), &self.device)?)
+            bce_with_logits(
+                &logits.squeeze(1)?,
+                &Tensor::from_vec(y, idx.len(), &self.device)?,
+            )
         } else {
             let classes: Vec<u32> = y.iter().map(|v| *v as u32).collect();
-            cross_entropy(&logits, &Tensor::from_vec(classes, idx.len(), &self.device)?)
+            cross_entropy(
+                &logits,
+                &Tensor::from_vec(classes, idx.len(), &self.device)?,
+            )
         }
     }
 
     fn evaluate(&self) -> Result<Option<(String, f64)>> {
-        let Some(dev) = &self.dev else { return Ok(None) };
-        let pairs: Vec<(&str, &str)> = dev.sentence1.iter().zip(&dev.sentence2).map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        let scores = predict(&self.model, &self.tok, &pairs, 64, &self.device, &ProgressBar::hidden())?;
+        let Some(dev) = &self.dev else {
+            return Ok(None);
+        };
+        let pairs: Vec<(&str, &str)> = dev
+            .sentence1
+            .iter()
+            .zip(&dev.sentence2)
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        let scores = predict(
+            &self.model,
+            &self.tok,
+            &pairs,
+            64,
+            &self.device,
+            &ProgressBar::hidden(),
+        )?;
         Ok(Some(if self.model.num_labels == 1 {
             let s: Vec<f64> = scores.iter().map(|v| v[0] as f64).collect();
             ("spearman".to_string(), spearman(&s, &dev.labels))
@@ -104,9 +155,18 @@ impl TrainTask for CrossEncoderTask {
             let hits = scores
                 .iter()
                 .zip(&dev.labels)
-                .filter(|(s, l)| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i as f64) == Some(**l))
+                .filter(|(s, l)| {
+                    s.iter()
+                        .enumerate()
+                        .max_by(|a, b| a.1.total_cmp(b.1))
+                        .map(|(i, _)| i as f64)
+                        == Some(**l)
+                })
                 .count();
-            ("accuracy".to_string(), hits as f64 / dev.labels.len() as f64)
+            (
+                "accuracy".to_string(),
+                hits as f64 / dev.labels.len() as f64,
+            )
         }))
     }
 
@@ -115,24 +175,48 @@ impl TrainTask for CrossEncoderTask {
     }
 
     fn save(&self, dir: &Path) -> Result<()> {
-        save_cross_encoder(&self.folder, &self.varmap, self.model.num_labels, self.tok.max_seq_length, dir)
+        save_cross_encoder(
+            &self.folder,
+            &self.varmap,
+            self.model.num_labels,
+            self.tok.max_seq_length,
+            dir,
+        )
     }
 }
 
 /// An HF BertForSequenceClassification folder: config.json with the label count, weights, and the
 /// source folder's tokenizer files.
-pub fn save_cross_encoder(src: &ModelFolder, varmap: &VarMap, num_labels: usize, max_len: usize, dir: &Path) -> Result<()> {
+pub fn save_cross_encoder(
+    src: &ModelFolder,
+    varmap: &VarMap,
+    num_labels: usize,
+    max_len: usize,
+    dir: &Path,
+) -> Result<()> {
     let mut cfg = serde_json::to_value(&src.config).map_err(|e| Error::msg(e.to_string()))?;
-    let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels).map(|i| (i.to_string(), format!("LABEL_{i}").into())).collect();
-    let ids: serde_json::Map<String, serde_json::Value> = (0..num_labels).map(|i| (format!("LABEL_{i}"), i.into())).collect();
+    let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels)
+        .map(|i| (i.to_string(), format!("LABEL_{i}").into()))
+        .collect();
+    let ids: serde_json::Map<String, serde_json::Value> = (0..num_labels)
+        .map(|i| (format!("LABEL_{i}"), i.into()))
+        .collect();
     cfg["architectures"] = serde_json::json!(["BertForSequenceClassification"]);
     cfg["model_type"] = "bert".into();
     cfg["id2label"] = labels.into();
     cfg["label2id"] = ids.into();
     cfg["max_length"] = max_len.into();
-    write_atomic(&dir.join("config.json"), serde_json::to_string_pretty(&cfg).unwrap().as_bytes())?;
+    write_atomic(
+        &dir.join("config.json"),
+        serde_json::to_string_pretty(&cfg).unwrap().as_bytes(),
+    )?;
     params::save_vars(varmap, &dir.join("model.safetensors"))?;
-    for f in ["tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"] {
+    for f in [
+        "tokenizer.json",
+        "vocab.txt",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ] {
         let from: PathBuf = src.transformer_dir.join(f);
         if from.is_file() {
             let bytes = std::fs::read(&from).map_err(|e| Error::file(&from, e))?;

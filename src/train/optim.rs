@@ -55,14 +55,22 @@ impl AdamW {
 
     /// The gradients of the parameters, in parameter order.
     pub fn collect(&self, grads: &GradStore) -> Vec<Option<Tensor>> {
-        self.params.iter().map(|p| grads.get(&p.var).cloned()).collect()
+        self.params
+            .iter()
+            .map(|p| grads.get(&p.var).cloned())
+            .collect()
     }
 
     /// Global L2 norm of gradients (f64 accumulation).
     pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
         let mut sq = 0f64;
         for g in grads.iter().flatten() {
-            sq += g.flatten_all()?.to_vec1::<f32>()?.iter().map(|x| (*x as f64) * (*x as f64)).sum::<f64>();
+            sq += g
+                .flatten_all()?
+                .to_vec1::<f32>()?
+                .iter()
+                .map(|x| (*x as f64) * (*x as f64))
+                .sum::<f64>();
         }
         Ok(sq.sqrt())
     }

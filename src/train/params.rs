@@ -21,7 +21,10 @@ pub fn vars(varmap: &VarMap) -> Vec<(String, Var)> {
 pub fn read_weights(path: &Path, device: &Device) -> Result<HashMap<String, Tensor>> {
     let bad = |e: candle_core::Error| Error::file(path, format!("unreadable weights: {e}"));
     if path.extension().is_some_and(|e| e == "bin") {
-        Ok(candle_core::pickle::read_all(path).map_err(bad)?.into_iter().collect())
+        Ok(candle_core::pickle::read_all(path)
+            .map_err(bad)?
+            .into_iter()
+            .collect())
     } else {
         candle_core::safetensors::load(path, device).map_err(bad)
     }
@@ -29,24 +32,50 @@ pub fn read_weights(path: &Path, device: &Device) -> Result<HashMap<String, Tens
 
 /// Fill `varmap` from `weights`; returns the names the file did not have (initialised fresh).
 pub fn fill(varmap: &VarMap, weights: &Path, seed: u64) -> Result<Vec<String>> {
-    let device = vars(varmap).first().map(|(_, v)| v.device().clone()).unwrap_or(Device::Cpu);
+    let device = vars(varmap)
+        .first()
+        .map(|(_, v)| v.device().clone())
+        .unwrap_or(Device::Cpu);
     let file = read_weights(weights, &device)?;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut fresh = Vec::new();
     for (name, var) in vars(varmap) {
-        let found = [name.clone(), name.trim_start_matches("bert.").to_string(), format!("bert.{name}")].into_iter().find_map(|n| file.get(&n));
+        let found = [
+            name.clone(),
+            name.trim_start_matches("bert.").to_string(),
+            format!("bert.{name}"),
+        ]
+        .into_iter()
+        .find_map(|n| file.get(&n));
         match found {
             Some(t) => {
                 if t.dims() != var.dims() {
-                    return Err(Error::file(weights, format!("{name} has shape {:?}, the model needs {:?}", t.dims(), var.dims())));
+                    return Err(Error::file(
+                        weights,
+                        format!(
+                            "{name} has shape {:?}, the model needs {:?}",
+                            t.dims(),
+                            var.dims()
+                        ),
+                    ));
                 }
-                var.set(&t.to_dtype(var.dtype()).map_err(|e| Error::file(weights, e))?).map_err(|e| Error::file(weights, e))?;
+                var.set(
+                    &t.to_dtype(var.dtype())
+                        .map_err(|e| Error::file(weights, e))?,
+                )
+                .map_err(|e| Error::file(weights, e))?;
             }
             None => {
                 // BERT's init: normal(0, 0.02) for matrices; biases and LayerNorm keep their constants
                 if name.ends_with("weight") && !name.contains("LayerNorm") {
-                    let v: Vec<f32> = (0..var.elem_count()).map(|_| normal(&mut rng) * 0.02).collect();
-                    var.set(&Tensor::from_vec(v, var.shape(), &device).map_err(|e| Error::msg(e.to_string()))?).map_err(|e| Error::msg(e.to_string()))?;
+                    let v: Vec<f32> = (0..var.elem_count())
+                        .map(|_| normal(&mut rng) * 0.02)
+                        .collect();
+                    var.set(
+                        &Tensor::from_vec(v, var.shape(), &device)
+                            .map_err(|e| Error::msg(e.to_string()))?,
+                    )
+                    .map_err(|e| Error::msg(e.to_string()))?;
                 }
                 fresh.push(name);
             }
@@ -62,11 +91,15 @@ fn normal(rng: &mut StdRng) -> f32 {
 
 /// Save named tensors as safetensors, atomically.
 pub fn save_tensors(tensors: &HashMap<String, Tensor>, path: &Path) -> Result<()> {
-    let bytes = safetensors::serialize(tensors.iter().map(|(k, v)| (k.as_str(), v)), None).map_err(|e| Error::file(path, e))?;
+    let bytes = safetensors::serialize(tensors.iter().map(|(k, v)| (k.as_str(), v)), None)
+        .map_err(|e| Error::file(path, e))?;
     write_atomic(path, &bytes)
 }
 
 pub fn save_vars(varmap: &VarMap, path: &Path) -> Result<()> {
-    let map: HashMap<String, Tensor> = vars(varmap).into_iter().map(|(k, v)| (k, v.as_tensor().clone())).collect();
+    let map: HashMap<String, Tensor> = vars(varmap)
+        .into_iter()
+        .map(|(k, v)| (k, v.as_tensor().clone()))
+        .collect();
     save_tensors(&map, path)
 }

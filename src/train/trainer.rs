@@ -58,11 +58,18 @@ pub struct TrainReport {
 
 fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
-    order.shuffle(&mut StdRng::seed_from_u64(mix64(seed ^ (epoch as u64).wrapping_mul(0x9e37_79b9))));
+    order.shuffle(&mut StdRng::seed_from_u64(mix64(
+        seed ^ (epoch as u64).wrapping_mul(0x9e37_79b9),
+    )));
     order
 }
 
-pub fn train(task: &impl TrainTask, cfg: &TrainConfig, resume: bool, progress: &ProgressBar) -> Result<TrainReport> {
+pub fn train(
+    task: &impl TrainTask,
+    cfg: &TrainConfig,
+    resume: bool,
+    progress: &ProgressBar,
+) -> Result<TrainReport> {
     let n = task.num_examples();
     if n == 0 {
         return Err(Error::msg("no training examples"));
@@ -98,8 +105,13 @@ pub fn train(task: &impl TrainTask, cfg: &TrainConfig, resume: bool, progress: &
         let idx = &order.1[pos..(pos + batch).min(n)];
         // dropout masks from (seed, micro-step): a resumed run draws exactly the same ones
         let drop = Dropout::new(cfg.dropout, mix64(cfg.seed ^ mix64(st.micro)));
-        let loss = task.loss(idx, Some(&drop)).map_err(|e| Error::msg(format!("forward failed: {e}")))?;
-        let lv = loss.to_dtype(candle_core::DType::F64).and_then(|l| l.to_scalar::<f64>()).map_err(|e| Error::msg(e.to_string()))?;
+        let loss = task
+            .loss(idx, Some(&drop))
+            .map_err(|e| Error::msg(format!("forward failed: {e}")))?;
+        let lv = loss
+            .to_dtype(candle_core::DType::F64)
+            .and_then(|l| l.to_scalar::<f64>())
+            .map_err(|e| Error::msg(e.to_string()))?;
         if !lv.is_finite() {
             return Err(Error::msg(format!(
                 "training stopped: loss is {lv} at step {} (micro-batch {}); the last good checkpoint is {}",
@@ -109,7 +121,11 @@ pub fn train(task: &impl TrainTask, cfg: &TrainConfig, resume: bool, progress: &
             )));
         }
         let grads = opt.collect(&loss.backward().map_err(|e| Error::msg(e.to_string()))?);
-        acc = if acc.is_empty() { grads } else { sum_grads(acc, grads)? };
+        acc = if acc.is_empty() {
+            grads
+        } else {
+            sum_grads(acc, grads)?
+        };
         acc_n += 1;
         acc_loss += lv;
         st.micro += 1;
@@ -117,7 +133,8 @@ pub fn train(task: &impl TrainTask, cfg: &TrainConfig, resume: bool, progress: &
             let k = acc_n as f64;
             let norm = AdamW::grad_norm(&acc).map_err(|e| Error::msg(e.to_string()))? / k;
             let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
-            opt.step(&acc, lr, clip_factor(norm, cfg.max_grad_norm) / k).map_err(|e| Error::msg(e.to_string()))?;
+            opt.step(&acc, lr, clip_factor(norm, cfg.max_grad_norm) / k)
+                .map_err(|e| Error::msg(e.to_string()))?;
             st.step += 1;
             let mean_loss = acc_loss / k;
             (acc, acc_n, acc_loss) = (Vec::new(), 0, 0.0);
@@ -136,7 +153,10 @@ pub fn train(task: &impl TrainTask, cfg: &TrainConfig, resume: bool, progress: &
             }
             st.log.push((st.step, mean_loss, lr, metric.map(|m| m.1)));
             let done = (st.micro - start_micro) as f64 * batch as f64;
-            progress.set_message(format!("loss {mean_loss:.4} lr {lr:.2e} {:.1} ex/s", done / start.elapsed().as_secs_f64()));
+            progress.set_message(format!(
+                "loss {mean_loss:.4} lr {lr:.2e} {:.1} ex/s",
+                done / start.elapsed().as_secs_f64()
+            ));
             progress.inc(1);
             if st.step % cfg.checkpoint_steps.max(1) == 0 || last {
                 checkpoint::save(&ckpt, task.varmap(), &opt, &st)?;
@@ -145,8 +165,14 @@ pub fn train(task: &impl TrainTask, cfg: &TrainConfig, resume: bool, progress: &
     }
     checkpoint::write_log(&cfg.out, &st)?;
     let seconds = start.elapsed().as_secs_f64();
-    let examples = ((st.micro - start_micro) as usize * batch).min((total_micro - start_micro) as usize * batch) as f64;
-    Ok(TrainReport { steps: st.step, best: st.best, seconds, examples_per_s: examples / seconds.max(1e-9) })
+    let examples = ((st.micro - start_micro) as usize * batch)
+        .min((total_micro - start_micro) as usize * batch) as f64;
+    Ok(TrainReport {
+        steps: st.step,
+        best: st.best,
+        seconds,
+        examples_per_s: examples / seconds.max(1e-9),
+    })
 }
 
 fn sum_grads(a: Vec<Option<Tensor>>, b: Vec<Option<Tensor>>) -> Result<Vec<Option<Tensor>>> {

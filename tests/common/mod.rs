@@ -56,25 +56,68 @@ pub fn tiny_bert(dir: &std::path::Path) {
         "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16,
         "max_position_embeddings": 128, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu"
     });
-    std::fs::write(dir.join("config.json"), serde_json::to_string_pretty(&cfg).unwrap()).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_string_pretty(&cfg).unwrap(),
+    )
+    .unwrap();
     std::fs::copy(model().join("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
     let dev = Device::Cpu;
     let mut t: Vec<(String, Tensor)> = vec![
-        ("embeddings.word_embeddings.weight".into(), Tensor::randn(0f32, 0.02, (30522, 8), &dev).unwrap()),
-        ("embeddings.position_embeddings.weight".into(), Tensor::randn(0f32, 0.02, (128, 8), &dev).unwrap()),
-        ("embeddings.token_type_embeddings.weight".into(), Tensor::randn(0f32, 0.02, (2, 8), &dev).unwrap()),
-        ("embeddings.LayerNorm.weight".into(), Tensor::ones(8, candle_core::DType::F32, &dev).unwrap()),
-        ("embeddings.LayerNorm.bias".into(), Tensor::zeros(8, candle_core::DType::F32, &dev).unwrap()),
+        (
+            "embeddings.word_embeddings.weight".into(),
+            Tensor::randn(0f32, 0.02, (30522, 8), &dev).unwrap(),
+        ),
+        (
+            "embeddings.position_embeddings.weight".into(),
+            Tensor::randn(0f32, 0.02, (128, 8), &dev).unwrap(),
+        ),
+        (
+            "embeddings.token_type_embeddings.weight".into(),
+            Tensor::randn(0f32, 0.02, (2, 8), &dev).unwrap(),
+        ),
+        (
+            "embeddings.LayerNorm.weight".into(),
+            Tensor::ones(8, candle_core::DType::F32, &dev).unwrap(),
+        ),
+        (
+            "embeddings.LayerNorm.bias".into(),
+            Tensor::zeros(8, candle_core::DType::F32, &dev).unwrap(),
+        ),
     ];
     for l in 0..2 {
-        for (n, o, i) in [("attention.self.query", 8, 8), ("attention.self.key", 8, 8), ("attention.self.value", 8, 8), ("attention.output.dense", 8, 8), ("intermediate.dense", 16, 8), ("output.dense", 8, 16)] {
-            t.push((format!("encoder.layer.{l}.{n}.weight"), Tensor::randn(0f32, 0.02, (o, i), &dev).unwrap()));
-            t.push((format!("encoder.layer.{l}.{n}.bias"), Tensor::zeros(o, candle_core::DType::F32, &dev).unwrap()));
+        for (n, o, i) in [
+            ("attention.self.query", 8, 8),
+            ("attention.self.key", 8, 8),
+            ("attention.self.value", 8, 8),
+            ("attention.output.dense", 8, 8),
+            ("intermediate.dense", 16, 8),
+            ("output.dense", 8, 16),
+        ] {
+            t.push((
+                format!("encoder.layer.{l}.{n}.weight"),
+                Tensor::randn(0f32, 0.02, (o, i), &dev).unwrap(),
+            ));
+            t.push((
+                format!("encoder.layer.{l}.{n}.bias"),
+                Tensor::zeros(o, candle_core::DType::F32, &dev).unwrap(),
+            ));
         }
         for n in ["attention.output.LayerNorm", "output.LayerNorm"] {
-            t.push((format!("encoder.layer.{l}.{n}.weight"), Tensor::ones(8, candle_core::DType::F32, &dev).unwrap()));
-            t.push((format!("encoder.layer.{l}.{n}.bias"), Tensor::zeros(8, candle_core::DType::F32, &dev).unwrap()));
+            t.push((
+                format!("encoder.layer.{l}.{n}.weight"),
+                Tensor::ones(8, candle_core::DType::F32, &dev).unwrap(),
+            ));
+            t.push((
+                format!("encoder.layer.{l}.{n}.bias"),
+                Tensor::zeros(8, candle_core::DType::F32, &dev).unwrap(),
+            ));
         }
     }
-    safetensors::serialize_to_file(t.iter().map(|(n, x)| (n.as_str(), x)), None, &dir.join("model.safetensors")).unwrap();
+    safetensors::serialize_to_file(
+        t.iter().map(|(n, x)| (n.as_str(), x)),
+        None,
+        &dir.join("model.safetensors"),
+    )
+    .unwrap();
 }

@@ -1,0 +1,43 @@
+//! AugSBERT's data augmentation: new target pairs sampled from the input's sentences (random or
+//! BM25 partners), labelled by a cross-encoder.
+mod bm25;
+mod random;
+
+pub use bm25::Bm25;
+pub use random::random_pairs;
+
+use std::collections::HashSet;
+
+/// The dedup rules every sampler obeys: no pair of a sentence with itself, none equal to an
+/// existing pair in either order, none twice.
+pub struct PairFilter<'a> {
+    seen: HashSet<(&'a str, &'a str)>,
+}
+
+impl<'a> PairFilter<'a> {
+    /// Start from the input's own pairs.
+    pub fn new(existing: impl IntoIterator<Item = (&'a str, &'a str)>) -> PairFilter<'a> {
+        let mut seen = HashSet::new();
+        for (a, b) in existing {
+            seen.insert((a, b));
+            seen.insert((b, a));
+        }
+        PairFilter { seen }
+    }
+
+    /// Accept (a, b) if allowed, remembering it (in both orders).
+    pub fn accept(&mut self, a: &'a str, b: &'a str) -> bool {
+        if a == b || self.seen.contains(&(a, b)) {
+            return false;
+        }
+        self.seen.insert((a, b));
+        self.seen.insert((b, a));
+        true
+    }
+}
+
+/// Distinct values in first-seen order.
+pub fn distinct<'a>(values: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut seen = HashSet::new();
+    values.into_iter().filter(|v| seen.insert(*v)).collect()
+}
