@@ -103,9 +103,10 @@ pub fn run(a: Args) -> Result<()> {
         .map(|(k, v)| format!(", best dev {k} {v:.4}"))
         .unwrap_or_default();
     out(&format!(
-        "trained {} steps in {:.1} s ({:.1} examples/s){best}\nwrote {}\n",
+        "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s){best}\nwrote {}\n",
         r.steps,
         r.seconds,
+        r.step_seconds,
         r.examples_per_s,
         a.out.display()
     ));

@@ -52,7 +52,11 @@ pub trait TrainTask {
 pub struct TrainReport {
     pub steps: u64,
     pub best: Option<(String, f64)>,
+    /// Wall time of the whole loop, evaluation and checkpoints included.
     pub seconds: f64,
+    /// Time in forward, backward and optimizer updates only.
+    pub step_seconds: f64,
+    /// Training examples per second of step time.
     pub examples_per_s: f64,
 }
 
@@ -92,11 +96,12 @@ pub fn train(
     progress.set_length(total_steps);
     progress.set_position(st.step);
     let start = Instant::now();
-    let start_micro = st.micro;
     let mut order = (0, Vec::new());
     let mut acc: Vec<Option<Tensor>> = Vec::new();
     let (mut acc_n, mut acc_loss) = (0usize, 0f64);
+    let (mut step_seconds, mut examples) = (0f64, 0usize);
     while st.micro < total_micro {
+        let t_step = Instant::now();
         let epoch = (st.micro / micro_per_epoch) as usize;
         if order.1.is_empty() || order.0 != epoch {
             order = (epoch, epoch_order(n, cfg.seed, epoch));
@@ -129,13 +134,17 @@ pub fn train(
         acc_n += 1;
         acc_loss += lv;
         st.micro += 1;
+        examples += idx.len();
+        step_seconds += t_step.elapsed().as_secs_f64();
         if acc_n == accum || st.micro == total_micro {
             let k = acc_n as f64;
             let norm = AdamW::grad_norm(&acc).map_err(|e| Error::msg(e.to_string()))? / k;
+            let t_update = Instant::now();
             let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
             opt.step(&acc, lr, clip_factor(norm, cfg.max_grad_norm) / k)
                 .map_err(|e| Error::msg(e.to_string()))?;
             st.step += 1;
+            step_seconds += t_update.elapsed().as_secs_f64();
             let mean_loss = acc_loss / k;
             (acc, acc_n, acc_loss) = (Vec::new(), 0, 0.0);
             let mut metric = None;
@@ -152,10 +161,9 @@ pub fn train(
                 }
             }
             st.log.push((st.step, mean_loss, lr, metric.map(|m| m.1)));
-            let done = (st.micro - start_micro) as f64 * batch as f64;
             progress.set_message(format!(
                 "loss {mean_loss:.4} lr {lr:.2e} {:.1} ex/s",
-                done / start.elapsed().as_secs_f64()
+                examples as f64 / step_seconds
             ));
             progress.inc(1);
             if st.step % cfg.checkpoint_steps.max(1) == 0 || last {
@@ -165,13 +173,12 @@ pub fn train(
     }
     checkpoint::write_log(&cfg.out, &st)?;
     let seconds = start.elapsed().as_secs_f64();
-    let examples = ((st.micro - start_micro) as usize * batch)
-        .min((total_micro - start_micro) as usize * batch) as f64;
     Ok(TrainReport {
         steps: st.step,
         best: st.best,
         seconds,
-        examples_per_s: examples / seconds.max(1e-9),
+        step_seconds,
+        examples_per_s: examples as f64 / step_seconds.max(1e-9),
     })
 }
 

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Cross-encoder training-step throughput: condenser vs PyTorch (transformers), same machine, same
+run, same model (all-MiniLM-L6-v2 + a 1-label head), same data (STSb train, both orders, shuffled),
+batch 16, max 128 tokens, BCE with logits, AdamW (decay groups), linear schedule, clipping at 1.0,
+dropout on, 2 threads.
+
+    bash datasets/fetch.sh && cargo build --release && pip install sentence-transformers
+    python3 benches/train_step_bench.py [--steps 40] [--batch 16]
+"""
+import argparse, os, random, re, subprocess, tempfile, time
+
+import pyarrow.parquet as pq
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODEL = os.path.join(ROOT, "datasets/model/all-MiniLM-L6-v2")
+TRAIN = os.path.join(ROOT, "datasets/data/stsb/train.parquet")
+
+
+def torch_side(steps, batch):
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
+    torch.set_num_threads(2)
+    torch.manual_seed(42)
+    tok = AutoTokenizer.from_pretrained(MODEL)
+    model = AutoModelForSequenceClassification.from_pretrained(MODEL, num_labels=1)
+    model.train()
+    t = pq.read_table(TRAIN).to_pydict()
+    pairs = [(a, b, l) for a, b, l in zip(t["sentence1"], t["sentence2"], t["label"])]
+    pairs += [(b, a, l) for a, b, l in pairs]
+    random.Random(42).shuffle(pairs)
+    no_decay = ["bias", "LayerNorm.weight"]
+    groups = [{"params": [p for n, p in model.named_parameters() if not any(x in n for x in no_decay)], "weight_decay": 0.01},
+              {"params": [p for n, p in model.named_parameters() if any(x in n for x in no_decay)], "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=2e-5)
+    total = steps + 3
+    sched = get_linear_schedule_with_warmup(opt, int(0.1 * total), total)
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    elapsed = 0.0
+    for i in range(total):
+        chunk = pairs[i * batch:(i + 1) * batch]
+        t0 = time.perf_counter()
+        enc = tok([c[0] for c in chunk], [c[1] for c in chunk], padding=True, truncation="longest_first",
+                  max_length=128, return_tensors="pt")
+        logits = model(**enc).logits.squeeze(-1)
+        loss = loss_fn(logits, torch.tensor([c[2] for c in chunk], dtype=torch.float32))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        if i >= 3:  # warm-up steps are not timed
+            elapsed += time.perf_counter() - t0
+    return steps * batch / elapsed
+
+
+def ours(steps, batch):
+    with tempfile.TemporaryDirectory() as d:
+        out = subprocess.run([os.path.join(ROOT, "target/release/condenser"), "train-cross-encoder", "--model", MODEL,
+                              "--train", TRAIN, "--out", d, "--both-orders", "--max-steps", str(steps),
+                              "--batch-size", str(batch), "--checkpoint-steps", "1000000"],
+                             capture_output=True, text=True, check=True, env=dict(os.environ, RAYON_NUM_THREADS="2")).stdout
+    return float(re.search(r"([0-9.]+) examples/s", out).group(1))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--batch", type=int, default=16)
+    a = ap.parse_args()
+    c = ours(a.steps, a.batch)
+    p = torch_side(a.steps, a.batch)
+    print(f"examples/s: condenser {c:.1f}, pytorch {p:.1f}; ratio {c / p:.2f} (>1 is faster)")
