@@ -1,4 +1,4 @@
-use super::{named_path, out, progress, split_list, ModelOpts};
+use super::{named_path, out, progress, ModelOpts};
 use crate::data::PairColumns;
 use crate::error::{Error, Result};
 use crate::eval::{self, EvalReport, EvalResult, ScoreFn};
@@ -34,18 +34,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let cols = match split_list(&a.columns).as_slice() {
-        [s1, s2, l] => PairColumns {
-            sentence1: s1.clone(),
-            sentence2: s2.clone(),
-            label: l.clone(),
-        },
-        _ => {
-            return Err(Error::msg(
-                "--columns takes three names: sentence1,sentence2,label",
-            ))
-        }
-    };
+    let cols = PairColumns::parse(&a.columns)?;
     let score = match a.score_fn.as_str() {
         "cosine" => ScoreFn::Cosine,
         "dot" => ScoreFn::Dot,

@@ -1,4 +1,4 @@
-use super::{out, progress, split_list};
+use super::{out, progress};
 use crate::data::PairColumns;
 use crate::error::{Error, Result};
 use crate::train::cross_encoder::{CrossEncoderData, CrossEncoderTask};
@@ -58,18 +58,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let cols = match split_list(&a.columns).as_slice() {
-        [s1, s2, l] => PairColumns {
-            sentence1: s1.clone(),
-            sentence2: s2.clone(),
-            label: l.clone(),
-        },
-        _ => {
-            return Err(Error::msg(
-                "--columns takes three names: sentence1,sentence2,label",
-            ))
-        }
-    };
+    let cols = PairColumns::parse(&a.columns)?;
     if a.num_labels == 0 {
         return Err(Error::msg("--num-labels must be at least 1"));
     }

@@ -10,6 +10,27 @@ pub struct PairColumns {
     pub label: String,
 }
 
+impl PairColumns {
+    /// "sentence1,sentence2,label" as given to a --columns flag.
+    pub fn parse(spec: &str) -> Result<PairColumns> {
+        let names: Vec<&str> = spec
+            .split(',')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        match names.as_slice() {
+            [a, b, l] => Ok(PairColumns {
+                sentence1: a.to_string(),
+                sentence2: b.to_string(),
+                label: l.to_string(),
+            }),
+            _ => Err(crate::error::Error::msg(format!(
+                "--columns '{spec}': expected three names, sentence1,sentence2,label"
+            ))),
+        }
+    }
+}
+
 impl Default for PairColumns {
     fn default() -> Self {
         PairColumns {
