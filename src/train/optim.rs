@@ -3,6 +3,7 @@
 //! gradient clipping as torch.nn.utils.clip_grad_norm_.
 use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 pub struct Param {
@@ -21,6 +22,23 @@ pub struct AdamW {
     pub eps: f64,
     /// Optimizer steps taken.
     pub t: u64,
+}
+
+/// Run `f` on a CPU f32 tensor's elements without copying them out (a copy elsewhere).
+fn with_slice<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
+    let t = t.contiguous()?;
+    let (storage, layout) = t.storage_and_layout();
+    if let (candle_core::Storage::Cpu(cpu), Some((a, b))) = (&*storage, layout.contiguous_offsets())
+    {
+        if let Ok(s) = cpu.as_slice::<f32>() {
+            return Ok(f(&s[a..b]));
+        }
+    }
+    drop(storage);
+    Ok(f(&t
+        .flatten_all()?
+        .to_dtype(candle_core::DType::F32)?
+        .to_vec1::<f32>()?))
 }
 
 /// Parameters sentence-transformers exempts from weight decay.
@@ -65,12 +83,11 @@ impl AdamW {
     pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
         let mut sq = 0f64;
         for g in grads.iter().flatten() {
-            sq += g
-                .flatten_all()?
-                .to_vec1::<f32>()?
-                .iter()
-                .map(|x| (*x as f64) * (*x as f64))
-                .sum::<f64>();
+            sq += with_slice(g, |v| {
+                v.par_chunks(1 << 16)
+                    .map(|c| c.iter().map(|x| (*x as f64) * (*x as f64)).sum::<f64>())
+                    .sum::<f64>()
+            })?;
         }
         Ok(sq.sqrt())
     }
@@ -82,24 +99,36 @@ impl AdamW {
         let (b1, b2) = (self.beta1, self.beta2);
         let bc1 = 1.0 - b1.powi(self.t as i32);
         let bc2 = 1.0 - b2.powi(self.t as i32);
+        let (eps, wd) = (self.eps, self.weight_decay);
         for (p, g) in self.params.iter_mut().zip(grads) {
             let Some(g) = g else { continue };
-            let g = g.flatten_all()?.to_vec1::<f32>()?;
-            let mut w = p.var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
-            let decay = if p.decay {
-                1.0 - lr * self.weight_decay
-            } else {
-                1.0
-            };
-            for i in 0..w.len() {
-                let gi = g[i] as f64 * scale;
-                let m = b1 * p.m[i] as f64 + (1.0 - b1) * gi;
-                let v = b2 * p.v[i] as f64 + (1.0 - b2) * gi * gi;
-                p.m[i] = m as f32;
-                p.v[i] = v as f32;
-                let denom = (v / bc2).sqrt() + self.eps;
-                w[i] = (w[i] as f64 * decay - lr * (m / bc1) / denom) as f32;
-            }
+            let decay = if p.decay { 1.0 - lr * wd } else { 1.0 };
+            let (m, v) = (&mut p.m, &mut p.v);
+            let w = with_slice(p.var.as_tensor(), |w| {
+                with_slice(g, |g| {
+                    let mut out = vec![0f32; w.len()];
+                    // element-wise and independent: chunks update in parallel, identically to a serial loop
+                    const C: usize = 1 << 15;
+                    out.par_chunks_mut(C)
+                        .zip(m.par_chunks_mut(C))
+                        .zip(v.par_chunks_mut(C))
+                        .enumerate()
+                        .for_each(|(c, ((o, m), v))| {
+                            let base = c * C;
+                            for i in 0..o.len() {
+                                let gi = g[base + i] as f64 * scale;
+                                let mi = b1 * m[i] as f64 + (1.0 - b1) * gi;
+                                let vi = b2 * v[i] as f64 + (1.0 - b2) * gi * gi;
+                                m[i] = mi as f32;
+                                v[i] = vi as f32;
+                                o[i] = (w[base + i] as f64 * decay
+                                    - lr * (mi / bc1) / ((vi / bc2).sqrt() + eps))
+                                    as f32;
+                            }
+                        });
+                    out
+                })
+            })??;
             p.var
                 .set(&Tensor::from_vec(w, p.var.shape(), p.var.device())?)?;
         }
