@@ -1,4 +1,4 @@
-use super::matmul::matmul;
+use super::matmul::{matmul, rows_of};
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
@@ -37,13 +37,12 @@ impl Module for Linear {
         let dims = x.dims().to_vec();
         let inp = *dims.last().unwrap();
         let rows = x.elem_count() / inp.max(1);
-        let y = matmul(&x.reshape((rows, inp))?, &self.weight.t()?)?;
+        let mut y = matmul(&x.reshape((rows, inp))?, &self.weight.t()?)?;
+        if let Some(b) = &self.bias {
+            y = y.add(&rows_of(b, rows)?)?;
+        }
         let mut out_dims = dims;
         *out_dims.last_mut().unwrap() = self.weight.dim(0)?;
-        let y = y.reshape(out_dims)?;
-        match &self.bias {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
-        }
+        y.reshape(out_dims)
     }
 }

@@ -9,7 +9,7 @@ mod encoder;
 mod folder;
 pub mod gelu;
 mod linear;
-mod matmul;
+pub mod matmul;
 pub mod ops;
 mod pooling;
 mod softmax;

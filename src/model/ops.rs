@@ -1,5 +1,6 @@
 //! Ops built from differentiable primitives. candle's fused softmax and layer-norm kernels return
 //! no gradient (silently), so the model uses these everywhere it may be trained through.
+use super::matmul::rows_of;
 use candle_core::{DType, Module, Result, Tensor, D};
 use candle_nn::VarBuilder;
 
@@ -51,9 +52,15 @@ impl Module for LayerNorm {
         let normed = centered
             .broadcast_div(&(var + self.eps)?.sqrt()?)?
             .to_dtype(dtype)?;
-        normed
-            .broadcast_mul(&self.weight)?
-            .broadcast_add(&self.bias)
+        // scale and shift as (rows, h): the parameters' gradients then come from sgemm (rows_of)
+        let dims = normed.dims().to_vec();
+        let h = *dims.last().unwrap();
+        let rows = normed.elem_count() / h.max(1);
+        let y = normed
+            .reshape((rows, h))?
+            .mul(&rows_of(&self.weight, rows)?)?
+            .add(&rows_of(&self.bias, rows)?)?;
+        y.reshape(dims)
     }
 }
 
