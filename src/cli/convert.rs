@@ -1,5 +1,5 @@
 use super::{out, progress, split_list};
-use crate::data::{self, ParquetSink};
+use crate::data;
 use crate::error::{Error, Result};
 use std::path::PathBuf;
 
@@ -25,20 +25,8 @@ pub fn run(a: Args) -> Result<()> {
     let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
     let reader = data::open(&a.input, &cols)?;
     let bar = progress::bar(reader.total_rows, "rows");
-    let mut sink: Option<ParquetSink> = None;
-    let mut rows = 0;
-    for batch in reader {
-        let batch = batch?;
-        if sink.is_none() {
-            sink = Some(ParquetSink::create(&a.output, batch.data.schema())?);
-        }
-        sink.as_mut().unwrap().write(&batch.data)?;
-        rows += batch.num_rows();
-        bar.inc(batch.num_rows() as u64);
-    }
+    let rows = data::stream_to_parquet(reader, &a.output, &bar, |b| Ok(b.data.clone()))?;
     bar.finish_and_clear();
-    sink.expect("an empty input is an error before this point")
-        .finish()?;
     out(&format!("wrote {rows} rows to {}\n", a.output.display()));
     Ok(())
 }

@@ -1,5 +1,5 @@
 use super::{out, progress, split_list, ModelOpts};
-use crate::data::{self, ParquetSink};
+use crate::data;
 use crate::error::{Error, Result};
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
@@ -48,10 +48,7 @@ pub fn run(a: Args) -> Result<()> {
     let reader = data::open(&a.input, &cols)?;
     let bar = progress::bar(reader.total_rows, "rows");
     let item = Arc::new(Field::new("item", DataType::Float32, false));
-    let mut sink: Option<ParquetSink> = None;
-    let mut rows = 0;
-    for batch in reader {
-        let batch = batch?;
+    let rows = data::stream_to_parquet(reader, &a.out, &bar, |batch| {
         let mut fields: Vec<Field> = batch
             .data
             .schema()
@@ -74,18 +71,10 @@ pub fn run(a: Args) -> Result<()> {
             fields.push(Field::new(name, list.data_type().clone(), false));
             arrays.push(Arc::new(list));
         }
-        let rb = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
-            .map_err(|e| Error::msg(e.to_string()))?;
-        if sink.is_none() {
-            sink = Some(ParquetSink::create(&a.out, rb.schema())?);
-        }
-        sink.as_mut().unwrap().write(&rb)?;
-        rows += rb.num_rows();
-        bar.inc(rb.num_rows() as u64);
-    }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
+            .map_err(|e| Error::msg(e.to_string()))
+    })?;
     bar.finish_and_clear();
-    sink.expect("an empty input is an error before this point")
-        .finish()?;
     out(&format!(
         "wrote {rows} rows with {} embeddings to {}\n",
         enc.dim(),

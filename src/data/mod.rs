@@ -12,7 +12,7 @@ mod write;
 pub use batch::Batch;
 pub use format::Format;
 pub use pairs::{PairColumns, Pairs};
-pub use write::{write_atomic, write_parquet, ParquetSink};
+pub use write::{stream_to_parquet, write_atomic, write_parquet, ParquetSink};
 
 use crate::error::{Error, Result};
 use arrow_array::RecordBatch;

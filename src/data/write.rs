@@ -82,3 +82,27 @@ fn temp_beside(dest: &Path) -> Result<tempfile::NamedTempFile> {
     b.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644));
     b.tempfile_in(dir).in_file(dest)
 }
+
+/// Stream every batch of `reader` through `f` into `dest` (Parquet, zstd, atomic), the schema
+/// taken from the first output batch. Returns the rows written.
+pub fn stream_to_parquet(
+    reader: super::BatchReader,
+    dest: &Path,
+    progress: &indicatif::ProgressBar,
+    mut f: impl FnMut(&super::Batch) -> Result<RecordBatch>,
+) -> Result<usize> {
+    let mut sink: Option<ParquetSink> = None;
+    let mut rows = 0;
+    for batch in reader {
+        let rb = f(&batch?)?;
+        if sink.is_none() {
+            sink = Some(ParquetSink::create(dest, rb.schema())?);
+        }
+        sink.as_mut().unwrap().write(&rb)?;
+        rows += rb.num_rows();
+        progress.inc(rb.num_rows() as u64);
+    }
+    // an empty input is an error from the reader, so a sink exists here
+    sink.expect("a non-empty input").finish()?;
+    Ok(rows)
+}
