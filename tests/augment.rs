@@ -90,9 +90,7 @@ fn bm25_scores_by_hand() {
 }
 
 fn cross_encoder(dir: &Path) -> std::path::PathBuf {
-    let tiny = dir.join("tiny");
-    std::fs::create_dir(&tiny).unwrap();
-    common::tiny_bert(&tiny);
+    let tiny = common::tiny_bert(dir);
     let ce = dir.join("ce");
     let o = Command::new(env!("CARGO_BIN_EXE_condenser"))
         .args([

@@ -44,9 +44,7 @@ fn checkpoint_step(out: &Path) -> u64 {
 #[test]
 fn same_seed_same_weights_and_resume_after_sigkill_is_exact() {
     let d = tempfile::tempdir().unwrap();
-    let model = d.path().join("tiny");
-    std::fs::create_dir(&model).unwrap();
-    common::tiny_bert(&model);
+    let model = common::tiny_bert(d.path());
     let (a, b, c) = (d.path().join("a"), d.path().join("b"), d.path().join("c"));
     for out in [&a, &b] {
         let o = cmd(&model, out, "1e-3", &["--checkpoint-steps", "20"])
@@ -119,9 +117,7 @@ fn same_seed_same_weights_and_resume_after_sigkill_is_exact() {
 #[test]
 fn nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoint() {
     let d = tempfile::tempdir().unwrap();
-    let model = d.path().join("tiny");
-    std::fs::create_dir(&model).unwrap();
-    common::tiny_bert(&model);
+    let model = common::tiny_bert(d.path());
     let out = d.path().join("o");
     // an absurd learning rate blows the weights up until the loss is not finite
     let o = cmd(&model, &out, "1e30", &["--checkpoint-steps", "1"])
@@ -144,9 +140,7 @@ fn nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoint() {
 #[test]
 fn bad_labels_are_clear_errors() {
     let d = tempfile::tempdir().unwrap();
-    let model = d.path().join("tiny");
-    std::fs::create_dir(&model).unwrap();
-    common::tiny_bert(&model);
+    let model = common::tiny_bert(d.path());
     let csv = d.path().join("bad.csv");
     std::fs::write(
         &csv,

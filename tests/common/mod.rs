@@ -47,10 +47,12 @@ pub fn four_domains() -> Vec<(&'static str, PathBuf)> {
     ]
 }
 
-/// A tiny random BERT (hidden 8, 2 layers) with MiniLM's tokenizer, as an HF folder in `dir`:
+/// A tiny random BERT (hidden 8, 2 layers) with MiniLM's tokenizer, as an HF folder `parent/tiny`:
 /// training tests run in seconds on it.
-pub fn tiny_bert(dir: &std::path::Path) {
+pub fn tiny_bert(parent: &std::path::Path) -> PathBuf {
     use candle_core::{Device, Tensor};
+    let dir = parent.join("tiny");
+    std::fs::create_dir(&dir).unwrap();
     let cfg = serde_json::json!({
         "architectures": ["BertModel"], "model_type": "bert", "vocab_size": 30522, "hidden_size": 8,
         "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 16,
@@ -120,4 +122,5 @@ pub fn tiny_bert(dir: &std::path::Path) {
         &dir.join("model.safetensors"),
     )
     .unwrap();
+    dir
 }
