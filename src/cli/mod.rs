@@ -6,7 +6,10 @@ mod encode;
 mod evaluate;
 mod progress;
 mod similarity;
+mod train_biencoder;
 mod train_cross_encoder;
+mod train_nli;
+mod train_opts;
 
 use crate::error::Result;
 use clap::{Parser, Subcommand};
@@ -34,6 +37,10 @@ enum Command {
     Similarity(similarity::Args),
     /// Train a cross-encoder (BERT + classification head) on labelled pairs
     TrainCrossEncoder(train_cross_encoder::Args),
+    /// Train a sentence encoder (bi-encoder) with a sentence-transformers loss
+    TrainBiencoder(train_biencoder::Args),
+    /// SBERT's NLI training: softmax over (u, v, |u-v|), or MNR on the entailment pairs
+    TrainNli(train_nli::Args),
     /// Sample new pairs (random or BM25) and label them with a cross-encoder (AugSBERT)
     Augment(augment::Args),
     /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL) to Parquet (zstd)
@@ -47,6 +54,8 @@ pub fn main() -> Result<()> {
         Command::Evaluate(a) => evaluate::run(a),
         Command::Similarity(a) => similarity::run(a),
         Command::TrainCrossEncoder(a) => train_cross_encoder::run(a),
+        Command::TrainBiencoder(a) => train_biencoder::run(a),
+        Command::TrainNli(a) => train_nli::run(a),
         Command::Augment(a) => augment::run(a),
         Command::Convert(a) => convert::run(a),
     }

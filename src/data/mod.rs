@@ -5,12 +5,15 @@ mod delimited;
 mod format;
 mod ipc;
 mod jsonl;
+mod nli;
 mod pairs;
 mod parquet;
+mod vectors;
 mod write;
 
 pub use batch::Batch;
 pub use format::Format;
+pub use nli::{read_nli, NLI_CLASSES};
 pub use pairs::{PairColumns, Pairs};
 pub use write::{stream_to_parquet, write_atomic, write_parquet, ParquetSink};
 

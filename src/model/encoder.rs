@@ -1,7 +1,7 @@
 //! Sentence embeddings as sentence-transformers computes them: tokens with [CLS]/[SEP], truncated
 //! to max_seq_length, BERT, pooling, optional L2 normalisation. Texts are sorted by length so that
 //! batches carry little padding; results come back in input order.
-use super::{l2_normalize, Bert, ModelFolder, Pooling, TokenBatch};
+use super::{l2_normalize, Bert, Dropout, ModelFolder, Pooling, TokenBatch};
 use crate::error::{Error, Result};
 use crate::tokenize::Tokenizer;
 use candle_core::{DType, Device, Tensor};
@@ -118,8 +118,13 @@ impl SentenceEncoder {
 
     /// Embeddings (b, dim) of already tokenized sequences, as a tensor (for training and eval).
     pub fn embed(&self, seqs: &[&[u32]]) -> candle_core::Result<Tensor> {
+        self.embed_t(seqs, None)
+    }
+
+    /// As `embed`, with dropout when training.
+    pub fn embed_t(&self, seqs: &[&[u32]], drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
         let b = TokenBatch::new(seqs, None, self.special.pad, &self.device)?;
-        let states = self.bert.forward(&b.ids, &b.type_ids, &b.mask)?;
+        let states = self.bert.forward_t(&b.ids, &b.type_ids, &b.mask, drop)?;
         let pooled = self.pooling.forward(&states, &b.mask)?;
         if self.normalize {
             l2_normalize(&pooled)

@@ -12,6 +12,7 @@ mod linear;
 pub mod matmul;
 pub mod ops;
 mod pooling;
+pub mod save;
 mod softmax;
 
 pub use batch::TokenBatch;

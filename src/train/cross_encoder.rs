@@ -3,7 +3,8 @@
 use super::losses::{bce_with_logits, cross_entropy};
 use super::params;
 use super::trainer::TrainTask;
-use crate::data::{write_atomic, PairColumns, Pairs};
+use crate::data::{PairColumns, Pairs};
+use crate::model::save::{config_json, copy_tokenizer_files, write_json};
 use crate::error::{Error, Result};
 use crate::eval::metrics::spearman;
 use crate::model::cross_encoder::predict;
@@ -11,7 +12,7 @@ use crate::model::{CrossEncoder, Dropout, ModelFolder, PairTokenizer};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{VarBuilder, VarMap};
 use indicatif::ProgressBar;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub struct CrossEncoderTask {
     pub model: CrossEncoder,
@@ -194,34 +195,18 @@ pub fn save_cross_encoder(
     max_len: usize,
     dir: &Path,
 ) -> Result<()> {
-    let mut cfg = serde_json::to_value(&src.config).map_err(|e| Error::msg(e.to_string()))?;
+    let mut cfg = config_json(src, "BertForSequenceClassification")?;
     let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels)
         .map(|i| (i.to_string(), format!("LABEL_{i}").into()))
         .collect();
     let ids: serde_json::Map<String, serde_json::Value> = (0..num_labels)
         .map(|i| (format!("LABEL_{i}"), i.into()))
         .collect();
-    cfg["architectures"] = serde_json::json!(["BertForSequenceClassification"]);
-    cfg["model_type"] = "bert".into();
     cfg["id2label"] = labels.into();
     cfg["label2id"] = ids.into();
     cfg["max_length"] = max_len.into();
-    write_atomic(
-        &dir.join("config.json"),
-        serde_json::to_string_pretty(&cfg).unwrap().as_bytes(),
-    )?;
+    write_json(&dir.join("config.json"), &cfg)?;
     params::save_vars(varmap, &dir.join("model.safetensors"))?;
-    for f in [
-        "tokenizer.json",
-        "vocab.txt",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-    ] {
-        let from: PathBuf = src.transformer_dir.join(f);
-        if from.is_file() {
-            let bytes = std::fs::read(&from).map_err(|e| Error::file(&from, e))?;
-            write_atomic(&dir.join(f), &bytes)?;
-        }
-    }
+    copy_tokenizer_files(src, dir)?;
     Ok(())
 }

@@ -1,4 +1,5 @@
 //! Losses, each built from differentiable ops (gradient-checked in tests/gradcheck.rs).
+use crate::model::l2_normalize;
 use candle_core::{Result, Tensor, D};
 
 /// Binary cross-entropy with logits, mean over elements, in the numerically stable form
@@ -19,4 +20,51 @@ pub fn cross_entropy(logits: &Tensor, classes: &Tensor) -> Result<Tensor> {
         .gather(&classes.unsqueeze(1)?, 1)?
         .neg()?
         .mean_all()
+}
+
+/// Mean squared error over all elements (torch's MSELoss).
+pub fn mse(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    (a - b)?.sqr()?.mean_all()
+}
+
+/// Row-wise cosine similarity of (b, d) embeddings, (b,): sentence-transformers' cos_sim diagonal.
+pub fn pair_cosine(u: &Tensor, v: &Tensor) -> Result<Tensor> {
+    (l2_normalize(u)? * l2_normalize(v)?)?.sum(1)
+}
+
+/// CosineSimilarityLoss: MSE between cos(u, v) and a [0, 1] label (AugSBERT's bi-encoder loss).
+pub fn cosine_mse(u: &Tensor, v: &Tensor, labels: &Tensor) -> Result<Tensor> {
+    mse(&pair_cosine(u, v)?, labels)
+}
+
+/// SoftmaxLoss's classifier input: (u, v, |u - v|) concatenated, (b, 3d).
+pub fn softmax_features(u: &Tensor, v: &Tensor) -> Result<Tensor> {
+    Tensor::cat(&[u, v, &(u - v)?.abs()?], D::Minus1)
+}
+
+/// In-batch ranking: anchor i's positive is candidate i; every other candidate (other anchors'
+/// positives, then any hard negatives) is a negative. Cross-entropy over scale x similarity:
+/// cosine with scale 20 is MultipleNegativesRankingLoss, dot product with scale 1 is DPR's loss.
+pub fn in_batch_ranking(
+    anchors: &Tensor,
+    candidates: &Tensor,
+    scale: f64,
+    cosine: bool,
+) -> Result<Tensor> {
+    let (a, c) = if cosine {
+        (l2_normalize(anchors)?, l2_normalize(candidates)?)
+    } else {
+        (anchors.clone(), candidates.clone())
+    };
+    let scores = (a.matmul(&c.t()?)? * scale)?;
+    let b = anchors.dim(0)?;
+    let target = Tensor::arange(0u32, b as u32, anchors.device())?;
+    cross_entropy(&scores, &target)
+}
+
+/// TripletLoss with euclidean distance: relu(|a - p| - |a - n| + margin), mean; distances as
+/// torch's pairwise_distance (eps 1e-6 added to the difference, so equal vectors keep a gradient).
+pub fn triplet(a: &Tensor, p: &Tensor, n: &Tensor, margin: f64) -> Result<Tensor> {
+    let dist = |x: &Tensor, y: &Tensor| -> Result<Tensor> { ((x - y)? + 1e-6)?.sqr()?.sum(1)?.sqrt() };
+    ((dist(a, p)? - dist(a, n)?)? + margin)?.relu()?.mean_all()
 }

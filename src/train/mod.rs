@@ -1,7 +1,9 @@
 //! Training: gradient checks for every op a training forward pass uses, and (next) losses, the
 //! optimizer, the schedule and the trainer.
+pub mod biencoder;
 pub mod checkpoint;
 pub mod cross_encoder;
+pub mod dev;
 pub mod gradcheck;
 pub mod losses;
 pub mod optim;
