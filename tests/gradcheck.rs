@@ -221,3 +221,92 @@ fn losses_have_the_right_values() {
     .unwrap());
     assert!((l + (0.75f64).ln()).abs() < 1e-6);
 }
+
+#[test]
+fn bi_encoder_losses() {
+    use condenser::train::losses::{
+        cosine_mse, cross_entropy, in_batch_ranking, mse, softmax_features, triplet,
+    };
+    let labels = Tensor::new(&[0.1f32, 0.9, 0.5, 0.7], &Device::Cpu).unwrap();
+    check("cosine_mse", &[randn(&[4, 6]), randn(&[4, 6])], |x| {
+        cosine_mse(&x[0], &x[1], &labels)
+    });
+    check("mse", &[randn(&[4, 6]), randn(&[4, 6])], |x| {
+        mse(&x[0], &x[1])
+    });
+    let classes = Tensor::new(&[0u32, 2, 1, 2], &Device::Cpu).unwrap();
+    check(
+        "softmax_loss",
+        &[randn(&[4, 6]), randn(&[4, 6]), randn(&[3, 18])],
+        |x| {
+            let logits = softmax_features(&x[0], &x[1])?.matmul(&x[2].t()?)?;
+            cross_entropy(&logits, &classes)
+        },
+    );
+    check("mnr", &[randn(&[4, 6]), randn(&[6, 6])], |x| {
+        in_batch_ranking(&x[0], &x[1], 20.0, true)
+    });
+    check("dpr", &[randn(&[4, 6]), randn(&[8, 6])], |x| {
+        in_batch_ranking(&x[0], &x[1], 1.0, false)
+    });
+    check(
+        "triplet",
+        &[randn(&[4, 6]), randn(&[4, 6]), randn(&[4, 6])],
+        |x| triplet(&x[0], &x[1], &x[2], 5.0),
+    );
+}
+
+#[test]
+fn bi_encoder_losses_have_the_right_values() {
+    use condenser::train::losses::{cosine_mse, in_batch_ranking, mse, softmax_features, triplet};
+    let d = Device::Cpu;
+    let v = |t: Tensor| t.to_scalar::<f32>().unwrap() as f64;
+    let close = |a: f64, b: f64, what: &str| assert!((a - b).abs() < 1e-5, "{what}: {a} vs {b}");
+    let m = v(mse(
+        &Tensor::new(&[[1f32, 2.0]], &d).unwrap(),
+        &Tensor::new(&[[0f32, 0.0]], &d).unwrap(),
+    )
+    .unwrap());
+    close(m, 2.5, "mse");
+    // cos([1, 0], [1, 1]) = 1/sqrt 2 against 0.5; cos([0, 2], [0, 3]) = 1 against 1
+    let c = v(cosine_mse(
+        &Tensor::new(&[[1f32, 0.0], [0.0, 2.0]], &d).unwrap(),
+        &Tensor::new(&[[1f32, 1.0], [0.0, 3.0]], &d).unwrap(),
+        &Tensor::new(&[0.5f32, 1.0], &d).unwrap(),
+    )
+    .unwrap());
+    close(c, (0.5f64.sqrt() - 0.5).powi(2) / 2.0, "cosine_mse");
+    let f = softmax_features(
+        &Tensor::new(&[[1f32, 2.0]], &d).unwrap(),
+        &Tensor::new(&[[3f32, 1.0]], &d).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        f.to_vec2::<f32>().unwrap(),
+        vec![vec![1.0, 2.0, 3.0, 1.0, 2.0, 1.0]]
+    );
+    let eye = Tensor::new(&[[1f32, 0.0], [0.0, 1.0]], &d).unwrap();
+    // dot scores [[1, 0], [0, 1]]: each row's CE is ln(1 + e^-1)
+    close(
+        v(in_batch_ranking(&eye, &eye, 1.0, false).unwrap()),
+        (1.0 + (-1f64).exp()).ln(),
+        "dpr",
+    );
+    // cosine x 20 with a hard negative [1, 1]/sqrt2 for both: row CE = ln(1 + e^-20 + e^(20/sqrt2 - 20))
+    let cands = Tensor::new(&[[1f32, 0.0], [0.0, 1.0], [1.0, 1.0]], &d).unwrap();
+    let want = (1.0 + (-20f64).exp() + (20.0 * 0.5f64.sqrt() - 20.0).exp()).ln();
+    close(
+        v(in_batch_ranking(&eye, &cands, 20.0, true).unwrap()),
+        want,
+        "mnr",
+    );
+    // |a - p| = 5, |a - n| = 1: 5 - 1 + 5 = 9; second row 1 - 10 + 5 < 0: 0
+    let t = v(triplet(
+        &Tensor::new(&[[0f32, 0.0], [0.0, 0.0]], &d).unwrap(),
+        &Tensor::new(&[[3f32, 4.0], [0.0, 1.0]], &d).unwrap(),
+        &Tensor::new(&[[0f32, 1.0], [6.0, 8.0]], &d).unwrap(),
+        5.0,
+    )
+    .unwrap());
+    close(t, 4.5, "triplet");
+}

@@ -44,9 +44,8 @@ pub fn run(a: Args) -> Result<()> {
 
 /// N rows drawn without replacement (seeded), kept in file order.
 fn write_sample(reader: data::BatchReader, n: usize, seed: u64, a: &Args) -> Result<usize> {
-    let batches: Vec<arrow_array::RecordBatch> = reader
-        .map(|b| b.map(|b| b.data))
-        .collect::<Result<_>>()?;
+    let batches: Vec<arrow_array::RecordBatch> =
+        reader.map(|b| b.map(|b| b.data)).collect::<Result<_>>()?;
     let schema = batches
         .first()
         .map(|b| b.schema())
@@ -66,8 +65,8 @@ fn write_sample(reader: data::BatchReader, n: usize, seed: u64, a: &Args) -> Res
         .collect();
     idx.sort_unstable();
     let take = arrow_array::UInt32Array::from(idx);
-    let picked = arrow_select::take::take_record_batch(&all, &take)
-        .map_err(|e| Error::file(&a.input, e))?;
+    let picked =
+        arrow_select::take::take_record_batch(&all, &take).map_err(|e| Error::file(&a.input, e))?;
     data::write_parquet(&a.output, picked.schema(), [&picked])?;
     Ok(n)
 }

@@ -45,12 +45,22 @@ pub struct Args {
 pub fn run(a: Args) -> Result<()> {
     let loss = BiLoss::parse(&a.loss, a.num_labels)?;
     let pooling = a.pooling.as_deref().map(Pooling::parse).transpose()?;
-    let mut task = BiEncoderTask::new(&a.init, loss, pooling, a.max_seq_length, a.train_opts.seed())?;
+    let mut task = BiEncoderTask::new(
+        &a.init,
+        loss,
+        pooling,
+        a.max_seq_length,
+        a.train_opts.seed(),
+    )?;
     let columns = a.columns.as_deref().unwrap_or(loss.default_columns());
     task.data = task.read_data(&a.train, columns)?;
     if let Some(d) = &a.dev {
         let classes = matches!(loss, BiLoss::Softmax { .. });
-        task.dev = Some(DevSet::detect(d, &PairColumns::parse(&a.dev_columns)?, classes)?);
+        task.dev = Some(DevSet::detect(
+            d,
+            &PairColumns::parse(&a.dev_columns)?,
+            classes,
+        )?);
     }
     a.train_opts.run(&task, &a.out)
 }

@@ -38,10 +38,20 @@ pub fn run(a: Args) -> Result<()> {
     let loss = match a.loss.as_str() {
         "softmax" => BiLoss::Softmax { num_labels: 3 },
         "mnr" => BiLoss::Mnr,
-        l => return Err(Error::msg(format!("train-nli --loss '{l}': softmax or mnr"))),
+        l => {
+            return Err(Error::msg(format!(
+                "train-nli --loss '{l}': softmax or mnr"
+            )))
+        }
     };
     let pooling = Some(Pooling::parse(&a.pooling)?);
-    let mut task = BiEncoderTask::new(&a.init, loss, pooling, a.max_seq_length, a.train_opts.seed())?;
+    let mut task = BiEncoderTask::new(
+        &a.init,
+        loss,
+        pooling,
+        a.max_seq_length,
+        a.train_opts.seed(),
+    )?;
     let (mut pairs, dropped) = read_nli(&a.train, &cols)?;
     if loss == BiLoss::Mnr {
         pairs = entailments(pairs);
@@ -50,7 +60,11 @@ pub fn run(a: Args) -> Result<()> {
         "{}: {} training pairs{}, {dropped} rows without a gold label dropped\n",
         a.train.display(),
         pairs.len(),
-        if loss == BiLoss::Mnr { " (entailment)" } else { "" }
+        if loss == BiLoss::Mnr {
+            " (entailment)"
+        } else {
+            ""
+        }
     ));
     task.data = task.pair_data(&pairs)?;
     if let Some(d) = &a.dev {

@@ -25,7 +25,8 @@ impl Batch {
         };
         let mut out = Vec::with_capacity(rows.len());
         for (i, r) in rows.into_iter().enumerate() {
-            let bad = |m: &str| crate::error::Error::cell(&self.path, self.first_row + i + 1, name, m);
+            let bad =
+                |m: &str| crate::error::Error::cell(&self.path, self.first_row + i + 1, name, m);
             let r = r.ok_or_else(|| bad("null vector"))?;
             if r.null_count() > 0 {
                 return Err(bad("null entry in the vector"));

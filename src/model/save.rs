@@ -59,9 +59,14 @@ pub fn save_sentence_encoder(
     let mut weights = weights;
     let vb = src.var_builder(candle_core::DType::F32, &candle_core::Device::Cpu)?;
     let h = src.config.hidden_size;
-    for (name, shape) in [("pooler.dense.weight", vec![h, h]), ("pooler.dense.bias", vec![h])] {
+    for (name, shape) in [
+        ("pooler.dense.weight", vec![h, h]),
+        ("pooler.dense.bias", vec![h]),
+    ] {
         if !weights.contains_key(name) && vb.contains_tensor(name) {
-            let t = vb.get(shape, name).map_err(|e| Error::file(&src.weights, e))?;
+            let t = vb
+                .get(shape, name)
+                .map_err(|e| Error::file(&src.weights, e))?;
             weights.insert(name.to_string(), t);
         }
     }
@@ -78,7 +83,10 @@ pub fn save_sentence_encoder(
     } else if dir.join("2_Normalize").is_dir() {
         let _ = std::fs::remove_dir(dir.join("2_Normalize"));
     }
-    write_json(&dir.join("modules.json"), &serde_json::Value::Array(modules))?;
+    write_json(
+        &dir.join("modules.json"),
+        &serde_json::Value::Array(modules),
+    )?;
     write_json(
         &dir.join("1_Pooling/config.json"),
         &layout.pooling.to_json(h),

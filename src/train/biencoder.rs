@@ -109,10 +109,18 @@ impl BiEncoderTask {
         let folder = ModelFolder::open(init)?;
         let varmap = VarMap::new();
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
-        let bert = Bert::load(vb.clone(), &folder.config).map_err(|e| Error::file(&folder.weights, e))?;
+        let bert =
+            Bert::load(vb.clone(), &folder.config).map_err(|e| Error::file(&folder.weights, e))?;
         let pooling = pooling.unwrap_or(folder.pooling);
         let max_len = max_seq_length.clamp(2, folder.config.max_position_embeddings);
-        let enc = SentenceEncoder::new(bert, folder.tokenizer()?, pooling, folder.normalize, max_len, &device)?;
+        let enc = SentenceEncoder::new(
+            bert,
+            folder.tokenizer()?,
+            pooling,
+            folder.normalize,
+            max_len,
+            &device,
+        )?;
         let head = match loss {
             BiLoss::Softmax { num_labels } => Some(
                 Linear::load(vb.pp(SOFTMAX_HEAD), 3 * enc.dim(), num_labels)
@@ -121,7 +129,15 @@ impl BiEncoderTask {
             _ => None,
         };
         params::fill(&varmap, &folder.weights, seed)?;
-        Ok(BiEncoderTask { enc, head, loss, data: BiData::default(), dev: None, varmap, folder })
+        Ok(BiEncoderTask {
+            enc,
+            head,
+            loss,
+            data: BiData::default(),
+            dev: None,
+            varmap,
+            folder,
+        })
     }
 
     /// Read and tokenize training examples; `columns` as `--columns` (see BiLoss::default_columns).
@@ -156,7 +172,10 @@ impl BiEncoderTask {
             ));
         }
         let refs: Vec<&str> = want.iter().map(String::as_str).collect();
-        let mut data = BiData { texts: vec![Vec::new(); need_texts], ..Default::default() };
+        let mut data = BiData {
+            texts: vec![Vec::new(); need_texts],
+            ..Default::default()
+        };
         for b in crate::data::open(path, &refs)? {
             let b = b?;
             for (c, name) in want.iter().take(need_texts).enumerate() {
@@ -164,13 +183,23 @@ impl BiEncoderTask {
                     data.texts[c].push(self.enc.token_ids(t)?);
                 }
             }
-            let Some(extra) = want.get(need_texts) else { continue };
+            let Some(extra) = want.get(need_texts) else {
+                continue;
+            };
             match self.loss {
                 BiLoss::Mse => {
                     for (i, v) in b.vectors(extra)?.into_iter().enumerate() {
                         if v.len() != self.enc.dim() {
-                            return Err(Error::cell(path, b.first_row + i + 1, extra, format!(
-                                "teacher vector has {} values, the encoder's embeddings {}", v.len(), self.enc.dim())));
+                            return Err(Error::cell(
+                                path,
+                                b.first_row + i + 1,
+                                extra,
+                                format!(
+                                    "teacher vector has {} values, the encoder's embeddings {}",
+                                    v.len(),
+                                    self.enc.dim()
+                                ),
+                            ));
                         }
                         data.targets.extend(v);
                     }
@@ -181,7 +210,9 @@ impl BiEncoderTask {
                         .map_err(|e| shift_row(e, b.first_row))?;
                     data.labels.extend(l.iter().map(|&x| x as f32));
                 }
-                _ => data.labels.extend(b.labels(extra)?.iter().map(|&x| x as f32)),
+                _ => data
+                    .labels
+                    .extend(b.labels(extra)?.iter().map(|&x| x as f32)),
             }
         }
         if data.is_empty() {
@@ -192,7 +223,11 @@ impl BiEncoderTask {
 
     /// Tokenized examples from in-memory pairs (sentence1, sentence2, label).
     pub fn pair_data(&self, p: &crate::data::Pairs) -> Result<BiData> {
-        let tok = |col: &[String]| col.iter().map(|t| self.enc.token_ids(t)).collect::<Result<Vec<_>>>();
+        let tok = |col: &[String]| {
+            col.iter()
+                .map(|t| self.enc.token_ids(t))
+                .collect::<Result<Vec<_>>>()
+        };
         let data = BiData {
             texts: vec![tok(&p.sentence1)?, tok(&p.sentence2)?],
             labels: p.labels.iter().map(|&l| l as f32).collect(),
@@ -219,7 +254,17 @@ impl BiEncoderTask {
 /// check_labels counts rows within a batch; make the row the file's.
 fn shift_row(e: Error, first: usize) -> Error {
     match e {
-        Error::Cell { path, row, column, msg } => Error::Cell { path, row: row + first, column, msg },
+        Error::Cell {
+            path,
+            row,
+            column,
+            msg,
+        } => Error::Cell {
+            path,
+            row: row + first,
+            column,
+            msg,
+        },
         e => e,
     }
 }
@@ -239,7 +284,10 @@ impl TrainTask for BiEncoderTask {
             BiLoss::Cosine => cosine_mse(&col(0)?, &col(1)?, &labels()?),
             BiLoss::Mse => {
                 let d = self.enc.dim();
-                let t: Vec<f32> = idx.iter().flat_map(|&i| self.data.targets[i * d..(i + 1) * d].iter().copied()).collect();
+                let t: Vec<f32> = idx
+                    .iter()
+                    .flat_map(|&i| self.data.targets[i * d..(i + 1) * d].iter().copied())
+                    .collect();
                 mse(&emb, &Tensor::from_vec(t, (b, d), dev)?)
             }
             BiLoss::Softmax { .. } => {
@@ -247,14 +295,21 @@ impl TrainTask for BiEncoderTask {
                 let logits = head.forward(&softmax_features(&col(0)?, &col(1)?)?)?;
                 cross_entropy(&logits, &labels()?.to_dtype(DType::U32)?)
             }
-            BiLoss::Mnr => in_batch_ranking(&col(0)?, &emb.narrow(0, b, emb.dim(0)? - b)?, 20.0, true),
-            BiLoss::Contrastive => in_batch_ranking(&col(0)?, &emb.narrow(0, b, emb.dim(0)? - b)?, 1.0, false),
+            BiLoss::Mnr => {
+                in_batch_ranking(&col(0)?, &emb.narrow(0, b, emb.dim(0)? - b)?, 20.0, true)
+            }
+            BiLoss::Contrastive => {
+                in_batch_ranking(&col(0)?, &emb.narrow(0, b, emb.dim(0)? - b)?, 1.0, false)
+            }
             BiLoss::Triplet => triplet(&col(0)?, &col(1)?, &col(2)?, 5.0),
         }
     }
 
     fn evaluate(&self) -> Result<Option<(String, f64)>> {
-        self.dev.as_ref().map(|d| d.evaluate(&self.enc, self.head.as_ref())).transpose()
+        self.dev
+            .as_ref()
+            .map(|d| d.evaluate(&self.enc, self.head.as_ref()))
+            .transpose()
     }
 
     fn varmap(&self) -> &VarMap {

@@ -3,7 +3,9 @@
 //! accuracy; pairs labelled only 0/1 give cosine average precision; other scores give STS Spearman.
 use crate::data::{PairColumns, Pairs};
 use crate::error::{Error, Result};
-use crate::eval::{binary_metrics, encode_unique, retrieval_metrics, sts_metrics, RetrievalSet, ScoreFn};
+use crate::eval::{
+    binary_metrics, encode_unique, retrieval_metrics, sts_metrics, RetrievalSet, ScoreFn,
+};
 use crate::model::{Linear, SentenceEncoder};
 use crate::train::losses::softmax_features;
 use candle_core::{Module, Tensor};
@@ -60,7 +62,8 @@ impl DevSet {
                 pick(retrieval_metrics(set, &qe, &ce, ScoreFn::Cosine), "ndcg@10")
             }
             DevSet::Classes(p) => {
-                let head = head.ok_or_else(|| Error::msg("class accuracy needs the softmax head"))?;
+                let head =
+                    head.ok_or_else(|| Error::msg("class accuracy needs the softmax head"))?;
                 let e = encode_unique(enc, &[&p.sentence1, &p.sentence2], 64, &pb)?;
                 ("accuracy".to_string(), accuracy(&e, head, &p.labels)?)
             }
@@ -77,6 +80,10 @@ pub fn accuracy(e: &[crate::model::Embeddings], head: &Linear, labels: &[f64]) -
         logits.argmax(1)?.to_vec1::<u32>()
     })()
     .map_err(|e| Error::msg(format!("softmax head failed: {e}")))?;
-    let hits = pred.iter().zip(labels).filter(|(p, l)| **p as f64 == **l).count();
+    let hits = pred
+        .iter()
+        .zip(labels)
+        .filter(|(p, l)| **p as f64 == **l)
+        .count();
     Ok(hits as f64 / labels.len().max(1) as f64)
 }

@@ -65,6 +65,7 @@ pub fn in_batch_ranking(
 /// TripletLoss with euclidean distance: relu(|a - p| - |a - n| + margin), mean; distances as
 /// torch's pairwise_distance (eps 1e-6 added to the difference, so equal vectors keep a gradient).
 pub fn triplet(a: &Tensor, p: &Tensor, n: &Tensor, margin: f64) -> Result<Tensor> {
-    let dist = |x: &Tensor, y: &Tensor| -> Result<Tensor> { ((x - y)? + 1e-6)?.sqr()?.sum(1)?.sqrt() };
+    let dist =
+        |x: &Tensor, y: &Tensor| -> Result<Tensor> { ((x - y)? + 1e-6)?.sqr()?.sum(1)?.sqrt() };
     ((dist(a, p)? - dist(a, n)?)? + margin)?.relu()?.mean_all()
 }
