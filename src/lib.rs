@@ -8,6 +8,7 @@ pub mod hash;
 pub mod model;
 pub mod overlap;
 pub mod plot;
+pub mod recipe;
 pub mod runtime;
 pub mod tokenize;
 pub mod train;

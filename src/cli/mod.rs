@@ -5,6 +5,7 @@ mod domain_overlap;
 mod encode;
 mod evaluate;
 mod progress;
+mod run;
 mod similarity;
 mod train_biencoder;
 mod train_cross_encoder;
@@ -45,10 +46,22 @@ enum Command {
     Augment(augment::Args),
     /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL) to Parquet (zstd)
     Convert(convert::Args),
+    /// Run a recipe (TOML steps), skipping finished steps: a re-run resumes
+    Run(run::Args),
 }
 
 pub fn main() -> Result<()> {
-    match Cli::parse().command {
+    dispatch(Cli::parse().command)
+}
+
+/// Run one subcommand from its argv (argv[0] is the program name), as a recipe step does.
+pub fn run_argv(argv: impl IntoIterator<Item = String>) -> Result<()> {
+    let cli = Cli::try_parse_from(argv).map_err(|e| crate::error::Error::msg(e.to_string()))?;
+    dispatch(cli.command)
+}
+
+fn dispatch(c: Command) -> Result<()> {
+    match c {
         Command::DomainOverlap(a) => domain_overlap::run(a),
         Command::Encode(a) => encode::run(a),
         Command::Evaluate(a) => evaluate::run(a),
@@ -58,6 +71,7 @@ pub fn main() -> Result<()> {
         Command::TrainNli(a) => train_nli::run(a),
         Command::Augment(a) => augment::run(a),
         Command::Convert(a) => convert::run(a),
+        Command::Run(a) => run::run(a),
     }
 }
 

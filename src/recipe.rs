@@ -1,0 +1,209 @@
+//! Recipes: a TOML file of steps, each one condenser subcommand with its flags and the outputs
+//! that show it is done. `condenser run` executes them in order and skips finished ones, so an
+//! interrupted recipe resumes (a killed training step continues from its checkpoint).
+//!
+//! ```toml
+//! [vars]
+//! out = "out/example"
+//! [[step]]
+//! name = "cross-encoder"
+//! command = "train-cross-encoder"
+//! outputs = ["{out}/ce/model.safetensors"]
+//! args = { model = "datasets/model/all-MiniLM-L6-v2", train = "...", out = "{out}/ce", both-orders = true }
+//! ```
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub name: String,
+    pub command: String,
+    /// The subcommand's arguments, variables substituted (without the subcommand itself).
+    pub args: Vec<String>,
+    pub outputs: Vec<PathBuf>,
+    /// The step's --out, where a training command keeps its checkpoint.
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Recipe {
+    pub path: PathBuf,
+    pub vars: BTreeMap<String, String>,
+    pub steps: Vec<Step>,
+    /// Where the run's state (finished steps) is kept: the `out` variable, or out/<file stem>.
+    pub state_dir: PathBuf,
+}
+
+impl Recipe {
+    /// Read a recipe; `overrides` (NAME=VALUE) replace its [vars].
+    pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<Recipe> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+        let doc: toml::Table = text
+            .parse()
+            .map_err(|e| Error::file(path, format!("invalid TOML: {e}")))?;
+        let bad = |m: String| Error::file(path, m);
+        let mut vars = BTreeMap::new();
+        if let Some(v) = doc.get("vars") {
+            let t = v
+                .as_table()
+                .ok_or_else(|| bad("[vars] must be a table".into()))?;
+            for (k, v) in t {
+                vars.insert(
+                    k.clone(),
+                    scalar(v).ok_or_else(|| {
+                        bad(format!("vars.{k}: expected a string, number or boolean"))
+                    })?,
+                );
+            }
+        }
+        for (k, v) in overrides {
+            vars.insert(k.clone(), v.clone());
+        }
+        let vars = resolve_vars(vars).map_err(bad)?;
+        let mut steps = Vec::new();
+        let list = doc
+            .get("step")
+            .and_then(|s| s.as_array())
+            .ok_or_else(|| bad("no [[step]] tables".into()))?;
+        for (i, s) in list.iter().enumerate() {
+            let s = s
+                .as_table()
+                .ok_or_else(|| bad(format!("step {}: expected a table", i + 1)))?;
+            let name = s
+                .get("name")
+                .and_then(|n| n.as_str())
+                .map(String::from)
+                .unwrap_or_else(|| format!("step-{}", i + 1));
+            let ctx = |m: String| bad(format!("step '{name}': {m}"));
+            let sub = |v: &str| substitute(v, &vars).map_err(ctx);
+            let command = s
+                .get("command")
+                .and_then(|c| c.as_str())
+                .ok_or_else(|| ctx("missing command".into()))?
+                .to_string();
+            let mut args = Vec::new();
+            for p in s
+                .get("positional")
+                .and_then(|p| p.as_array())
+                .into_iter()
+                .flatten()
+            {
+                args.push(sub(
+                    &scalar(p).ok_or_else(|| ctx("positional: strings only".into()))?
+                )?);
+            }
+            let mut out = None;
+            if let Some(a) = s.get("args") {
+                let a = a
+                    .as_table()
+                    .ok_or_else(|| ctx("args must be a table".into()))?;
+                for (k, v) in a {
+                    let flag = format!("--{}", k.replace('_', "-"));
+                    let values: Vec<&toml::Value> = match v {
+                        toml::Value::Array(xs) => xs.iter().collect(),
+                        x => vec![x],
+                    };
+                    for v in values {
+                        match v {
+                            toml::Value::Boolean(true) => args.push(flag.clone()),
+                            toml::Value::Boolean(false) => {}
+                            v => {
+                                let s = sub(&scalar(v).ok_or_else(|| {
+                                    ctx(format!(
+                                        "args.{k}: expected a string, number, boolean or list"
+                                    ))
+                                })?)?;
+                                if k == "out" {
+                                    out = Some(PathBuf::from(&s));
+                                }
+                                args.push(flag.clone());
+                                args.push(s);
+                            }
+                        }
+                    }
+                }
+            }
+            let mut outputs = Vec::new();
+            for o in s
+                .get("outputs")
+                .and_then(|o| o.as_array())
+                .into_iter()
+                .flatten()
+            {
+                outputs.push(PathBuf::from(sub(o
+                    .as_str()
+                    .ok_or_else(|| ctx("outputs: strings only".into()))?)?));
+            }
+            steps.push(Step {
+                name,
+                command,
+                args,
+                outputs,
+                out,
+            });
+        }
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let state_dir = vars
+            .get("out")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new("out").join(stem));
+        Ok(Recipe {
+            path: path.to_path_buf(),
+            vars,
+            steps,
+            state_dir,
+        })
+    }
+}
+
+fn scalar(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Replace every {name} by its variable; an unknown name is an error.
+pub fn substitute(s: &str, vars: &BTreeMap<String, String>) -> std::result::Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let close = rest[open..]
+            .find('}')
+            .ok_or_else(|| format!("unclosed '{{' in '{s}'"))?
+            + open;
+        let name = &rest[open + 1..close];
+        out.push_str(
+            vars.get(name)
+                .ok_or_else(|| format!("unknown variable {{{name}}} in '{s}'"))?,
+        );
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Variables may use each other ({data}/train.parquet); resolve until nothing changes.
+fn resolve_vars(
+    mut vars: BTreeMap<String, String>,
+) -> std::result::Result<BTreeMap<String, String>, String> {
+    for _ in 0..=vars.len() {
+        let next: BTreeMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), substitute(v, &vars)?)))
+            .collect::<std::result::Result<_, String>>()?;
+        if next == vars {
+            return Ok(vars);
+        }
+        vars = next;
+    }
+    Err("variables refer to each other in a cycle".into())
+}

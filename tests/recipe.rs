@@ -1,0 +1,114 @@
+//! `condenser run`: steps run in order with variables substituted, finished steps are skipped on a
+//! re-run, changed arguments re-run a step, an interrupted training step resumes from its
+//! checkpoint, and a failing step names itself.
+mod common;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run(recipe: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_condenser"))
+        .arg("run")
+        .arg(recipe)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn recipe_runs_skips_and_resumes() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let out = d.path().join("out");
+    let recipe = d.path().join("r.toml");
+    std::fs::write(
+        &recipe,
+        format!(
+            r#"
+[vars]
+out = "{out}"
+data = "{data}"
+n = "40"
+train = "{{out}}/small.parquet"
+
+[[step]]
+name = "small"
+command = "convert"
+positional = ["{{data}}", "{{train}}"]
+args = {{ sample = "{{n}}", seed = 3 }}
+outputs = ["{{train}}"]
+
+[[step]]
+name = "bi"
+command = "train-biencoder"
+args = {{ init = "{tiny}", train = "{{train}}", loss = "cosine", out = "{{out}}/bi", batch-size = 8, checkpoint-steps = 2, max-seq-length = 32 }}
+outputs = ["{{out}}/bi/model.safetensors"]
+"#,
+            out = out.display(),
+            data = common::data("stsb/train.parquet").display(),
+            tiny = tiny.display()
+        ),
+    )
+    .unwrap();
+    let o = run(&recipe, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let small =
+        condenser::data::Pairs::read(&out.join("small.parquet"), &Default::default()).unwrap();
+    assert_eq!(small.len(), 40);
+    assert!(out.join("bi/modules.json").is_file());
+    // a re-run skips both steps
+    let o = run(&recipe, &[]);
+    assert!(o.status.success());
+    assert_eq!(text(&o).matches("done, skipped").count(), 2, "{}", text(&o));
+    // a changed variable re-runs the steps it reaches
+    let o = run(&recipe, &["--set", "n=24", "--dry-run"]);
+    assert!(
+        !text(&o).contains("small: done") && text(&o).contains("--sample 24"),
+        "{}",
+        text(&o)
+    );
+    // a training step killed mid-way (state 'running', a checkpoint on disk) continues with --resume
+    let state = out.join("recipe_state.json");
+    let s = std::fs::read_to_string(&state).unwrap();
+    let marked = s.replacen("\"done\"", "\"running\"", 2);
+    std::fs::write(&state, marked).unwrap();
+    let o = run(&recipe, &["--dry-run"]);
+    let t = text(&o);
+    assert!(
+        t.contains("train-biencoder") && t.contains("--resume"),
+        "{t}"
+    );
+    assert!(!t.contains("--sample 40 --seed 3 --resume"), "{t}");
+}
+
+#[test]
+fn a_failing_step_names_itself_and_bad_recipes_are_clear() {
+    let d = tempfile::tempdir().unwrap();
+    let recipe = d.path().join("r.toml");
+    std::fs::write(&recipe, "[vars]\nout = \"x\"\n[[step]]\nname = \"broken\"\ncommand = \"convert\"\npositional = [\"/nonexistent.parquet\", \"{out}/y.parquet\"]\n").unwrap();
+    let o = run(&recipe, &[]);
+    let t = text(&o);
+    assert!(
+        !o.status.success()
+            && t.contains("step 'broken' failed")
+            && t.contains("/nonexistent.parquet"),
+        "{t}"
+    );
+    std::fs::write(
+        &recipe,
+        "[[step]]\nname = \"s\"\ncommand = \"convert\"\npositional = [\"{nope}\"]\n",
+    )
+    .unwrap();
+    let t = text(&run(&recipe, &[]));
+    assert!(
+        t.contains("unknown variable {nope}") && t.contains("r.toml"),
+        "{t}"
+    );
+}
