@@ -4,6 +4,7 @@ mod convert;
 mod domain_overlap;
 mod encode;
 mod evaluate;
+mod pretrain;
 mod progress;
 mod run;
 mod similarity;
@@ -46,6 +47,8 @@ enum Command {
     Augment(augment::Args),
     /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL) to Parquet (zstd)
     Convert(convert::Args),
+    /// Condenser pre-training (or continued training) of a BERT on a text corpus
+    Pretrain(pretrain::Args),
     /// Run a recipe (TOML steps), skipping finished steps: a re-run resumes
     Run(run::Args),
 }
@@ -71,6 +74,7 @@ fn dispatch(c: Command) -> Result<()> {
         Command::TrainNli(a) => train_nli::run(a),
         Command::Augment(a) => augment::run(a),
         Command::Convert(a) => convert::run(a),
+        Command::Pretrain(a) => pretrain::run(a),
         Command::Run(a) => run::run(a),
     }
 }

@@ -10,8 +10,9 @@ pub struct TrainOpts {
     epochs: usize,
     #[arg(long, default_value_t = 16)]
     batch_size: usize,
-    #[arg(long, default_value_t = 2e-5)]
-    lr: f64,
+    /// Peak learning rate [default: 2e-5; pretrain: 1e-4]
+    #[arg(long)]
+    lr: Option<f64>,
     /// Warm-up as a fraction of the optimizer steps
     #[arg(long, default_value_t = 0.1)]
     warmup: f64,
@@ -41,11 +42,11 @@ impl TrainOpts {
         self.seed
     }
 
-    pub fn config(&self, out: &Path) -> TrainConfig {
+    pub fn config(&self, out: &Path, default_lr: f64) -> TrainConfig {
         TrainConfig {
             epochs: self.epochs,
             batch_size: self.batch_size,
-            lr: self.lr,
+            lr: self.lr.unwrap_or(default_lr),
             warmup: self.warmup,
             weight_decay: self.weight_decay,
             max_grad_norm: 1.0,
@@ -61,8 +62,17 @@ impl TrainOpts {
 
     /// Train with a progress bar and print the summary line.
     pub fn run(&self, task: &impl TrainTask, out_dir: &Path) -> Result<()> {
+        self.run_with_lr(task, out_dir, 2e-5)
+    }
+
+    pub fn run_with_lr(
+        &self,
+        task: &impl TrainTask,
+        out_dir: &Path,
+        default_lr: f64,
+    ) -> Result<()> {
         let bar = progress::bar(Some(0), "steps {msg}");
-        let r = train(task, &self.config(out_dir), self.resume, &bar)?;
+        let r = train(task, &self.config(out_dir, default_lr), self.resume, &bar)?;
         bar.finish_and_clear();
         let best = r
             .best

@@ -229,6 +229,23 @@ impl Bert {
         Ok(x)
     }
 
+    /// Hidden states of every layer with dropout when training: [embeddings, layer 1, ..., layer N].
+    pub fn forward_states_t(
+        &self,
+        ids: &Tensor,
+        type_ids: &Tensor,
+        mask: &Tensor,
+        drop: Option<&Dropout>,
+    ) -> Result<Vec<Tensor>> {
+        let bias = attention_bias(mask, self.dtype())?;
+        let mut states = vec![self.embeddings.forward_t(ids, type_ids, drop)?];
+        for l in &self.layers {
+            let y = l.forward_with_probs(states.last().unwrap(), &bias, drop)?.1;
+            states.push(y);
+        }
+        Ok(states)
+    }
+
     /// Hidden states of every layer: [embeddings, layer 1, ..., layer N] (index k = output of the
     /// k-th encoder layer), and each layer's attention probabilities.
     pub fn forward_all(

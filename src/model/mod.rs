@@ -2,6 +2,7 @@
 mod batch;
 mod bert;
 pub mod blas;
+pub mod condenser;
 mod config;
 pub mod cross_encoder;
 pub mod dropout;

@@ -2,12 +2,15 @@
 //! optimizer, the schedule and the trainer.
 pub mod biencoder;
 pub mod checkpoint;
+pub mod corpus;
 pub mod cross_encoder;
 pub mod dev;
 pub mod gradcheck;
 pub mod losses;
+pub mod masking;
 pub mod optim;
 pub mod params;
+pub mod pretrain;
 pub mod trainer;
 
 pub use gradcheck::GradCheck;

@@ -103,3 +103,26 @@ pub fn save_vars(varmap: &VarMap, path: &Path) -> Result<()> {
         .collect();
     save_tensors(&map, path)
 }
+
+/// Overwrite the variables that `weights` names exactly (a saved head over a fresh one).
+pub fn fill_present(varmap: &VarMap, weights: &Path) -> Result<usize> {
+    let file = read_weights(weights, &Device::Cpu)?;
+    let mut n = 0;
+    for (name, var) in vars(varmap) {
+        if let Some(t) = file.get(&name) {
+            if t.dims() != var.dims() {
+                return Err(Error::file(
+                    weights,
+                    format!(
+                        "{name} has shape {:?}, the model needs {:?}",
+                        t.dims(),
+                        var.dims()
+                    ),
+                ));
+            }
+            var.set(t).map_err(|e| Error::file(weights, e))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}

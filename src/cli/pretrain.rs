@@ -1,0 +1,83 @@
+use super::train_opts::TrainOpts;
+use super::{out, progress};
+use crate::error::{Error, Result};
+use crate::model::ModelFolder;
+use crate::train::corpus::Blocks;
+use crate::train::pretrain::PretrainTask;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Starting BERT (HF or sentence-transformers folder)
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// A Condenser output folder to continue from, head included (the paper's continued training)
+    #[arg(long)]
+    continue_from: Option<PathBuf>,
+    /// Corpus files: .txt (a text a line) or datasets with a text column (repeatable)
+    #[arg(long = "corpus", required = true)]
+    corpus: Vec<PathBuf>,
+    /// Text column of tabular corpus files
+    #[arg(long, default_value = "text")]
+    column: String,
+    /// Output: the backbone as an HF BERT folder, condenser_head.safetensors, logs, checkpoint/
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value_t = 2)]
+    head_layers: usize,
+    /// Layer whose token states feed the head [default: half the backbone's depth]
+    #[arg(long)]
+    skip_from: Option<usize>,
+    /// Train the head's MLM loss only (no late-layer MLM)
+    #[arg(long)]
+    no_late_mlm: bool,
+    #[arg(long, default_value_t = 128)]
+    max_seq_length: usize,
+    #[command(flatten)]
+    train_opts: TrainOpts,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let init = match (&a.model, &a.continue_from) {
+        (Some(m), None) => m.clone(),
+        (None, Some(c)) => c.clone(),
+        _ => return Err(Error::msg("give one of --model DIR or --continue-from DIR")),
+    };
+    let folder = ModelFolder::open(&init)?;
+    let skip_from = a.skip_from.unwrap_or(folder.config.num_hidden_layers / 2);
+    let max_len = a
+        .max_seq_length
+        .clamp(8, folder.config.max_position_embeddings);
+    std::fs::create_dir_all(&a.out).map_err(|e| Error::file(&a.out, e))?;
+    let blocks_path = a.out.join(format!("blocks-{max_len}.u32"));
+    let blocks = if blocks_path.is_file() {
+        Blocks::open(&blocks_path, max_len)?
+    } else {
+        let bar = progress::bar(None, "texts tokenized");
+        let b = Blocks::build(
+            &a.corpus,
+            &a.column,
+            &folder.tokenizer()?,
+            max_len,
+            &blocks_path,
+            &bar,
+        )?;
+        bar.finish_and_clear();
+        b
+    };
+    out(&format!(
+        "corpus: {} blocks of up to {max_len} tokens; head {} layers reading layer {skip_from}{}\n",
+        blocks.len,
+        a.head_layers,
+        if a.no_late_mlm { "" } else { " + late MLM" }
+    ));
+    let task = PretrainTask::new(
+        &init,
+        a.head_layers,
+        skip_from,
+        blocks,
+        !a.no_late_mlm,
+        a.train_opts.seed(),
+    )?;
+    a.train_opts.run_with_lr(&task, &a.out, 1e-4)
+}

@@ -1,0 +1,122 @@
+//! Condenser (Gao & Callan 2021): a BERT backbone plus a short head that reads the LAST layer's
+//! [CLS] and the token states of an EARLY layer (`skip_from`), so that masked-token prediction
+//! through the head must route sentence information through [CLS]. One MLM head (transform +
+//! decoder tied to the word embeddings + bias) serves both the head's loss and the backbone's
+//! late-layer loss.
+use super::dropout::Dropout;
+use super::ops::{activation, LayerNorm};
+use super::{attention_bias, Bert, BertConfig, BertLayer, Linear, TokenBatch};
+use candle_core::{Module, Result, Tensor};
+use candle_nn::VarBuilder;
+
+/// BERT's MLM prediction head (`cls.predictions`): dense + activation + LayerNorm, then the
+/// word-embedding matrix as decoder, plus a bias.
+pub struct MlmHead {
+    dense: Linear,
+    norm: LayerNorm,
+    bias: Tensor,
+    act: String,
+}
+
+impl MlmHead {
+    pub fn load(vb: VarBuilder, c: &BertConfig) -> Result<MlmHead> {
+        let h = c.hidden_size;
+        Ok(MlmHead {
+            dense: Linear::load(vb.pp("transform.dense"), h, h)?,
+            norm: LayerNorm::load(vb.pp("transform.LayerNorm"), h, c.layer_norm_eps)?,
+            bias: vb.get_with_hints(c.vocab_size, "bias", candle_nn::Init::Const(0.0))?,
+            act: c.hidden_act.clone(),
+        })
+    }
+
+    /// Vocabulary logits (n, V) of states (n, h), the decoder tied to `word_embeddings` (V, h).
+    pub fn forward(&self, x: &Tensor, word_embeddings: &Tensor) -> Result<Tensor> {
+        let t = self
+            .norm
+            .forward(&activation(&self.act, &self.dense.forward(x)?)?)?;
+        super::matmul(&t, &word_embeddings.t()?)?.broadcast_add(&self.bias)
+    }
+}
+
+pub struct Condenser {
+    pub bert: Bert,
+    pub head: Vec<BertLayer>,
+    pub mlm: MlmHead,
+    /// Layer whose token states feed the head (k = output of the k-th encoder layer).
+    pub skip_from: usize,
+}
+
+/// Logits at the masked positions: from the head, and from the backbone's last layer.
+pub struct CondenserOutput {
+    pub head_logits: Tensor,
+    pub late_logits: Option<Tensor>,
+    /// The last layer's [CLS] vectors (b, h), for coCondenser's span contrast.
+    pub cls: Tensor,
+}
+
+impl Condenser {
+    /// Backbone under `bert.`, head layers under `c_head.{i}.`, MLM head under `cls.predictions.`
+    /// (the names of the reference implementation and of BertForMaskedLM).
+    pub fn load(
+        vb: VarBuilder,
+        c: &BertConfig,
+        head_layers: usize,
+        skip_from: usize,
+    ) -> Result<Condenser> {
+        if skip_from > c.num_hidden_layers {
+            candle_core::bail!(
+                "--skip-from {skip_from} is beyond the backbone's {} layers",
+                c.num_hidden_layers
+            );
+        }
+        Ok(Condenser {
+            bert: Bert::load(vb.pp("bert"), c)?,
+            head: (0..head_layers)
+                .map(|i| BertLayer::load(vb.pp(format!("c_head.{i}")), c))
+                .collect::<Result<_>>()?,
+            mlm: MlmHead::load(vb.pp("cls.predictions"), c)?,
+            skip_from,
+        })
+    }
+
+    /// The head's input: the last layer's [CLS] followed by layer `skip_from`'s states at 1.. .
+    pub fn head_input(&self, states: &[Tensor]) -> Result<Tensor> {
+        let last = states.last().unwrap();
+        let early = &states[self.skip_from];
+        let s = early.dim(1)?;
+        Tensor::cat(&[&last.narrow(1, 0, 1)?, &early.narrow(1, 1, s - 1)?], 1)
+    }
+
+    /// `positions` indexes the flattened (b * s) tokens that were masked.
+    pub fn forward_t(
+        &self,
+        b: &TokenBatch,
+        positions: &Tensor,
+        late_mlm: bool,
+        drop: Option<&Dropout>,
+    ) -> Result<CondenserOutput> {
+        let states = self
+            .bert
+            .forward_states_t(&b.ids, &b.type_ids, &b.mask, drop)?;
+        let bias = attention_bias(&b.mask, self.bert.dtype())?;
+        let mut x = self.head_input(&states)?;
+        for l in &self.head {
+            x = l.forward_with_probs(&x, &bias, drop)?.1;
+        }
+        let words = self.bert.embeddings.word_embeddings();
+        let at = |t: &Tensor| -> Result<Tensor> {
+            let (bs, s, h) = t.dims3()?;
+            t.reshape((bs * s, h))?.index_select(positions, 0)
+        };
+        let last = states.last().unwrap();
+        Ok(CondenserOutput {
+            head_logits: self.mlm.forward(&at(&x)?, words)?,
+            late_logits: if late_mlm {
+                Some(self.mlm.forward(&at(last)?, words)?)
+            } else {
+                None
+            },
+            cls: last.narrow(1, 0, 1)?.squeeze(1)?,
+        })
+    }
+}

@@ -1,0 +1,143 @@
+//! A pre-training corpus packed into fixed-size blocks "[CLS] tokens [SEP]" of at most
+//! max_seq_length tokens. Texts are tokenized as they stream in (Parquet/Arrow/CSV/TSV/JSONL
+//! column, or a .txt file, one text a line) and the blocks go to a file on disk that training reads
+//! by index, so a corpus larger than memory works.
+use crate::error::{Error, Result};
+use crate::model::Specials;
+use crate::tokenize::Tokenizer;
+use indicatif::ProgressBar;
+use std::io::{BufRead, BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+pub struct Blocks {
+    file: std::fs::File,
+    pub path: PathBuf,
+    pub len: usize,
+    /// Tokens per record, [CLS] and [SEP] included.
+    pub width: usize,
+}
+
+/// Record layout: u32 length, then `width` u32 token ids (little-endian, zero-padded).
+impl Blocks {
+    fn record_bytes(width: usize) -> usize {
+        4 * (width + 1)
+    }
+
+    /// Pack `inputs` (text files, `column` for tabular ones) into `dest`, atomically.
+    pub fn build(
+        inputs: &[PathBuf],
+        column: &str,
+        tok: &Tokenizer,
+        max_seq_length: usize,
+        dest: &Path,
+        bar: &ProgressBar,
+    ) -> Result<Blocks> {
+        let sp = Specials::of(tok)?;
+        let body = max_seq_length.saturating_sub(2).max(1);
+        let tmp = dest.with_extension("tmp");
+        let f = std::fs::File::create(&tmp).map_err(|e| Error::file(&tmp, e))?;
+        let mut w = BufWriter::new(f);
+        let mut pending: Vec<u32> = Vec::with_capacity(body * 2);
+        let mut n = 0usize;
+        let mut ids = Vec::new();
+        let mut emit = |chunk: &[u32], w: &mut BufWriter<std::fs::File>| -> std::io::Result<()> {
+            let mut rec = Vec::with_capacity(body + 3);
+            rec.push(chunk.len() as u32 + 2);
+            rec.push(sp.cls);
+            rec.extend_from_slice(chunk);
+            rec.push(sp.sep);
+            rec.resize(body + 3, 0);
+            for v in rec {
+                w.write_all(&v.to_le_bytes())?;
+            }
+            n += 1;
+            Ok(())
+        };
+        let io = |e: std::io::Error| Error::file(&tmp, e);
+        let mut add = |text: &str, w: &mut BufWriter<std::fs::File>| -> Result<()> {
+            ids.clear();
+            tok.ids_into(text, &mut ids)?;
+            pending.extend_from_slice(&ids);
+            while pending.len() >= body {
+                emit(&pending[..body], w).map_err(io)?;
+                pending.drain(..body);
+            }
+            Ok(())
+        };
+        for input in inputs {
+            if input.extension().is_some_and(|e| e == "txt") {
+                let f = std::fs::File::open(input).map_err(|e| Error::file(input, e))?;
+                for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+                    let line =
+                        line.map_err(|e| Error::file(input, format!("line {}: {e}", i + 1)))?;
+                    if !line.trim().is_empty() {
+                        add(&line, &mut w)?;
+                    }
+                    bar.inc(1);
+                }
+            } else {
+                for b in crate::data::open(input, &[column])? {
+                    let b = b?;
+                    for t in b.texts(column)? {
+                        if !t.trim().is_empty() {
+                            add(t, &mut w)?;
+                        }
+                    }
+                    bar.inc(b.num_rows() as u64);
+                }
+            }
+        }
+        // the tail shorter than a block is kept when it has some substance
+        if pending.len() >= body / 4 {
+            emit(&pending, &mut w).map_err(io)?;
+        }
+        w.flush().map_err(io)?;
+        drop(w);
+        if n == 0 {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Error::msg(format!(
+                "the corpus ({}) holds too little text for one block of {max_seq_length} tokens",
+                inputs
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        std::fs::rename(&tmp, dest).map_err(|e| Error::file(dest, e))?;
+        Blocks::open(dest, max_seq_length)
+    }
+
+    pub fn open(path: &Path, max_seq_length: usize) -> Result<Blocks> {
+        let width = max_seq_length.saturating_sub(2).max(1) + 2;
+        let file = std::fs::File::open(path).map_err(|e| Error::file(path, e))?;
+        let bytes = file.metadata().map_err(|e| Error::file(path, e))?.len() as usize;
+        if bytes % Self::record_bytes(width) != 0 {
+            return Err(Error::file(
+                path,
+                format!("not a block file of {max_seq_length}-token blocks"),
+            ));
+        }
+        Ok(Blocks {
+            file,
+            path: path.to_path_buf(),
+            len: bytes / Self::record_bytes(width),
+            width,
+        })
+    }
+
+    pub fn get(&self, i: usize) -> Result<Vec<u32>> {
+        let rb = Self::record_bytes(self.width);
+        let mut buf = vec![0u8; rb];
+        self.file
+            .read_exact_at(&mut buf, (i * rb) as u64)
+            .map_err(|e| Error::file(&self.path, format!("block {i}: {e}")))?;
+        let v: Vec<u32> = buf
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let len = (v[0] as usize).min(self.width);
+        Ok(v[1..1 + len].to_vec())
+    }
+}
