@@ -310,3 +310,38 @@ fn bi_encoder_losses_have_the_right_values() {
     .unwrap());
     close(t, 4.5, "triplet");
 }
+
+#[test]
+fn condenser_head_ops() {
+    // the head input (cat of the last CLS and early tokens), the gather of masked positions and
+    // the MLM head with its decoder tied to the word embeddings, w.r.t. states, embeddings and head
+    let c = tiny_config();
+    let pos = Tensor::new(&[1u32, 4, 6], &Device::Cpu).unwrap();
+    let names: Vec<String> = [
+        "transform.dense.weight",
+        "transform.dense.bias",
+        "transform.LayerNorm.weight",
+        "transform.LayerNorm.bias",
+        "bias",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (h, v) = (c.hidden_size, c.vocab_size);
+    let inputs = vec![
+        randn(&[2, 4, h]),
+        randn(&[2, 4, h]),
+        randn(&[v, h]),
+        (randn(&[h, h]) * 0.3).unwrap(),
+        randn(&[h]),
+        (randn(&[h]) + 1.0).unwrap(),
+        randn(&[h]),
+        randn(&[v]),
+    ];
+    check("condenser_head_ops", &inputs, |x| {
+        let head = condenser::model::condenser::MlmHead::load(vb_from(&names, &x[3..]), &c)?;
+        let joined = Tensor::cat(&[&x[0].narrow(1, 0, 1)?, &x[1].narrow(1, 1, 3)?], 1)?;
+        let rows = joined.reshape((8, h))?.index_select(&pos, 0)?;
+        head.forward(&rows, &x[2])
+    });
+}

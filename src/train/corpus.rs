@@ -113,7 +113,7 @@ impl Blocks {
         let width = max_seq_length.saturating_sub(2).max(1) + 2;
         let file = std::fs::File::open(path).map_err(|e| Error::file(path, e))?;
         let bytes = file.metadata().map_err(|e| Error::file(path, e))?.len() as usize;
-        if bytes % Self::record_bytes(width) != 0 {
+        if !bytes.is_multiple_of(Self::record_bytes(width)) {
             return Err(Error::file(
                 path,
                 format!("not a block file of {max_seq_length}-token blocks"),

@@ -1,0 +1,263 @@
+//! Condenser pre-training on a tiny random BERT and real text: masking statistics, the head's
+//! input, one MLM head shared by both losses, and an exported backbone that reloads bit-exact.
+mod common;
+use candle_core::{Device, Tensor};
+use condenser::model::{ModelFolder, TokenBatch};
+use condenser::train::corpus::Blocks;
+use condenser::train::masking::Masker;
+use condenser::train::params;
+use condenser::train::pretrain::PretrainTask;
+use condenser::train::TrainTask;
+use rand::SeedableRng;
+
+fn brown_texts(n: usize) -> Vec<String> {
+    let b = condenser::data::open(&common::brown("news"), &["text"]).unwrap();
+    b.flat_map(|b| {
+        b.unwrap()
+            .texts("text")
+            .unwrap()
+            .into_iter()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    })
+    .take(n)
+    .collect()
+}
+
+#[test]
+fn whole_word_masking_statistics() {
+    let tok = ModelFolder::open(&common::model())
+        .unwrap()
+        .tokenizer()
+        .unwrap();
+    let m = Masker::new(&tok).unwrap();
+    let (cls, sep) = (
+        tok.token_id("[CLS]").unwrap(),
+        tok.token_id("[SEP]").unwrap(),
+    );
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let (mut maskable, mut picked, mut as_mask, mut as_random, mut kept) =
+        (0usize, 0usize, 0usize, 0usize, 0usize);
+    for text in brown_texts(3000) {
+        let mut ids = vec![cls];
+        tok.ids_into(&text, &mut ids).unwrap();
+        ids.push(sep);
+        let r = m.mask(&ids, &mut rng);
+        let words = m.words(&ids);
+        maskable += words.iter().map(|w| w.1 - w.0).sum::<usize>();
+        picked += r.positions.len();
+        for (&p, &t) in r.positions.iter().zip(&r.targets) {
+            assert!(!m.is_special(ids[p]), "special token masked");
+            assert_eq!(t, ids[p]);
+            match r.input[p] {
+                x if x == m.mask_id => as_mask += 1,
+                x if x == ids[p] => kept += 1,
+                _ => as_random += 1,
+            }
+        }
+        // whole words: a word is either entirely picked or not at all
+        for (s, e) in words {
+            let n = (s..e).filter(|p| r.positions.contains(p)).count();
+            assert!(
+                n == 0 || n == e - s,
+                "word {s}..{e} partly masked in {text}"
+            );
+        }
+        // nothing outside the picked positions changed
+        for (i, (&a, &b)) in ids.iter().zip(&r.input).enumerate() {
+            assert!(a == b || r.positions.contains(&i));
+        }
+    }
+    let rate = picked as f64 / maskable as f64;
+    let f = |x: usize| x as f64 / picked as f64;
+    eprintln!(
+        "rate {rate:.4}, mask {:.3} random {:.3} kept {:.3}",
+        f(as_mask),
+        f(as_random),
+        f(kept)
+    );
+    assert!((0.14..0.16).contains(&rate), "masking rate {rate}");
+    assert!(
+        (f(as_mask) - 0.8).abs() < 0.015
+            && (f(as_random) - 0.1).abs() < 0.01
+            && (f(kept) - 0.1).abs() < 0.01
+    );
+}
+
+fn task(dir: &std::path::Path, init: &std::path::Path, seed: u64) -> PretrainTask {
+    let tok = ModelFolder::open(init).unwrap().tokenizer().unwrap();
+    let corpus = common::data("wikitext2/valid.parquet");
+    let blocks = Blocks::build(
+        &[corpus],
+        "text",
+        &tok,
+        32,
+        &dir.join("blocks.u32"),
+        &indicatif::ProgressBar::hidden(),
+    )
+    .unwrap();
+    PretrainTask::new(init, 2, 1, blocks, true, seed).unwrap()
+}
+
+#[test]
+fn head_reads_last_cls_and_early_tokens() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let t = task(d.path(), &tiny, 3);
+    let seqs: Vec<Vec<u32>> = (0..3).map(|i| t.blocks.get(i).unwrap()).collect();
+    let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+    let b = TokenBatch::new(&refs, None, 0, &Device::Cpu).unwrap();
+    let (bs, s) = b.ids.dims2().unwrap();
+    let all = Tensor::arange(0u32, (bs * s) as u32, &Device::Cpu).unwrap();
+    let out = t.model.forward_t(&b, &all, true, None).unwrap();
+    // by hand: [CLS] of the last layer, then layer 1's tokens 1.., through the head layers
+    let (states, _) = t
+        .model
+        .bert
+        .forward_all(&b.ids, &b.type_ids, &b.mask)
+        .unwrap();
+    let manual_in = Tensor::cat(
+        &[
+            &states[2].narrow(1, 0, 1).unwrap(),
+            &states[1].narrow(1, 1, s - 1).unwrap(),
+        ],
+        1,
+    )
+    .unwrap();
+    let bias = condenser::model::attention_bias(&b.mask, candle_core::DType::F32).unwrap();
+    let mut x = manual_in;
+    for l in &t.model.head {
+        x = l.forward(&x, &bias).unwrap();
+    }
+    let h = x.dim(2).unwrap();
+    let words = t.model.bert.embeddings.word_embeddings();
+    let manual = t
+        .model
+        .mlm
+        .forward(&x.reshape((bs * s, h)).unwrap(), words)
+        .unwrap();
+    let diff = condenser::model::ops::max_abs_diff(&manual, &out.head_logits).unwrap();
+    assert!(diff < 1e-5, "head logits differ by {diff}");
+    // and not what the last layer alone would give
+    let late =
+        condenser::model::ops::max_abs_diff(&out.late_logits.unwrap(), &out.head_logits).unwrap();
+    assert!(late > 1e-3);
+}
+
+#[test]
+fn both_losses_share_one_mlm_head() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let t = task(d.path(), &tiny, 3);
+    let names: Vec<String> = params::vars(t.varmap())
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| n.contains("transform.dense.weight"))
+            .count(),
+        1
+    );
+    assert!(
+        !names.iter().any(|n| n.contains("decoder")),
+        "the decoder is tied, not a parameter"
+    );
+    let dense = params::vars(t.varmap())
+        .into_iter()
+        .find(|(n, _)| n == "cls.predictions.transform.dense.weight")
+        .unwrap()
+        .1;
+    let words = params::vars(t.varmap())
+        .into_iter()
+        .find(|(n, _)| n == "bert.embeddings.word_embeddings.weight")
+        .unwrap()
+        .1;
+    let seqs: Vec<Vec<u32>> = (0..2).map(|i| t.blocks.get(i).unwrap()).collect();
+    let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+    let b = TokenBatch::new(&refs, None, 0, &Device::Cpu).unwrap();
+    let pos = Tensor::new(&[3u32, 5, 40], &Device::Cpu).unwrap();
+    let tgt = Tensor::new(&[7u32, 1000, 2000], &Device::Cpu).unwrap();
+    let out = t.model.forward_t(&b, &pos, true, None).unwrap();
+    let ce = condenser::train::losses::cross_entropy;
+    let norm = |l: Tensor, v: &candle_core::Var| -> f32 {
+        let g = l.backward().unwrap();
+        g.get(v)
+            .map(|g| {
+                g.sqr()
+                    .unwrap()
+                    .sum_all()
+                    .unwrap()
+                    .to_scalar::<f32>()
+                    .unwrap()
+            })
+            .unwrap_or(0.0)
+    };
+    let head = ce(&out.head_logits, &tgt).unwrap();
+    let late = ce(&out.late_logits.clone().unwrap(), &tgt).unwrap();
+    assert!(
+        norm(head.clone(), &dense) > 0.0 && norm(late.clone(), &dense) > 0.0,
+        "both losses reach the shared transform"
+    );
+    assert!(
+        norm(head, &words) > 0.0 && norm(late, &words) > 0.0,
+        "both reach the tied decoder"
+    );
+}
+
+#[test]
+fn exported_backbone_reloads_bit_exact_and_head_continues() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let t = task(d.path(), &tiny, 3);
+    let out = d.path().join("out");
+    t.save(&out).unwrap();
+    let saved =
+        candle_core::safetensors::load(out.join("model.safetensors"), &Device::Cpu).unwrap();
+    for (name, var) in params::vars(t.varmap()) {
+        if let Some(b) = name.strip_prefix("bert.") {
+            let s = saved.get(b).unwrap_or_else(|| panic!("{b} not exported"));
+            assert_eq!(
+                s.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                var.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                "{b}"
+            );
+        }
+    }
+    assert!(!saved
+        .keys()
+        .any(|k| k.starts_with("c_head") || k.starts_with("cls.")));
+    // a plain BERT folder: condenser loads it as an encoder
+    let bert = ModelFolder::open(&out)
+        .unwrap()
+        .load_bert(candle_core::DType::F32, &Device::Cpu)
+        .unwrap();
+    assert_eq!(bert.layers.len(), 2);
+    // --continue-from: the head comes back with its trained values, not fresh ones
+    let again = task(&d.path().join("b").tap_mkdir(), &out, 4);
+    let fresh = task(&d.path().join("c").tap_mkdir(), &tiny, 4);
+    let head = |t: &PretrainTask| -> Vec<f32> {
+        params::vars(t.varmap())
+            .into_iter()
+            .find(|(n, _)| n == "c_head.0.attention.self.query.weight")
+            .unwrap()
+            .1
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap()
+    };
+    assert_eq!(head(&t), head(&again));
+    assert_ne!(head(&t), head(&fresh), "another seed's fresh head differs");
+}
+
+trait TapMkdir {
+    fn tap_mkdir(self) -> Self;
+}
+impl TapMkdir for std::path::PathBuf {
+    fn tap_mkdir(self) -> Self {
+        std::fs::create_dir_all(&self).unwrap();
+        self
+    }
+}
