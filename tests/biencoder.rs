@@ -168,7 +168,7 @@ fn saved_folder_reloads_to_the_same_embeddings() {
     assert_eq!(
         again
             .enc
-            .encode(&texts, 1, &indicatif::ProgressBar::hidden())
+            .encode(&texts, 2, &indicatif::ProgressBar::hidden())
             .unwrap(),
         ours
     );
