@@ -57,7 +57,16 @@ pub fn evaluate_sts(
     batch: usize,
     pb: &ProgressBar,
 ) -> Result<Metrics> {
-    let p = Pairs::read(path, cols)?;
+    sts_pairs(enc, &Pairs::read(path, cols)?, batch, pb)
+}
+
+/// STS metrics of pairs already in memory.
+pub fn sts_pairs(
+    enc: &SentenceEncoder,
+    p: &Pairs,
+    batch: usize,
+    pb: &ProgressBar,
+) -> Result<Metrics> {
     let e = encode_unique(enc, &[&p.sentence1, &p.sentence2], batch, pb)?;
     Ok(sts_metrics(&e[0], &e[1], &p.labels))
 }
@@ -82,8 +91,19 @@ pub fn evaluate_classification(
         }
         labels.push(l == 1.0);
     }
+    binary_pairs(enc, &p, &labels, batch, pb)
+}
+
+/// Binary classification metrics of pairs already in memory.
+pub fn binary_pairs(
+    enc: &SentenceEncoder,
+    p: &Pairs,
+    labels: &[bool],
+    batch: usize,
+    pb: &ProgressBar,
+) -> Result<Metrics> {
     let e = encode_unique(enc, &[&p.sentence1, &p.sentence2], batch, pb)?;
-    Ok(binary_metrics(&e[0], &e[1], &labels))
+    Ok(binary_metrics(&e[0], &e[1], labels))
 }
 
 pub fn evaluate_retrieval(
@@ -93,10 +113,20 @@ pub fn evaluate_retrieval(
     batch: usize,
     pb: &ProgressBar,
 ) -> Result<Metrics> {
-    let set = RetrievalSet::load(dir)?;
+    retrieval_set(enc, &RetrievalSet::load(dir)?, score, batch, pb)
+}
+
+/// Retrieval metrics of a set already loaded.
+pub fn retrieval_set(
+    enc: &SentenceEncoder,
+    set: &RetrievalSet,
+    score: ScoreFn,
+    batch: usize,
+    pb: &ProgressBar,
+) -> Result<Metrics> {
     let q: Vec<&str> = set.queries.iter().map(|(_, t)| t.as_str()).collect();
     let c: Vec<&str> = set.corpus.iter().map(|(_, t)| t.as_str()).collect();
     pb.set_length((q.len() + c.len()) as u64);
     let (qe, ce) = (enc.encode(&q, batch, pb)?, enc.encode(&c, batch, pb)?);
-    Ok(retrieval_metrics(&set, &qe, &ce, score))
+    Ok(retrieval_metrics(set, &qe, &ce, score))
 }

@@ -3,9 +3,7 @@
 //! accuracy; pairs labelled only 0/1 give cosine average precision; other scores give STS Spearman.
 use crate::data::{PairColumns, Pairs};
 use crate::error::{Error, Result};
-use crate::eval::{
-    binary_metrics, encode_unique, retrieval_metrics, sts_metrics, RetrievalSet, ScoreFn,
-};
+use crate::eval::{binary_pairs, encode_unique, retrieval_set, sts_pairs, RetrievalSet, ScoreFn};
 use crate::model::{Linear, SentenceEncoder};
 use crate::train::losses::softmax_features;
 use candle_core::{Module, Tensor};
@@ -46,21 +44,15 @@ impl DevSet {
             (name.to_string(), v.unwrap_or(f64::NAN))
         };
         Ok(match self {
-            DevSet::Sts(p) => {
-                let e = encode_unique(enc, &[&p.sentence1, &p.sentence2], 64, &pb)?;
-                pick(sts_metrics(&e[0], &e[1], &p.labels), "spearman_cosine")
-            }
+            DevSet::Sts(p) => pick(sts_pairs(enc, p, 64, &pb)?, "spearman_cosine"),
             DevSet::Binary(p) => {
-                let e = encode_unique(enc, &[&p.sentence1, &p.sentence2], 64, &pb)?;
                 let labels: Vec<bool> = p.labels.iter().map(|&l| l == 1.0).collect();
-                pick(binary_metrics(&e[0], &e[1], &labels), "cosine_ap")
+                pick(binary_pairs(enc, p, &labels, 64, &pb)?, "cosine_ap")
             }
-            DevSet::Retrieval(set) => {
-                let q: Vec<&str> = set.queries.iter().map(|(_, t)| t.as_str()).collect();
-                let c: Vec<&str> = set.corpus.iter().map(|(_, t)| t.as_str()).collect();
-                let (qe, ce) = (enc.encode(&q, 64, &pb)?, enc.encode(&c, 64, &pb)?);
-                pick(retrieval_metrics(set, &qe, &ce, ScoreFn::Cosine), "ndcg@10")
-            }
+            DevSet::Retrieval(set) => pick(
+                retrieval_set(enc, set, ScoreFn::Cosine, 64, &pb)?,
+                "ndcg@10",
+            ),
             DevSet::Classes(p) => {
                 let head =
                     head.ok_or_else(|| Error::msg("class accuracy needs the softmax head"))?;

@@ -48,23 +48,7 @@ pub fn fill(varmap: &VarMap, weights: &Path, seed: u64) -> Result<Vec<String>> {
         .into_iter()
         .find_map(|n| file.get(&n));
         match found {
-            Some(t) => {
-                if t.dims() != var.dims() {
-                    return Err(Error::file(
-                        weights,
-                        format!(
-                            "{name} has shape {:?}, the model needs {:?}",
-                            t.dims(),
-                            var.dims()
-                        ),
-                    ));
-                }
-                var.set(
-                    &t.to_dtype(var.dtype())
-                        .map_err(|e| Error::file(weights, e))?,
-                )
-                .map_err(|e| Error::file(weights, e))?;
-            }
+            Some(t) => set_checked(&var, t, &name, weights)?,
             None => {
                 // BERT's init: normal(0, 0.02) for matrices; biases and LayerNorm keep their constants
                 if name.ends_with("weight") && !name.contains("LayerNorm") {
@@ -110,19 +94,28 @@ pub fn fill_present(varmap: &VarMap, weights: &Path) -> Result<usize> {
     let mut n = 0;
     for (name, var) in vars(varmap) {
         if let Some(t) = file.get(&name) {
-            if t.dims() != var.dims() {
-                return Err(Error::file(
-                    weights,
-                    format!(
-                        "{name} has shape {:?}, the model needs {:?}",
-                        t.dims(),
-                        var.dims()
-                    ),
-                ));
-            }
-            var.set(t).map_err(|e| Error::file(weights, e))?;
+            set_checked(&var, t, &name, weights)?;
             n += 1;
         }
     }
     Ok(n)
+}
+
+/// Copy a checkpoint tensor into a variable, the shapes checked and the file named on error.
+fn set_checked(var: &Var, t: &Tensor, name: &str, weights: &Path) -> Result<()> {
+    if t.dims() != var.dims() {
+        return Err(Error::file(
+            weights,
+            format!(
+                "{name} has shape {:?}, the model needs {:?}",
+                t.dims(),
+                var.dims()
+            ),
+        ));
+    }
+    var.set(
+        &t.to_dtype(var.dtype())
+            .map_err(|e| Error::file(weights, e))?,
+    )
+    .map_err(|e| Error::file(weights, e))
 }
