@@ -261,3 +261,96 @@ impl TapMkdir for std::path::PathBuf {
         self
     }
 }
+
+fn pretrain(
+    tiny: &std::path::Path,
+    corpus: &std::path::Path,
+    out: &std::path::Path,
+    resume: bool,
+) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"));
+    c.args(["pretrain", "--model"]).arg(tiny);
+    c.arg("--corpus").arg(corpus).arg("--out").arg(out);
+    c.args([
+        "--max-seq-length",
+        "32",
+        "--batch-size",
+        "8",
+        "--max-steps",
+        "120",
+    ]);
+    c.args(["--lr", "1e-3", "--checkpoint-steps", "10", "--epochs", "5"]);
+    if resume {
+        c.arg("--resume");
+    }
+    c
+}
+
+fn checkpoint_step(out: &std::path::Path) -> u64 {
+    std::fs::read_to_string(out.join("checkpoint/state.json"))
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .and_then(|v| v["state"]["step"].as_u64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let corpus = d.path().join("news.txt");
+    std::fs::write(&corpus, brown_texts(400).join("\n")).unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let o = pretrain(&tiny, &corpus, &a, false).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let log = std::fs::read_to_string(a.join("train_log.csv")).unwrap();
+    let mut lines = log.lines();
+    assert_eq!(lines.next().unwrap(), "step,loss,lr,eval,head_mlm,late_mlm");
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| {
+            l.split(',')
+                .map(|v| v.parse().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 120);
+    for r in &rows {
+        assert!(
+            (r[1] - r[4] - r[5]).abs() < 1e-4,
+            "loss = head + late: {r:?}"
+        );
+    }
+    let mean = |s: &[Vec<f64>], k: usize| s.iter().map(|r| r[k]).sum::<f64>() / s.len() as f64;
+    for k in [4, 5] {
+        assert!(
+            mean(&rows[100..], k) < mean(&rows[..20], k) - 0.5,
+            "column {k} falls: {} -> {}",
+            mean(&rows[..20], k),
+            mean(&rows[100..], k)
+        );
+    }
+    // SIGKILL after a checkpoint, then --resume: the same log, row for row
+    let mut child = pretrain(&tiny, &corpus, &b, false)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while checkpoint_step(&b) < 30 {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "finished before the kill"
+        );
+        assert!(t0.elapsed().as_secs() < 120, "no checkpoint appeared");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(checkpoint_step(&b) < 120);
+    let o = pretrain(&tiny, &corpus, &b, true).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(b.join("train_log.csv")).unwrap(),
+        log
+    );
+}

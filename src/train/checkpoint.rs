@@ -21,6 +21,12 @@ pub struct TrainState {
     pub best: Option<(String, f64)>,
     /// (step, loss, lr, eval metric)
     pub log: Vec<(u64, f64, f64, Option<f64>)>,
+    /// Names of the loss's parts (TrainTask::loss_parts), and their mean at every logged step:
+    /// kept in the checkpoint so a resumed run's log is whole.
+    #[serde(default)]
+    pub part_names: Vec<String>,
+    #[serde(default)]
+    pub parts: Vec<Vec<f64>>,
 }
 
 pub fn save(dir: &Path, varmap: &VarMap, opt: &AdamW, st: &TrainState) -> Result<()> {
@@ -78,33 +84,50 @@ pub fn load(dir: &Path, varmap: &VarMap, opt: &mut AdamW) -> Result<TrainState> 
 
 /// train_log.csv and the loss curve (loss.svg, loss.png) in `out`.
 pub fn write_log(out: &Path, st: &TrainState) -> Result<()> {
-    let mut csv = String::from("step,loss,lr,eval\n");
-    for (s, l, lr, m) in &st.log {
-        let _ = writeln!(
+    let mut csv = String::from("step,loss,lr,eval");
+    for name in &st.part_names {
+        let _ = write!(csv, ",{name}");
+    }
+    csv.push('\n');
+    for (i, (s, l, lr, m)) in st.log.iter().enumerate() {
+        let _ = write!(
             csv,
             "{s},{l},{lr},{}",
             m.map(|v| v.to_string()).unwrap_or_default()
         );
+        for v in st.parts.get(i).into_iter().flatten() {
+            let _ = write!(csv, ",{v}");
+        }
+        csv.push('\n');
     }
     write_atomic(&out.join("train_log.csv"), csv.as_bytes())?;
     let pts: Vec<(f64, f64)> = st.log.iter().map(|(s, l, _, _)| (*s as f64, *l)).collect();
-    // a running mean over 20 steps shows the trend through batch noise
-    let smooth: Vec<(f64, f64)> = (0..pts.len())
+    let mut series = vec![
+        ("mean of 20".to_string(), running_mean(&pts)),
+        ("loss".to_string(), pts),
+    ];
+    series.reverse();
+    for (k, name) in st.part_names.iter().enumerate() {
+        let part: Vec<(f64, f64)> = st
+            .log
+            .iter()
+            .zip(&st.parts)
+            .filter_map(|((s, ..), p)| p.get(k).map(|v| (*s as f64, *v)))
+            .collect();
+        series.push((format!("{name} (mean of 20)"), running_mean(&part)));
+    }
+    line_chart("training loss", "optimizer step", &series).save(&out.join("loss"))
+}
+
+/// A running mean over 20 points: the trend through batch noise.
+fn running_mean(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    (0..pts.len())
         .map(|i| {
+            let w = &pts[i.saturating_sub(19)..=i];
             (
                 pts[i].0,
-                pts[i.saturating_sub(19)..=i]
-                    .iter()
-                    .map(|p| p.1)
-                    .sum::<f64>()
-                    / (i - i.saturating_sub(19) + 1) as f64,
+                w.iter().map(|p| p.1).sum::<f64>() / w.len() as f64,
             )
         })
-        .collect();
-    line_chart(
-        "training loss",
-        "optimizer step",
-        &[("loss".into(), pts), ("mean of 20".into(), smooth)],
-    )
-    .save(&out.join("loss"))
+        .collect()
 }

@@ -30,8 +30,8 @@ pub struct PretrainTask {
     pad: u32,
     varmap: VarMap,
     folder: ModelFolder,
-    /// (head MLM, late MLM) of every micro-batch, for mlm_losses.csv.
-    pub losses: Mutex<Vec<(f64, f64)>>,
+    /// The last micro-batch's loss parts (head MLM, late MLM) for the training log.
+    parts: Mutex<Vec<(&'static str, f64)>>,
 }
 
 impl PretrainTask {
@@ -67,7 +67,7 @@ impl PretrainTask {
             pad,
             varmap,
             folder,
-            losses: Mutex::new(Vec::new()),
+            parts: Mutex::new(Vec::new()),
         })
     }
 }
@@ -104,21 +104,22 @@ impl TrainTask for PretrainTask {
         let out = self.model.forward_t(&batch, &pos, self.late_mlm, drop)?;
         let head = cross_entropy(&out.head_logits, &tgt)?;
         let mut total = head.clone();
-        let mut late_v = f64::NAN;
+        let mut parts = vec![("head_mlm", head.to_scalar::<f32>()? as f64)];
         if let Some(l) = &out.late_logits {
             let late = cross_entropy(l, &tgt)?;
-            late_v = late.to_scalar::<f32>()? as f64;
+            parts.push(("late_mlm", late.to_scalar::<f32>()? as f64));
             total = (total + late)?;
         }
-        self.losses
-            .lock()
-            .unwrap()
-            .push((head.to_scalar::<f32>()? as f64, late_v));
+        *self.parts.lock().unwrap() = parts;
         Ok(total)
     }
 
     fn evaluate(&self) -> Result<Option<(String, f64)>> {
         Ok(None)
+    }
+
+    fn loss_parts(&self) -> Vec<(&'static str, f64)> {
+        self.parts.lock().unwrap().clone()
     }
 
     fn varmap(&self) -> &VarMap {
@@ -140,11 +141,6 @@ impl TrainTask for PretrainTask {
         )?;
         params::save_tensors(&backbone, &dir.join("model.safetensors"))?;
         params::save_tensors(&head, &dir.join(HEAD_FILE))?;
-        copy_tokenizer_files(&self.folder, dir)?;
-        let mut csv = String::from("micro_step,head_mlm,late_mlm\n");
-        for (i, (h, l)) in self.losses.lock().unwrap().iter().enumerate() {
-            csv.push_str(&format!("{},{h:.5},{l:.5}\n", i + 1));
-        }
-        crate::data::write_atomic(&dir.join("mlm_losses.csv"), csv.as_bytes())
+        copy_tokenizer_files(&self.folder, dir)
     }
 }

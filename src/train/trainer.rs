@@ -43,6 +43,11 @@ pub trait TrainTask {
     fn loss(&self, idx: &[usize], drop: Option<&Dropout>) -> candle_core::Result<Tensor>;
     /// (metric name, value; higher is better), or None without dev data.
     fn evaluate(&self) -> Result<Option<(String, f64)>>;
+    /// Named parts of the last `loss` call's value (e.g. Condenser's two MLM losses), logged per
+    /// step beside the total.
+    fn loss_parts(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
     fn varmap(&self) -> &VarMap;
     /// Write the model folder.
     fn save(&self, dir: &Path) -> Result<()>;
@@ -99,6 +104,7 @@ pub fn train(
     let mut order = (0, Vec::new());
     let mut acc: Vec<Option<Tensor>> = Vec::new();
     let (mut acc_n, mut acc_loss) = (0usize, 0f64);
+    let mut acc_parts: Vec<f64> = Vec::new();
     let (mut step_seconds, mut examples) = (0f64, 0usize);
     while st.micro < total_micro {
         let t_step = Instant::now();
@@ -131,6 +137,14 @@ pub fn train(
         } else {
             sum_grads(acc, grads)?
         };
+        let parts = task.loss_parts();
+        if st.part_names.is_empty() && !parts.is_empty() {
+            st.part_names = parts.iter().map(|p| p.0.to_string()).collect();
+        }
+        acc_parts.resize(parts.len(), 0.0);
+        for (a, p) in acc_parts.iter_mut().zip(&parts) {
+            *a += p.1;
+        }
         acc_n += 1;
         acc_loss += lv;
         st.micro += 1;
@@ -147,6 +161,10 @@ pub fn train(
             step_seconds += t_update.elapsed().as_secs_f64();
             let mean_loss = acc_loss / k;
             (acc, acc_n, acc_loss) = (Vec::new(), 0, 0.0);
+            if !acc_parts.is_empty() {
+                st.parts.push(acc_parts.iter().map(|v| v / k).collect());
+                acc_parts.clear();
+            }
             let mut metric = None;
             let last = st.micro == total_micro;
             if last || cfg.eval_steps.is_some_and(|e| st.step % e == 0) {
@@ -168,6 +186,8 @@ pub fn train(
             progress.inc(1);
             if st.step % cfg.checkpoint_steps.max(1) == 0 || last {
                 checkpoint::save(&ckpt, task.varmap(), &opt, &st)?;
+                // the log and curve follow the checkpoint, so a long run can be watched
+                checkpoint::write_log(&cfg.out, &st)?;
             }
         }
     }
