@@ -1,4 +1,5 @@
 //! Command-line drivers: each subcommand parses its flags, calls the library and prints.
+mod analyze;
 mod augment;
 mod convert;
 mod domain_overlap;
@@ -51,6 +52,9 @@ enum Command {
     Pretrain(pretrain::Args),
     /// Run a recipe (TOML steps), skipping finished steps: a re-run resumes
     Run(run::Args),
+    /// Analyses of a model (attention: how broadly [CLS] attends, per layer)
+    #[command(subcommand)]
+    Analyze(analyze::Analysis),
 }
 
 pub fn main() -> Result<()> {
@@ -76,6 +80,7 @@ fn dispatch(c: Command) -> Result<()> {
         Command::Convert(a) => convert::run(a),
         Command::Pretrain(a) => pretrain::run(a),
         Command::Run(a) => run::run(a),
+        Command::Analyze(a) => analyze::run(a),
     }
 }
 

@@ -14,7 +14,7 @@ pub struct Args {
     /// A Condenser output folder to continue from, head included (the paper's continued training)
     #[arg(long)]
     continue_from: Option<PathBuf>,
-    /// Corpus files: .txt (a text a line) or datasets with a text column (repeatable)
+    /// Corpus files: datasets with a text column, or plain text, a text a line (repeatable)
     #[arg(long = "corpus", required = true)]
     corpus: Vec<PathBuf>,
     /// Text column of tabular corpus files

@@ -27,19 +27,7 @@ pub struct Args {
 fn read_sentences(a: &Args) -> Result<Vec<String>> {
     let mut s = a.sentences.clone();
     if let Some(f) = &a.file {
-        if data::Format::from_path(f).is_ok() {
-            for b in data::open(f, &["text"])? {
-                s.extend(b?.texts("text")?.into_iter().map(String::from));
-            }
-        } else {
-            let text = std::fs::read_to_string(f).map_err(|e| Error::file(f, e))?;
-            s.extend(
-                text.lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .map(String::from),
-            );
-        }
+        s.extend(data::read_texts(f, "text", None)?);
     }
     if s.len() < 2 {
         return Err(Error::msg(

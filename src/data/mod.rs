@@ -8,6 +8,7 @@ mod jsonl;
 mod nli;
 mod pairs;
 mod parquet;
+mod texts;
 mod vectors;
 mod write;
 
@@ -15,6 +16,7 @@ pub use batch::Batch;
 pub use format::Format;
 pub use nli::{read_nli, NLI_CLASSES};
 pub use pairs::{PairColumns, Pairs};
+pub use texts::{for_each_text, read_texts};
 pub use write::{stream_to_parquet, write_atomic, write_parquet, ParquetSink};
 
 use crate::error::{Error, Result};

@@ -1,5 +1,6 @@
 //! Batch evaluation: STS correlation, binary classification and retrieval, each as
 //! sentence-transformers' evaluator defines it.
+pub mod attention;
 mod classification;
 pub mod metrics;
 mod report;

@@ -35,7 +35,7 @@ pub struct SentenceEncoder {
     pub normalize: bool,
     pub max_seq_length: usize,
     pub device: Device,
-    special: Specials,
+    pub special: Specials,
 }
 
 /// [CLS], [SEP] and [PAD] ids.

@@ -1,12 +1,12 @@
 //! A pre-training corpus packed into fixed-size blocks "[CLS] tokens [SEP]" of at most
-//! max_seq_length tokens. Texts are tokenized as they stream in (Parquet/Arrow/CSV/TSV/JSONL
-//! column, or a .txt file, one text a line) and the blocks go to a file on disk that training reads
+//! max_seq_length tokens. Texts are tokenized as they stream in (a dataset's text column, or a
+//! plain text file, one text a line) and the blocks go to a file on disk that training reads
 //! by index, so a corpus larger than memory works.
 use crate::error::{Error, Result};
 use crate::model::Specials;
 use crate::tokenize::Tokenizer;
 use indicatif::ProgressBar;
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -66,27 +66,12 @@ impl Blocks {
             Ok(())
         };
         for input in inputs {
-            if input.extension().is_some_and(|e| e == "txt") {
-                let f = std::fs::File::open(input).map_err(|e| Error::file(input, e))?;
-                for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-                    let line =
-                        line.map_err(|e| Error::file(input, format!("line {}: {e}", i + 1)))?;
-                    if !line.trim().is_empty() {
-                        add(&line, &mut w)?;
-                    }
-                    bar.inc(1);
-                }
-            } else {
-                for b in crate::data::open(input, &[column])? {
-                    let b = b?;
-                    for t in b.texts(column)? {
-                        if !t.trim().is_empty() {
-                            add(t, &mut w)?;
-                        }
-                    }
-                    bar.inc(b.num_rows() as u64);
-                }
-            }
+            crate::data::for_each_text(
+                input,
+                column,
+                |t| add(t, &mut w).map(|_| true),
+                |n| bar.inc(n),
+            )?;
         }
         // the tail shorter than a block is kept when it has some substance
         if pending.len() >= body / 4 {
