@@ -254,6 +254,35 @@ fn bi_encoder_losses() {
         &[randn(&[4, 6]), randn(&[4, 6]), randn(&[4, 6])],
         |x| triplet(&x[0], &x[1], &x[2], 5.0),
     );
+    check("span_contrastive", &[randn(&[6, 5])], |x| {
+        condenser::train::losses::span_contrastive(&x[0])
+    });
+}
+
+#[test]
+fn span_contrastive_pairs_neighbours_and_skips_itself() {
+    let d = Device::Cpu;
+    // rows [a1, b1, a2, b2]; a row's own (large) score must not count
+    let x = Tensor::new(&[[2f32, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 3.0]], &d).unwrap();
+    let got = condenser::train::losses::span_contrastive(&x)
+        .unwrap()
+        .to_scalar::<f32>()
+        .unwrap() as f64;
+    let rows = [
+        [2.0, 0.0, 0.0], // a1: b1 = 2, a2 = 0, b2 = 0
+        [2.0, 0.0, 0.0], // b1: a1 = 2, a2 = 0, b2 = 0
+        [3.0, 0.0, 0.0], // a2: b2 = 3, a1 = 0, b1 = 0
+        [3.0, 0.0, 0.0], // b2: a2 = 3, a1 = 0, b1 = 0
+    ];
+    let want = rows
+        .iter()
+        .map(|r: &[f64; 3]| {
+            let z: f64 = r.iter().map(|v| v.exp()).sum();
+            z.ln() - r[0]
+        })
+        .sum::<f64>()
+        / 4.0;
+    assert!((got - want).abs() < 1e-5, "{got} vs {want}");
 }
 
 #[test]

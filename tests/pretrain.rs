@@ -96,7 +96,7 @@ fn task(dir: &std::path::Path, init: &std::path::Path, seed: u64) -> PretrainTas
         &indicatif::ProgressBar::hidden(),
     )
     .unwrap();
-    PretrainTask::new(init, 2, 1, blocks, true, seed).unwrap()
+    PretrainTask::new(init, 2, 1, blocks, true, None, seed).unwrap()
 }
 
 #[test]
@@ -267,6 +267,7 @@ fn pretrain(
     corpus: &std::path::Path,
     out: &std::path::Path,
     resume: bool,
+    extra: &[&str],
 ) -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"));
     c.args(["pretrain", "--model"]).arg(tiny);
@@ -279,10 +280,11 @@ fn pretrain(
         "--max-steps",
         "120",
     ]);
-    c.args(["--lr", "1e-3", "--checkpoint-steps", "10", "--epochs", "5"]);
+    c.args(["--checkpoint-steps", "10", "--epochs", "5"]);
     if resume {
         c.arg("--resume");
     }
+    c.args(extra);
     c
 }
 
@@ -301,7 +303,9 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
     let corpus = d.path().join("news.txt");
     std::fs::write(&corpus, brown_texts(400).join("\n")).unwrap();
     let (a, b) = (d.path().join("a"), d.path().join("b"));
-    let o = pretrain(&tiny, &corpus, &a, false).output().unwrap();
+    let o = pretrain(&tiny, &corpus, &a, false, &["--lr", "1e-3"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let log = std::fs::read_to_string(a.join("train_log.csv")).unwrap();
     let mut lines = log.lines();
@@ -330,7 +334,7 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
         );
     }
     // SIGKILL after a checkpoint, then --resume: the same log, row for row
-    let mut child = pretrain(&tiny, &corpus, &b, false)
+    let mut child = pretrain(&tiny, &corpus, &b, false, &["--lr", "1e-3"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -347,10 +351,127 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(checkpoint_step(&b) < 120);
-    let o = pretrain(&tiny, &corpus, &b, true).output().unwrap();
+    let o = pretrain(&tiny, &corpus, &b, true, &["--lr", "1e-3"])
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         std::fs::read_to_string(b.join("train_log.csv")).unwrap(),
         log
+    );
+}
+
+#[test]
+fn cocondenser_spans_are_word_aligned_windows_of_their_document() {
+    let tok = ModelFolder::open(&common::model())
+        .unwrap()
+        .tokenizer()
+        .unwrap();
+    let m = Masker::new(&tok).unwrap();
+    let (cls, sep) = (
+        tok.token_id("[CLS]").unwrap(),
+        tok.token_id("[SEP]").unwrap(),
+    );
+    let mut doc = vec![cls];
+    for t in brown_texts(40) {
+        tok.ids_into(&t, &mut doc).unwrap();
+    }
+    doc.truncate(255);
+    doc.push(sep);
+    let body = &doc[1..doc.len() - 1];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let mut differ = 0;
+    for _ in 0..300 {
+        let spans = condenser::train::spans::two_spans(&doc, 126, &m, &mut rng);
+        for s in &spans {
+            assert_eq!((s[0], s[s.len() - 1]), (cls, sep));
+            let inner = &s[1..s.len() - 1];
+            assert_eq!(inner.len(), 126);
+            let at = body
+                .windows(inner.len())
+                .position(|w| w == inner)
+                .expect("a span is a window of its document");
+            assert!(
+                at == 0 || !m.is_continuation(body[at]),
+                "span starts mid-word"
+            );
+        }
+        differ += (spans[0] != spans[1]) as usize;
+    }
+    assert!(
+        differ > 250,
+        "two independent draws: {differ} of 300 differ"
+    );
+    // a document shorter than a span gives the whole document twice
+    let short = [cls, doc[1], doc[2], sep];
+    let s = condenser::train::spans::two_spans(&short, 126, &m, &mut rng);
+    assert_eq!(s[0], short.to_vec());
+    assert_eq!(s[1], short.to_vec());
+}
+
+#[test]
+fn cocondenser_adds_the_span_contrast_over_paired_spans() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let corpus = d.path().join("news.txt");
+    std::fs::write(&corpus, brown_texts(800).join("\n")).unwrap();
+    let out = d.path().join("co");
+    let o = pretrain(
+        &tiny,
+        &corpus,
+        &out,
+        false,
+        &["--cocondenser", "--lr", "1e-3"],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("documents of up to 62 tokens"));
+    let log = std::fs::read_to_string(out.join("train_log.csv")).unwrap();
+    let mut lines = log.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "step,loss,lr,eval,head_mlm,late_mlm,contrastive"
+    );
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| {
+            l.split(',')
+                .map(|v| v.parse().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 120);
+    for r in &rows {
+        assert!(
+            (r[1] - r[4] - r[5] - r[6]).abs() < 1e-3,
+            "total = sum of parts: {r:?}"
+        );
+    }
+    // 8 documents = 16 spans: a random encoder is at chance, ln 15
+    let first: f64 = rows[..5].iter().map(|r| r[6]).sum::<f64>() / 5.0;
+    assert!((first - 15f64.ln()).abs() < 0.5, "{first}");
+
+    // a trained encoder's [CLS] already tells the two spans of a document from the rest: far
+    // below chance only if rows pair up as [a1, b1, a2, b2, ...]
+    let minilm = common::model();
+    let tok = ModelFolder::open(&minilm).unwrap().tokenizer().unwrap();
+    let docs = Blocks::build(
+        &[common::data("wikitext2/valid.parquet")],
+        "text",
+        &tok,
+        2 * 62 + 2,
+        &d.path().join("docs.u32"),
+        &indicatif::ProgressBar::hidden(),
+    )
+    .unwrap();
+    let t = PretrainTask::new(&minilm, 2, 3, docs, true, Some(62), 1).unwrap();
+    let idx: Vec<usize> = (0..8).map(|i| i * 37).collect();
+    t.loss(&idx, None).unwrap();
+    let parts = t.loss_parts();
+    assert_eq!(parts[2].0, "contrastive");
+    assert!(
+        parts[2].1 < 1.6,
+        "MiniLM's span contrast {} vs chance 2.71",
+        parts[2].1
     );
 }

@@ -33,6 +33,10 @@ pub struct Args {
     no_late_mlm: bool,
     #[arg(long, default_value_t = 128)]
     max_seq_length: usize,
+    /// coCondenser: documents of two blocks' length, two random spans of --max-seq-length from
+    /// each (batch size counts documents), and the span contrastive loss added
+    #[arg(long)]
+    cocondenser: bool,
     #[command(flatten)]
     train_opts: TrainOpts,
 }
@@ -49,16 +53,19 @@ pub fn run(a: Args) -> Result<()> {
         .max_seq_length
         .clamp(8, folder.config.max_position_embeddings);
     std::fs::create_dir_all(&a.out).map_err(|e| Error::file(&a.out, e))?;
-    let blocks_path = a.out.join(format!("blocks-{max_len}.u32"));
+    // coCondenser's documents hold two spans' worth of text, so the spans overlap only partly
+    let body = max_len - 2;
+    let doc_len = if a.cocondenser { 2 * body + 2 } else { max_len };
+    let blocks_path = a.out.join(format!("blocks-{doc_len}.u32"));
     let blocks = if blocks_path.is_file() {
-        Blocks::open(&blocks_path, max_len)?
+        Blocks::open(&blocks_path, doc_len)?
     } else {
         let bar = progress::bar(None, "texts tokenized");
         let b = Blocks::build(
             &a.corpus,
             &a.column,
             &folder.tokenizer()?,
-            max_len,
+            doc_len,
             &blocks_path,
             &bar,
         )?;
@@ -66,10 +73,16 @@ pub fn run(a: Args) -> Result<()> {
         b
     };
     out(&format!(
-        "corpus: {} blocks of up to {max_len} tokens; head {} layers reading layer {skip_from}{}\n",
+        "corpus: {} {} of up to {doc_len} tokens; head {} layers reading layer {skip_from}{}{}\n",
         blocks.len,
+        if a.cocondenser { "documents" } else { "blocks" },
         a.head_layers,
-        if a.no_late_mlm { "" } else { " + late MLM" }
+        if a.no_late_mlm { "" } else { " + late MLM" },
+        if a.cocondenser {
+            " + span contrast"
+        } else {
+            ""
+        }
     ));
     let task = PretrainTask::new(
         &init,
@@ -77,6 +90,7 @@ pub fn run(a: Args) -> Result<()> {
         skip_from,
         blocks,
         !a.no_late_mlm,
+        a.cocondenser.then_some(body),
         a.train_opts.seed(),
     )?;
     a.train_opts.run_with_lr(&task, &a.out, 1e-4)

@@ -69,3 +69,18 @@ pub fn triplet(a: &Tensor, p: &Tensor, n: &Tensor, margin: f64) -> Result<Tensor
         |x: &Tensor, y: &Tensor| -> Result<Tensor> { ((x - y)? + 1e-6)?.sqr()?.sum(1)?.sqrt() };
     ((dist(a, p)? - dist(a, n)?)? + margin)?.relu()?.mean_all()
 }
+
+/// coCondenser's corpus-aware contrastive loss over span vectors in rows [a1, b1, a2, b2, ...]:
+/// each span's positive is the other span of its document and every other span in the batch is a
+/// negative; dot products, the span itself excluded (its score pushed to -1e9).
+pub fn span_contrastive(cls: &Tensor) -> Result<Tensor> {
+    let n = cls.dim(0)?;
+    let dev = cls.device();
+    let diag: Vec<f32> = (0..n * n)
+        .map(|k| if k / n == k % n { -1e9 } else { 0.0 })
+        .collect();
+    let diag = Tensor::from_vec(diag, (n, n), dev)?.to_dtype(cls.dtype())?;
+    let scores = (cls.matmul(&cls.t()?)? + diag)?;
+    let target = Tensor::from_vec((0..n as u32).map(|i| i ^ 1).collect::<Vec<_>>(), n, dev)?;
+    cross_entropy(&scores, &target)
+}

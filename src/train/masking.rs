@@ -48,6 +48,11 @@ impl Masker {
         })
     }
 
+    /// A `##` continuation piece (not a word start).
+    pub fn is_continuation(&self, id: u32) -> bool {
+        self.continuation.get(id as usize).copied().unwrap_or(false)
+    }
+
     pub fn is_special(&self, id: u32) -> bool {
         self.special.get(id as usize).copied().unwrap_or(false)
     }
@@ -59,7 +64,7 @@ impl Masker {
             if self.is_special(id) {
                 continue;
             }
-            let cont = self.continuation.get(id as usize).copied().unwrap_or(false);
+            let cont = self.is_continuation(id);
             match words.last_mut() {
                 Some(w) if cont && w.1 == i => w.1 = i + 1,
                 _ => words.push((i, i + 1)),

@@ -11,6 +11,7 @@ pub mod masking;
 pub mod optim;
 pub mod params;
 pub mod pretrain;
+pub mod spans;
 pub mod trainer;
 
 pub use gradcheck::GradCheck;

@@ -1,11 +1,13 @@
 //! Condenser pre-training as a TrainTask: whole-word-masked blocks through the backbone and the
-//! head; loss = MLM through the head + MLM on the late layer (unless turned off). The output is
+//! head; loss = MLM through the head + MLM on the late layer (unless turned off), + coCondenser's
+//! span contrast when asked. The output is
 //! the backbone as a plain HF BERT folder plus condenser_head.safetensors (head layers and MLM head)
 //! that --continue-from reads back.
 use super::corpus::Blocks;
-use super::losses::cross_entropy;
+use super::losses::{cross_entropy, span_contrastive};
 use super::masking::Masker;
 use super::params;
+use super::spans::two_spans;
 use super::trainer::TrainTask;
 use crate::error::{Error, Result};
 use crate::hash::mix64;
@@ -26,6 +28,9 @@ pub struct PretrainTask {
     pub masker: Masker,
     pub blocks: Blocks,
     pub late_mlm: bool,
+    /// coCondenser: each block is a document giving two spans of this many body tokens, and the
+    /// span contrastive loss joins the MLM losses.
+    pub cocondenser: Option<usize>,
     seed: u64,
     pad: u32,
     varmap: VarMap,
@@ -43,6 +48,7 @@ impl PretrainTask {
         skip_from: usize,
         blocks: Blocks,
         late_mlm: bool,
+        cocondenser: Option<usize>,
         seed: u64,
     ) -> Result<PretrainTask> {
         let device = Device::Cpu;
@@ -63,6 +69,7 @@ impl PretrainTask {
             masker: Masker::new(&tok)?,
             blocks,
             late_mlm,
+            cocondenser,
             seed,
             pad,
             varmap,
@@ -84,10 +91,17 @@ impl TrainTask for PretrainTask {
         let mut inputs = Vec::with_capacity(idx.len());
         let mut targets = Vec::new();
         let mut positions = Vec::new();
-        let seqs: Vec<Vec<u32>> = idx
+        let mut seqs: Vec<Vec<u32>> = idx
             .iter()
             .map(|&i| self.blocks.get(i).map_err(candle_core::Error::wrap))
             .collect::<candle_core::Result<_>>()?;
+        if let Some(span) = self.cocondenser {
+            // rows [a1, b1, a2, b2, ...]: the layout span_contrastive expects
+            seqs = seqs
+                .iter()
+                .flat_map(|d| two_spans(d, span, &self.masker, &mut rng))
+                .collect();
+        }
         let width = seqs.iter().map(|s| s.len()).max().unwrap_or(1);
         for (r, s) in seqs.iter().enumerate() {
             let m = self.masker.mask(s, &mut rng);
@@ -109,6 +123,11 @@ impl TrainTask for PretrainTask {
             let late = cross_entropy(l, &tgt)?;
             parts.push(("late_mlm", late.to_scalar::<f32>()? as f64));
             total = (total + late)?;
+        }
+        if self.cocondenser.is_some() {
+            let co = span_contrastive(&out.cls)?;
+            parts.push(("contrastive", co.to_scalar::<f32>()? as f64));
+            total = (total + co)?;
         }
         *self.parts.lock().unwrap() = parts;
         Ok(total)
