@@ -112,3 +112,32 @@ fn a_failing_step_names_itself_and_bad_recipes_are_clear() {
         "{t}"
     );
 }
+
+#[test]
+fn every_shipped_recipe_plans() {
+    let dir = common::root().join("recipes");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let o = run(&p, &["--dry-run"]);
+            let t = text(&o);
+            assert!(o.status.success(), "{}: {t}", p.display());
+            assert!(t.contains("[1/"), "{}: {t}", p.display());
+            n += 1;
+        }
+    }
+    assert!(n >= 4, "{n} recipes");
+    // a misspelt flag is caught by the plan, not hours into a run
+    let d = tempfile::tempdir().unwrap();
+    let bad = d.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[step]]\nname = \"enc\"\ncommand = \"encode\"\nargs = { modle = \"m\" }\noutputs = []\n",
+    )
+    .unwrap();
+    let o = run(&bad, &["--dry-run"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("step 'enc'") && t.contains("--modle"), "{t}");
+}

@@ -63,8 +63,14 @@ pub fn main() -> Result<()> {
 
 /// Run one subcommand from its argv (argv[0] is the program name), as a recipe step does.
 pub fn run_argv(argv: impl IntoIterator<Item = String>) -> Result<()> {
-    let cli = Cli::try_parse_from(argv).map_err(|e| crate::error::Error::msg(e.to_string()))?;
-    dispatch(cli.command)
+    dispatch(parse_argv(argv)?)
+}
+
+/// Parse a subcommand's argv without running it.
+fn parse_argv(argv: impl IntoIterator<Item = String>) -> Result<Command> {
+    Ok(Cli::try_parse_from(argv)
+        .map_err(|e| crate::error::Error::msg(e.to_string()))?
+        .command)
 }
 
 fn dispatch(c: Command) -> Result<()> {

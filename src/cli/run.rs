@@ -84,10 +84,8 @@ pub fn run(a: Args) -> Result<()> {
         }
         let mut args = step.args.clone();
         let checkpoint = step.out.as_ref().map(|o| o.join("checkpoint/state.json"));
-        if status == Some("running")
-            && step.command.starts_with("train-")
-            && checkpoint.is_some_and(|c| c.is_file())
-        {
+        // only training commands (train-*, pretrain) leave a checkpoint
+        if status == Some("running") && checkpoint.is_some_and(|c| c.is_file()) {
             args.push("--resume".into());
         }
         out(&format!(
@@ -97,20 +95,23 @@ pub fn run(a: Args) -> Result<()> {
             step.command,
             args.join(" ")
         ));
-        if a.dry_run {
-            continue;
-        }
-        state.set(step, "running")?;
         let argv = std::iter::once("condenser".to_string())
             .chain(std::iter::once(step.command.clone()))
             .chain(args);
-        super::run_argv(argv).map_err(|e| {
+        let fail = |e: Error| {
             Error::msg(format!(
                 "recipe {} step '{}' failed: {e}",
                 recipe.path.display(),
                 step.name
             ))
-        })?;
+        };
+        if a.dry_run {
+            // the plan is checked as far as it can be without running: the step's flags parse
+            super::parse_argv(argv).map_err(fail)?;
+            continue;
+        }
+        state.set(step, "running")?;
+        super::run_argv(argv).map_err(fail)?;
         if let Some(missing) = step.outputs.iter().find(|p| !p.exists()) {
             return Err(Error::msg(format!(
                 "recipe {} step '{}' finished without writing {}",
