@@ -13,3 +13,41 @@ pub fn tune_allocator() {
         libc::mallopt(libc::M_TOP_PAD, 64 << 20);
     }
 }
+
+/// The device a `--device` flag names: `cpu`, `cuda` or `cuda:N`. CUDA needs a binary built with
+/// the `cuda` feature (scripts/build-cuda.sh) and a visible GPU; either lack is one clear error.
+pub fn device(spec: &str) -> crate::error::Result<candle_core::Device> {
+    use crate::error::Error;
+    let spec = spec.trim().to_ascii_lowercase();
+    if spec == "cpu" {
+        return Ok(candle_core::Device::Cpu);
+    }
+    let ordinal = match spec.strip_prefix("cuda") {
+        Some("") => 0,
+        Some(n) => n
+            .strip_prefix(':')
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| Error::msg(format!("--device {spec}: expected cpu, cuda or cuda:N")))?,
+        None => {
+            return Err(Error::msg(format!(
+                "--device {spec}: expected cpu, cuda or cuda:N"
+            )))
+        }
+    };
+    cuda(ordinal)
+}
+
+#[cfg(feature = "cuda")]
+fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {
+    candle_core::Device::new_cuda(ordinal).map_err(|e| {
+        crate::error::Error::msg(format!("--device cuda:{ordinal}: no usable CUDA GPU ({e})"))
+    })
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {
+    Err(crate::error::Error::msg(format!(
+        "--device cuda:{ordinal}: this condenser was built without the `cuda` feature \
+         (build it with scripts/build-cuda.sh, or cargo build --release --features cuda)"
+    )))
+}

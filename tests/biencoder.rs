@@ -85,7 +85,15 @@ fn one_step_lowers_every_loss() {
     ];
     for (name, file, cols) in cases {
         let loss = BiLoss::parse(name, 3).unwrap();
-        let mut task = BiEncoderTask::new(&tiny, loss, Some(Pooling::MEAN), 64, 1).unwrap();
+        let mut task = BiEncoderTask::new(
+            &tiny,
+            loss,
+            Some(Pooling::MEAN),
+            64,
+            1,
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
         task.data = task.read_data(file, cols).unwrap();
         let idx: Vec<usize> = (0..task.num_examples()).collect();
         let before = loss_value(&task, &idx);
@@ -164,7 +172,8 @@ fn saved_folder_reloads_to_the_same_embeddings() {
         .encode(&texts, 2, &indicatif::ProgressBar::hidden())
         .unwrap();
     assert_ne!(ours, before, "training changed nothing");
-    let again = BiEncoderTask::new(&out, BiLoss::Cosine, None, 32, 9).unwrap();
+    let again =
+        BiEncoderTask::new(&out, BiLoss::Cosine, None, 32, 9, &candle_core::Device::Cpu).unwrap();
     assert_eq!(
         again
             .enc
@@ -179,7 +188,15 @@ fn missing_columns_and_bad_labels_are_clear_errors() {
     let d = tempfile::tempdir().unwrap();
     let tiny = common::tiny_bert(d.path());
     let stsb = common::data("stsb/train.parquet");
-    let task = BiEncoderTask::new(&tiny, BiLoss::Triplet, None, 32, 1).unwrap();
+    let task = BiEncoderTask::new(
+        &tiny,
+        BiLoss::Triplet,
+        None,
+        32,
+        1,
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
     let e = task
         .read_data(&stsb, BiLoss::Triplet.default_columns())
         .err()
@@ -192,7 +209,15 @@ fn missing_columns_and_bad_labels_are_clear_errors() {
         "{e}"
     );
     // softmax on STSb's float labels: a class id is expected, the row is named
-    let task = BiEncoderTask::new(&tiny, BiLoss::Softmax { num_labels: 3 }, None, 32, 1).unwrap();
+    let task = BiEncoderTask::new(
+        &tiny,
+        BiLoss::Softmax { num_labels: 3 },
+        None,
+        32,
+        1,
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
     let e = task
         .read_data(&stsb, "sentence1,sentence2,score")
         .err()

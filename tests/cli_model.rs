@@ -237,3 +237,61 @@ fn candle_matmul_fallback_gives_the_same_embeddings() {
         .fold(0f32, f32::max);
     assert!(max < 1e-5, "max diff {max}");
 }
+
+#[test]
+fn device_flag_names_what_is_wrong() {
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let model = common::model();
+    let m = model.to_str().unwrap();
+    let input = common::data("stsb/test.parquet");
+    let i = input.to_str().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("e.parquet");
+    let o = out.to_str().unwrap();
+    let enc = |dev: &str| {
+        run(&[
+            "encode",
+            "--model",
+            m,
+            "--input",
+            i,
+            "--columns",
+            "sentence1",
+            "--out",
+            o,
+            "--device",
+            dev,
+        ])
+    };
+    assert!(enc("gpu").contains("--device gpu: expected cpu, cuda or cuda:N"));
+    assert!(enc("cuda:x").contains("expected cpu, cuda or cuda:N"));
+    #[cfg(not(feature = "cuda"))]
+    {
+        assert!(enc("cuda").contains("built without the `cuda` feature"));
+        let e = run(&[
+            "train-biencoder",
+            "--init",
+            m,
+            "--train",
+            i,
+            "--loss",
+            "cosine",
+            "--out",
+            d.path().join("b").to_str().unwrap(),
+            "--device",
+            "cuda:1",
+        ]);
+        assert!(
+            e.contains("--device cuda:1: this condenser was built without"),
+            "{e}"
+        );
+    }
+    assert!(!out.exists(), "nothing written on a bad device");
+}

@@ -96,7 +96,7 @@ fn task(dir: &std::path::Path, init: &std::path::Path, seed: u64) -> PretrainTas
         &indicatif::ProgressBar::hidden(),
     )
     .unwrap();
-    PretrainTask::new(init, 2, 1, blocks, true, None, seed).unwrap()
+    PretrainTask::new(init, 2, 1, blocks, true, None, seed, &Device::Cpu).unwrap()
 }
 
 #[test]
@@ -464,7 +464,7 @@ fn cocondenser_adds_the_span_contrast_over_paired_spans() {
         &indicatif::ProgressBar::hidden(),
     )
     .unwrap();
-    let t = PretrainTask::new(&minilm, 2, 3, docs, true, Some(62), 1).unwrap();
+    let t = PretrainTask::new(&minilm, 2, 3, docs, true, Some(62), 1, &Device::Cpu).unwrap();
     let idx: Vec<usize> = (0..8).map(|i| i * 37).collect();
     t.loss(&idx, None).unwrap();
     let parts = t.loss_parts();

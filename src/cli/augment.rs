@@ -5,7 +5,6 @@ use crate::error::{Error, Result};
 use crate::model::cross_encoder::{load_cross_encoder, predict};
 use arrow_array::{ArrayRef, Float32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
-use candle_core::Device;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -36,6 +35,9 @@ pub struct Args {
     unlabeled: bool,
     #[arg(long, default_value_t = 64)]
     batch_size: usize,
+    /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
+    #[arg(long, default_value = "cpu")]
+    device: String,
     /// Output .parquet: sentence1, sentence2, label (Float32), origin (gold|target|sampled)
     #[arg(long)]
     out: PathBuf,
@@ -78,7 +80,8 @@ pub fn run(a: Args) -> Result<()> {
             )))
         }
     };
-    let (model, tok) = load_cross_encoder(&a.cross_encoder, &Device::Cpu)?;
+    let device = crate::runtime::device(&a.device)?;
+    let (model, tok) = load_cross_encoder(&a.cross_encoder, &device)?;
     // every row: (s1, s2, gold label if kept, origin)
     let mut rows: Vec<(&str, &str, Option<f64>, &str)> =
         Vec::with_capacity(r1.len() + sampled.len());
@@ -90,7 +93,7 @@ pub fn run(a: Args) -> Result<()> {
     let todo: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].2.is_none()).collect();
     let pairs: Vec<(&str, &str)> = todo.iter().map(|&i| (rows[i].0, rows[i].1)).collect();
     let bar = progress::bar(Some(pairs.len() as u64), "pairs labelled");
-    let scores = predict(&model, &tok, &pairs, a.batch_size, &Device::Cpu, &bar)?;
+    let scores = predict(&model, &tok, &pairs, a.batch_size, &device, &bar)?;
     bar.finish_and_clear();
     let mut labels: Vec<f32> = rows.iter().map(|r| r.2.unwrap_or(0.0) as f32).collect();
     for (&i, s) in todo.iter().zip(&scores) {

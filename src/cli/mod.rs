@@ -133,11 +133,15 @@ struct ModelOpts {
     /// Override max_seq_length (tokens, including [CLS] and [SEP])
     #[arg(long)]
     max_seq_length: Option<usize>,
+    /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
+    #[arg(long, default_value = "cpu")]
+    device: String,
 }
 
 impl ModelOpts {
     fn load(&self, dir: &std::path::Path) -> Result<crate::model::SentenceEncoder> {
-        let mut enc = crate::model::SentenceEncoder::load(dir, &candle_core::Device::Cpu)?;
+        let mut enc =
+            crate::model::SentenceEncoder::load(dir, &crate::runtime::device(&self.device)?)?;
         if let Some(p) = &self.pooling {
             enc.pooling = crate::model::Pooling::parse(p)?;
         }

@@ -92,6 +92,7 @@ pub fn run(a: Args) -> Result<()> {
         !a.no_late_mlm,
         a.cocondenser.then_some(body),
         a.train_opts.seed(),
+        &a.train_opts.device()?,
     )?;
     a.train_opts.run_with_lr(&task, &a.out, 1e-4)
 }

@@ -51,6 +51,7 @@ pub fn run(a: Args) -> Result<()> {
         pooling,
         a.max_seq_length,
         a.train_opts.seed(),
+        &a.train_opts.device()?,
     )?;
     let columns = a.columns.as_deref().unwrap_or(loss.default_columns());
     task.data = task.read_data(&a.train, columns)?;

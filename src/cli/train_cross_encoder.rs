@@ -47,6 +47,7 @@ pub fn run(a: Args) -> Result<()> {
         a.max_seq_length,
         data,
         a.train_opts.seed(),
+        &a.train_opts.device()?,
     )?;
     a.train_opts.run(&task, &a.out)
 }

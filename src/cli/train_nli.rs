@@ -51,6 +51,7 @@ pub fn run(a: Args) -> Result<()> {
         pooling,
         a.max_seq_length,
         a.train_opts.seed(),
+        &a.train_opts.device()?,
     )?;
     let (mut pairs, dropped) = read_nli(&a.train, &cols)?;
     if loss == BiLoss::Mnr {

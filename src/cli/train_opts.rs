@@ -35,11 +35,18 @@ pub struct TrainOpts {
     /// Continue the killed run in --out from its last checkpoint
     #[arg(long)]
     resume: bool,
+    /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
+    #[arg(long, default_value = "cpu")]
+    device: String,
 }
 
 impl TrainOpts {
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+
+    pub fn device(&self) -> Result<candle_core::Device> {
+        crate::runtime::device(&self.device)
     }
 
     pub fn config(&self, out: &Path, default_lr: f64) -> TrainConfig {

@@ -104,8 +104,9 @@ impl BiEncoderTask {
         pooling: Option<Pooling>,
         max_seq_length: usize,
         seed: u64,
+        device: &Device,
     ) -> Result<Self> {
-        let device = Device::Cpu;
+        let device = device.clone();
         let folder = ModelFolder::open(init)?;
         let varmap = VarMap::new();
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);

@@ -68,7 +68,7 @@ pub fn load(dir: &Path, varmap: &VarMap, opt: &mut AdamW) -> Result<TrainState> 
     let st: TrainState =
         serde_json::from_value(v["state"].clone()).map_err(|e| Error::file(&state_path, e))?;
     let weights = dir.join("model.safetensors");
-    let device = candle_core::Device::Cpu;
+    let device = params::device_of(varmap);
     let w = params::read_weights(&weights, &device)?;
     for (name, var) in params::vars(varmap) {
         let t = w

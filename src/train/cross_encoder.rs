@@ -64,8 +64,9 @@ impl CrossEncoderTask {
         max_seq_length: usize,
         data: CrossEncoderData,
         seed: u64,
+        device: &Device,
     ) -> Result<Self> {
-        let device = Device::Cpu;
+        let device = device.clone();
         let folder = ModelFolder::open(model_dir)?;
         let tok = PairTokenizer::new(folder.tokenizer()?, max_seq_length)?;
         let varmap = VarMap::new();

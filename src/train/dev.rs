@@ -65,8 +65,8 @@ impl DevSet {
 
 /// Accuracy of the softmax head on (u, v, |u - v|) of embedded pairs.
 pub fn accuracy(e: &[crate::model::Embeddings], head: &Linear, labels: &[f64]) -> Result<f64> {
-    let dev = candle_core::Device::Cpu;
-    let t = |x: &crate::model::Embeddings| Tensor::from_slice(&x.data, (x.len(), x.dim), &dev);
+    let dev = head.weight.device();
+    let t = |x: &crate::model::Embeddings| Tensor::from_slice(&x.data, (x.len(), x.dim), dev);
     let pred: Vec<u32> = (|| {
         let logits = head.forward(&softmax_features(&t(&e[0])?, &t(&e[1])?)?)?;
         logits.argmax(1)?.to_vec1::<u32>()

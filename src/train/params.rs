@@ -30,13 +30,17 @@ pub fn read_weights(path: &Path, device: &Device) -> Result<HashMap<String, Tens
     }
 }
 
-/// Fill `varmap` from `weights`; returns the names the file did not have (initialised fresh).
-pub fn fill(varmap: &VarMap, weights: &Path, seed: u64) -> Result<Vec<String>> {
-    let device = vars(varmap)
+/// Where the model's variables live (CPU for an empty map).
+pub fn device_of(varmap: &VarMap) -> Device {
+    vars(varmap)
         .first()
         .map(|(_, v)| v.device().clone())
-        .unwrap_or(Device::Cpu);
-    let file = read_weights(weights, &device)?;
+        .unwrap_or(Device::Cpu)
+}
+
+/// Fill `varmap` from `weights`; returns the names the file did not have (initialised fresh).
+pub fn fill(varmap: &VarMap, weights: &Path, seed: u64) -> Result<Vec<String>> {
+    let file = read_weights(weights, &device_of(varmap))?;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut fresh = Vec::new();
     for (name, var) in vars(varmap) {
@@ -56,7 +60,7 @@ pub fn fill(varmap: &VarMap, weights: &Path, seed: u64) -> Result<Vec<String>> {
                         .map(|_| normal(&mut rng) * 0.02)
                         .collect();
                     var.set(
-                        &Tensor::from_vec(v, var.shape(), &device)
+                        &Tensor::from_vec(v, var.shape(), var.device())
                             .map_err(|e| Error::msg(e.to_string()))?,
                     )
                     .map_err(|e| Error::msg(e.to_string()))?;
@@ -90,7 +94,7 @@ pub fn save_vars(varmap: &VarMap, path: &Path) -> Result<()> {
 
 /// Overwrite the variables that `weights` names exactly (a saved head over a fresh one).
 pub fn fill_present(varmap: &VarMap, weights: &Path) -> Result<usize> {
-    let file = read_weights(weights, &Device::Cpu)?;
+    let file = read_weights(weights, &device_of(varmap))?;
     let mut n = 0;
     for (name, var) in vars(varmap) {
         if let Some(t) = file.get(&name) {
@@ -115,6 +119,7 @@ fn set_checked(var: &Var, t: &Tensor, name: &str, weights: &Path) -> Result<()> 
     }
     var.set(
         &t.to_dtype(var.dtype())
+            .and_then(|t| t.to_device(var.device()))
             .map_err(|e| Error::file(weights, e))?,
     )
     .map_err(|e| Error::file(weights, e))

@@ -33,6 +33,7 @@ pub struct PretrainTask {
     pub cocondenser: Option<usize>,
     seed: u64,
     pad: u32,
+    device: Device,
     varmap: VarMap,
     folder: ModelFolder,
     /// The last micro-batch's loss parts (head MLM, late MLM) for the training log.
@@ -50,8 +51,9 @@ impl PretrainTask {
         late_mlm: bool,
         cocondenser: Option<usize>,
         seed: u64,
+        device: &Device,
     ) -> Result<PretrainTask> {
-        let device = Device::Cpu;
+        let device = device.clone();
         let folder = ModelFolder::open(init)?;
         let tok = folder.tokenizer()?;
         let varmap = VarMap::new();
@@ -72,6 +74,7 @@ impl PretrainTask {
             cocondenser,
             seed,
             pad,
+            device,
             varmap,
             folder,
             parts: Mutex::new(Vec::new()),
@@ -109,12 +112,12 @@ impl TrainTask for PretrainTask {
             targets.extend(m.targets);
             inputs.push(m.input);
         }
-        let dev = Device::Cpu;
+        let dev = &self.device;
         let refs: Vec<&[u32]> = inputs.iter().map(|v| v.as_slice()).collect();
-        let batch = TokenBatch::new(&refs, None, self.pad, &dev)?;
+        let batch = TokenBatch::new(&refs, None, self.pad, dev)?;
         let n = positions.len();
-        let pos = Tensor::from_vec(positions, n, &dev)?;
-        let tgt = Tensor::from_vec(targets, n, &dev)?;
+        let pos = Tensor::from_vec(positions, n, dev)?;
+        let tgt = Tensor::from_vec(targets, n, dev)?;
         let out = self.model.forward_t(&batch, &pos, self.late_mlm, drop)?;
         let head = cross_entropy(&out.head_logits, &tgt)?;
         let mut total = head.clone();

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Build condenser with the `cuda` feature from registry packages alone: a CUDA toolkit assembled
+# from NVIDIA's PyPI wheels into .cuda/ (git-ignored), then a release build for Hopper (sm_90).
+# The binary lands in .cuda/dist/condenser, the folder the GPU runner script carries.
+#
+# CUDA is pinned to 13.0: the lent machines' driver (580) runs CUDA 13.0, and their PyTorch
+# (2.11+cu130) brings the 13.x cuBLAS/cuRAND/NVRTC libraries the binary loads at run time, so
+# nothing large needs carrying. PTX from a newer nvcc may be refused by that driver.
+#   bash scripts/build-cuda.sh            # download (once), assemble, build
+#   CUDA_COMPUTE_CAP=80 bash scripts/build-cuda.sh   # another GPU generation
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD/.cuda"
+wheels="$root/wheels"
+home="$root/toolkit"
+mkdir -p "$wheels" "$home"
+
+pins=(
+  nvidia-cuda-nvcc==13.0.88
+  nvidia-cuda-crt==13.0.88
+  nvidia-nvvm==13.0.88
+  nvidia-cuda-runtime==13.0.96
+  nvidia-cuda-cccl==13.0.85
+  nvidia-cublas==13.0.2.14
+  nvidia-curand==10.4.0.35
+  nvidia-cuda-nvrtc==13.0.88
+)
+for p in "${pins[@]}"; do
+  name="${p%%==*}"
+  ls "$wheels"/"${name//-/_}"-*.whl >/dev/null 2>&1 ||
+    python3 -m pip download --quiet --no-deps --only-binary=:all: \
+      --platform manylinux_2_27_x86_64 --platform manylinux2014_x86_64 \
+      --python-version 3.12 --dest "$wheels" "$p"
+done
+
+# every wheel holds nvidia/cu13/{bin,include,lib,nvvm,...}: merge them into one CUDA_HOME
+if [ ! -x "$home/bin/nvcc" ]; then
+  tmp="$root/unpack"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  for w in "$wheels"/*.whl; do
+    python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$w" "$tmp"
+  done
+  src=$(dirname "$(find "$tmp" -path '*/bin/nvcc' | head -1)")/..
+  cp -a "$src"/. "$home"/
+  rm -rf "$tmp"
+  chmod +x "$home"/bin/* "$home"/nvvm/bin/* 2>/dev/null || true
+  # wheels ship versioned sonames only; the linker wants the plain names
+  for lib in "$home"/lib/lib*.so.*; do
+    base="${lib%%.so.*}.so"
+    [ -e "$base" ] || ln -s "$(basename "$lib")" "$base"
+  done
+  [ -d "$home/lib64" ] || ln -s lib "$home/lib64"
+fi
+
+# libcuda comes with the driver, not the toolkit: link against a stub holding the driver API's
+# names (taken from cudarc's bindings); at run time the driver's libcuda.so.1 answers
+if [ ! -e "$home/lib/stubs/libcuda.so" ]; then
+  mkdir -p "$home/lib/stubs"
+  cudarc=$(cargo metadata --features cuda --format-version 1 2>/dev/null |
+    python3 -c 'import json, sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == "cudarc"))')
+  grep -ohE 'pub fn cu[A-Za-z0-9_]+' "$(dirname "$cudarc")"/src/driver/sys/mod.rs |
+    sed 's/pub fn //' | sort -u | sed 's/.*/void &(void) {}/' >"$root/cuda_stub.c"
+  cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$home/lib/stubs/libcuda.so" "$root/cuda_stub.c"
+fi
+
+export CUDA_HOME="$home" CUDA_PATH="$home" CUDA_ROOT="$home"
+export PATH="$home/bin:$PATH"
+export LIBRARY_PATH="$home/lib:$home/lib/stubs:${LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$home/lib:${LD_LIBRARY_PATH:-}"
+export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
+nvcc --version | tail -2
+cargo build --release --features cuda --target-dir "$root/target"
+mkdir -p "$root/dist"
+cp "$root/target/release/condenser" "$root/dist/condenser"
+echo "built $root/dist/condenser (CUDA 13.0, sm_$CUDA_COMPUTE_CAP)"
