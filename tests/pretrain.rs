@@ -6,7 +6,7 @@ use condenser::model::{ModelFolder, TokenBatch};
 use condenser::train::corpus::Blocks;
 use condenser::train::masking::Masker;
 use condenser::train::params;
-use condenser::train::pretrain::PretrainTask;
+use condenser::train::pretrain::{PretrainSpec, PretrainTask};
 use condenser::train::TrainTask;
 use rand::SeedableRng;
 
@@ -84,6 +84,16 @@ fn whole_word_masking_statistics() {
     );
 }
 
+fn spec(skip_from: usize, cocondenser: Option<usize>, seed: u64) -> PretrainSpec {
+    PretrainSpec {
+        head_layers: 2,
+        skip_from,
+        late_mlm: true,
+        cocondenser,
+        seed,
+    }
+}
+
 fn task(dir: &std::path::Path, init: &std::path::Path, seed: u64) -> PretrainTask {
     let tok = ModelFolder::open(init).unwrap().tokenizer().unwrap();
     let corpus = common::data("wikitext2/valid.parquet");
@@ -96,7 +106,7 @@ fn task(dir: &std::path::Path, init: &std::path::Path, seed: u64) -> PretrainTas
         &indicatif::ProgressBar::hidden(),
     )
     .unwrap();
-    PretrainTask::new(init, 2, 1, blocks, true, None, seed, &Device::Cpu).unwrap()
+    PretrainTask::new(init, blocks, &spec(1, None, seed), &Device::Cpu).unwrap()
 }
 
 #[test]
@@ -464,7 +474,7 @@ fn cocondenser_adds_the_span_contrast_over_paired_spans() {
         &indicatif::ProgressBar::hidden(),
     )
     .unwrap();
-    let t = PretrainTask::new(&minilm, 2, 3, docs, true, Some(62), 1, &Device::Cpu).unwrap();
+    let t = PretrainTask::new(&minilm, docs, &spec(3, Some(62), 1), &Device::Cpu).unwrap();
     let idx: Vec<usize> = (0..8).map(|i| i * 37).collect();
     t.loss(&idx, None).unwrap();
     let parts = t.loss_parts();

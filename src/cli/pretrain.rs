@@ -3,7 +3,7 @@ use super::{out, progress};
 use crate::error::{Error, Result};
 use crate::model::ModelFolder;
 use crate::train::corpus::Blocks;
-use crate::train::pretrain::PretrainTask;
+use crate::train::pretrain::{PretrainSpec, PretrainTask};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -84,15 +84,13 @@ pub fn run(a: Args) -> Result<()> {
             ""
         }
     ));
-    let task = PretrainTask::new(
-        &init,
-        a.head_layers,
+    let spec = PretrainSpec {
+        head_layers: a.head_layers,
         skip_from,
-        blocks,
-        !a.no_late_mlm,
-        a.cocondenser.then_some(body),
-        a.train_opts.seed(),
-        &a.train_opts.device()?,
-    )?;
+        late_mlm: !a.no_late_mlm,
+        cocondenser: a.cocondenser.then_some(body),
+        seed: a.train_opts.seed(),
+    };
+    let task = PretrainTask::new(&init, blocks, &spec, &a.train_opts.device()?)?;
     a.train_opts.run_with_lr(&task, &a.out, 1e-4)
 }

@@ -40,19 +40,34 @@ pub struct PretrainTask {
     parts: Mutex<Vec<(&'static str, f64)>>,
 }
 
+/// The pre-training set-up besides the model and the corpus.
+#[derive(Clone, Debug)]
+pub struct PretrainSpec {
+    pub head_layers: usize,
+    /// Layer whose token states feed the head.
+    pub skip_from: usize,
+    pub late_mlm: bool,
+    /// coCondenser's span length in body tokens, when on.
+    pub cocondenser: Option<usize>,
+    pub seed: u64,
+}
+
 impl PretrainTask {
     /// The backbone from `init`; the head and MLM head from `init/condenser_head.safetensors`
     /// when present (--continue-from), else fresh (BERT init; decoder tied to the word embeddings).
     pub fn new(
         init: &Path,
-        head_layers: usize,
-        skip_from: usize,
         blocks: Blocks,
-        late_mlm: bool,
-        cocondenser: Option<usize>,
-        seed: u64,
+        spec: &PretrainSpec,
         device: &Device,
     ) -> Result<PretrainTask> {
+        let PretrainSpec {
+            head_layers,
+            skip_from,
+            late_mlm,
+            cocondenser,
+            seed,
+        } = spec.clone();
         let device = device.clone();
         let folder = ModelFolder::open(init)?;
         let tok = folder.tokenizer()?;

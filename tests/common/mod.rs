@@ -65,18 +65,28 @@ pub fn tiny_bert(parent: &std::path::Path) -> PathBuf {
     .unwrap();
     std::fs::copy(model().join("tokenizer.json"), dir.join("tokenizer.json")).unwrap();
     let dev = Device::Cpu;
+    // seeded, so every test run trains the same tiny model: uniform with BERT's std 0.02
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(17);
+    let init = |rng: &mut rand::rngs::StdRng, shape: (usize, usize)| -> Tensor {
+        use rand::Rng;
+        let a = 0.02 * 3f32.sqrt();
+        let v: Vec<f32> = (0..shape.0 * shape.1)
+            .map(|_| rng.random_range(-a..a))
+            .collect();
+        Tensor::from_vec(v, shape, &dev).unwrap()
+    };
     let mut t: Vec<(String, Tensor)> = vec![
         (
             "embeddings.word_embeddings.weight".into(),
-            Tensor::randn(0f32, 0.02, (30522, 8), &dev).unwrap(),
+            init(&mut rng, (30522, 8)),
         ),
         (
             "embeddings.position_embeddings.weight".into(),
-            Tensor::randn(0f32, 0.02, (128, 8), &dev).unwrap(),
+            init(&mut rng, (128, 8)),
         ),
         (
             "embeddings.token_type_embeddings.weight".into(),
-            Tensor::randn(0f32, 0.02, (2, 8), &dev).unwrap(),
+            init(&mut rng, (2, 8)),
         ),
         (
             "embeddings.LayerNorm.weight".into(),
@@ -98,7 +108,7 @@ pub fn tiny_bert(parent: &std::path::Path) -> PathBuf {
         ] {
             t.push((
                 format!("encoder.layer.{l}.{n}.weight"),
-                Tensor::randn(0f32, 0.02, (o, i), &dev).unwrap(),
+                init(&mut rng, (o, i)),
             ));
             t.push((
                 format!("encoder.layer.{l}.{n}.bias"),
