@@ -58,8 +58,8 @@ if [ ! -e "$home/lib/stubs/libcuda.so" ]; then
   mkdir -p "$home/lib/stubs"
   cudarc=$(cargo metadata --features cuda --format-version 1 2>/dev/null |
     python3 -c 'import json, sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == "cudarc"))')
-  grep -ohE 'pub fn cu[A-Za-z0-9_]+' "$(dirname "$cudarc")"/src/driver/sys/mod.rs |
-    sed 's/pub fn //' | sort -u | sed 's/.*/void &(void) {}/' >"$root/cuda_stub.c"
+  grep -ohE '\bfn cu[A-Za-z0-9_]+' "$(dirname "$cudarc")"/src/driver/sys/mod.rs |
+    sed 's/fn //' | sort -u | sed 's/.*/void &(void) {}/' >"$root/cuda_stub.c"
   cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$home/lib/stubs/libcuda.so" "$root/cuda_stub.c"
 fi
 

@@ -114,7 +114,7 @@ pub fn write_log(out: &Path, st: &TrainState) -> Result<()> {
             .zip(&st.parts)
             .filter_map(|((s, ..), p)| p.get(k).map(|v| (*s as f64, *v)))
             .collect();
-        series.push((format!("{name} (mean of 20)"), running_mean(&part)));
+        series.push((format!("{name} mean 20"), running_mean(&part)));
     }
     line_chart("training loss", "optimizer step", &series).save(&out.join("loss"))
 }
