@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build condenser with the `cuda` feature from registry packages alone: a CUDA toolkit assembled
 # from NVIDIA's PyPI wheels into .cuda/ (git-ignored), then a release build for Hopper (sm_90).
-# The binary lands in .cuda/dist/condenser, the folder the GPU runner script carries.
+# The binary lands in .cuda/dist/condenser (+ .xz, the form carried to the GPU machine).
 #
 # CUDA is pinned to 13.0: the lent machines' driver (580) runs CUDA 13.0, and their PyTorch
 # (2.11+cu130) brings the 13.x cuBLAS/cuRAND/NVRTC libraries the binary loads at run time, so
@@ -72,4 +72,7 @@ nvcc --version | tail -2
 cargo build --release --features cuda --target-dir "$root/target"
 mkdir -p "$root/dist"
 cp "$root/target/release/condenser" "$root/dist/condenser"
-echo "built $root/dist/condenser (CUDA 13.0, sm_$CUDA_COMPUTE_CAP)"
+strip "$root/dist/condenser"
+# the kernels' PTX makes the binary ~70 MB, over what the GPU machine is sent at once; xz: ~9 MB
+xz -T0 -6 -f -k "$root/dist/condenser"
+echo "built $root/dist/condenser and condenser.xz (CUDA 13.0, sm_$CUDA_COMPUTE_CAP)"

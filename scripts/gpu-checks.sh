@@ -15,6 +15,10 @@ print(":".join(sorted(dirs)))
 PY
 )
 export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
+[ -x .cuda/dist/condenser ] ||
+  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+    .cuda/dist/condenser.xz .cuda/dist/condenser
+chmod +x .cuda/dist/condenser
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 ldd .cuda/dist/condenser | grep -E "cuda|cublas|curand|nvrtc" || true
 python3 benches/gpu_checks.py --bin .cuda/dist/condenser --device "${DEVICE:-cuda}" --out "${OUT:-out/gpu-checks}" "$@"
