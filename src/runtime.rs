@@ -37,6 +37,27 @@ pub fn device(spec: &str) -> crate::error::Result<candle_core::Device> {
     cuda(ordinal)
 }
 
+/// The compute type a `--dtype` flag names; without one, f32 on the CPU and bf16 on a GPU.
+pub fn dtype(
+    spec: Option<&str>,
+    device: &candle_core::Device,
+) -> crate::error::Result<candle_core::DType> {
+    use candle_core::DType;
+    Ok(
+        match spec.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+            None if device.is_cpu() => DType::F32,
+            None | Some("bf16") => DType::BF16,
+            Some("f32") => DType::F32,
+            Some("f16") => DType::F16,
+            Some(s) => {
+                return Err(crate::error::Error::msg(format!(
+                    "--dtype {s}: expected f32, bf16 or f16"
+                )))
+            }
+        },
+    )
+}
+
 #[cfg(feature = "cuda")]
 fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {
     candle_core::Device::new_cuda(ordinal).map_err(|e| {

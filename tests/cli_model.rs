@@ -272,6 +272,20 @@ fn device_flag_names_what_is_wrong() {
     };
     assert!(enc("gpu").contains("--device gpu: expected cpu, cuda or cuda:N"));
     assert!(enc("cuda:x").contains("expected cpu, cuda or cuda:N"));
+    let e = run(&[
+        "encode",
+        "--model",
+        m,
+        "--input",
+        i,
+        "--columns",
+        "sentence1",
+        "--out",
+        o,
+        "--dtype",
+        "f8",
+    ]);
+    assert!(e.contains("--dtype f8: expected f32, bf16 or f16"), "{e}");
     #[cfg(not(feature = "cuda"))]
     {
         assert!(enc("cuda").contains("built without the `cuda` feature"));

@@ -136,12 +136,16 @@ struct ModelOpts {
     /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Compute type: f32, bf16 or f16 [default: f32 on the CPU, bf16 on a GPU]
+    #[arg(long)]
+    dtype: Option<String>,
 }
 
 impl ModelOpts {
     fn load(&self, dir: &std::path::Path) -> Result<crate::model::SentenceEncoder> {
-        let mut enc =
-            crate::model::SentenceEncoder::load(dir, &crate::runtime::device(&self.device)?)?;
+        let device = crate::runtime::device(&self.device)?;
+        let dtype = crate::runtime::dtype(self.dtype.as_deref(), &device)?;
+        let mut enc = crate::model::SentenceEncoder::load_as(dir, &device, dtype)?;
         if let Some(p) = &self.pooling {
             enc.pooling = crate::model::Pooling::parse(p)?;
         }

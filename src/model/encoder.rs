@@ -63,9 +63,14 @@ impl Specials {
 
 impl SentenceEncoder {
     pub fn load(dir: &Path, device: &Device) -> Result<SentenceEncoder> {
+        Self::load_as(dir, device, DType::F32)
+    }
+
+    /// As `load`, computing in `dtype` (bf16/f16 for speed on a GPU); embeddings come out as f32.
+    pub fn load_as(dir: &Path, device: &Device, dtype: DType) -> Result<SentenceEncoder> {
         let folder = ModelFolder::open(dir)?;
         let tokenizer = folder.tokenizer()?;
-        let bert = folder.load_bert(DType::F32, device)?;
+        let bert = folder.load_bert(dtype, device)?;
         SentenceEncoder::new(
             bert,
             tokenizer,
