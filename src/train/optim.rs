@@ -10,8 +10,14 @@ pub struct Param {
     pub name: String,
     pub var: Var,
     pub decay: bool,
-    m: Vec<f32>,
-    v: Vec<f32>,
+    moments: Moments,
+}
+
+/// AdamW's moments: host vectors on the CPU (updated in parallel, in f64 arithmetic), f32 tensors
+/// beside the weights on a GPU (updated with tensor ops, so a step copies nothing to the host).
+enum Moments {
+    Host { m: Vec<f32>, v: Vec<f32> },
+    Device { m: Tensor, v: Tensor },
 }
 
 pub struct AdamW {
@@ -47,28 +53,46 @@ pub fn decays(name: &str) -> bool {
 }
 
 impl AdamW {
+    /// Moments on the host for CPU variables, beside the variables elsewhere.
     pub fn new(vars: Vec<(String, Var)>, weight_decay: f64) -> AdamW {
+        Self::build(vars, weight_decay, false).expect("host moments cannot fail")
+    }
+
+    /// Moments as tensors beside the variables whatever the device (the GPU path, on any device).
+    pub fn with_tensor_moments(vars: Vec<(String, Var)>, weight_decay: f64) -> Result<AdamW> {
+        Self::build(vars, weight_decay, true)
+    }
+
+    fn build(vars: Vec<(String, Var)>, weight_decay: f64, tensors: bool) -> Result<AdamW> {
         let params = vars
             .into_iter()
             .map(|(name, var)| {
                 let n = var.elem_count();
-                Param {
+                let moments = if tensors || !var.device().is_cpu() {
+                    let z = || Tensor::zeros(var.shape(), candle_core::DType::F32, var.device());
+                    Moments::Device { m: z()?, v: z()? }
+                } else {
+                    Moments::Host {
+                        m: vec![0.0; n],
+                        v: vec![0.0; n],
+                    }
+                };
+                Ok(Param {
                     decay: decays(&name),
                     name,
                     var,
-                    m: vec![0.0; n],
-                    v: vec![0.0; n],
-                }
+                    moments,
+                })
             })
-            .collect();
-        AdamW {
+            .collect::<Result<_>>()?;
+        Ok(AdamW {
             params,
             weight_decay,
             beta1: 0.9,
             beta2: 0.999,
             eps: 1e-8,
             t: 0,
-        }
+        })
     }
 
     /// The gradients of the parameters, in parameter order.
@@ -83,6 +107,11 @@ impl AdamW {
     pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
         let mut sq = 0f64;
         for g in grads.iter().flatten() {
+            if !g.device().is_cpu() {
+                let s = g.to_dtype(candle_core::DType::F32)?.sqr()?.sum_all()?;
+                sq += s.to_scalar::<f32>()? as f64;
+                continue;
+            }
             sq += with_slice(g, |v| {
                 v.par_chunks(1 << 16)
                     .map(|c| c.iter().map(|x| (*x as f64) * (*x as f64)).sum::<f64>())
@@ -103,7 +132,19 @@ impl AdamW {
         for (p, g) in self.params.iter_mut().zip(grads) {
             let Some(g) = g else { continue };
             let decay = if p.decay { 1.0 - lr * wd } else { 1.0 };
-            let (m, v) = (&mut p.m, &mut p.v);
+            let (m, v) = match &mut p.moments {
+                Moments::Host { m, v } => (m, v),
+                Moments::Device { m, v } => {
+                    let g = (g.to_dtype(candle_core::DType::F32)? * scale)?;
+                    *m = ((&*m * b1)? + (&g * (1.0 - b1))?)?;
+                    *v = ((&*v * b2)? + (g.sqr()? * (1.0 - b2))?)?;
+                    let upd = ((&*m / bc1)? / ((&*v / bc2)?.sqrt()? + eps)?)?;
+                    let w = p.var.as_tensor().to_dtype(candle_core::DType::F32)?;
+                    let w = ((w * decay)? - (upd * lr)?)?;
+                    p.var.set(&w.to_dtype(p.var.dtype())?)?;
+                    continue;
+                }
+            };
             let w = with_slice(p.var.as_tensor(), |w| {
                 with_slice(g, |g| {
                     let mut out = vec![0f32; w.len()];
@@ -140,14 +181,15 @@ impl AdamW {
         let mut out = HashMap::new();
         for p in &self.params {
             let dev = p.var.device();
-            out.insert(
-                format!("{}.m", p.name),
-                Tensor::from_slice(&p.m, p.m.len(), dev)?,
-            );
-            out.insert(
-                format!("{}.v", p.name),
-                Tensor::from_slice(&p.v, p.v.len(), dev)?,
-            );
+            let (m, v) = match &p.moments {
+                Moments::Host { m, v } => (
+                    Tensor::from_slice(m, m.len(), dev)?,
+                    Tensor::from_slice(v, v.len(), dev)?,
+                ),
+                Moments::Device { m, v } => (m.flatten_all()?, v.flatten_all()?),
+            };
+            out.insert(format!("{}.m", p.name), m);
+            out.insert(format!("{}.v", p.name), v);
         }
         Ok(out)
     }
@@ -159,8 +201,22 @@ impl AdamW {
                     .get(&k)
                     .ok_or_else(|| candle_core::Error::Msg(format!("optimizer state lacks {k}")))
             };
-            p.m = get(format!("{}.m", p.name))?.to_vec1()?;
-            p.v = get(format!("{}.v", p.name))?.to_vec1()?;
+            let (m, v) = (get(format!("{}.m", p.name))?, get(format!("{}.v", p.name))?);
+            match &mut p.moments {
+                Moments::Host { m: hm, v: hv } => {
+                    *hm = m.to_vec1()?;
+                    *hv = v.to_vec1()?;
+                }
+                Moments::Device { m: dm, v: dv } => {
+                    let place = |t: &Tensor| {
+                        t.to_dtype(candle_core::DType::F32)?
+                            .to_device(p.var.device())?
+                            .reshape(p.var.shape())
+                    };
+                    *dm = place(m)?;
+                    *dv = place(v)?;
+                }
+            }
         }
         self.t = t;
         Ok(())
@@ -205,13 +261,22 @@ mod tests {
     /// by hand from torch's update rule.
     #[test]
     fn adamw_matches_torch_update_rule() {
+        for tensor_moments in [false, true] {
+            torch_rule(tensor_moments);
+        }
+    }
+
+    /// Host moments (the CPU path) and tensor moments (the GPU path) against the same hand rule.
+    fn torch_rule(tensor_moments: bool) {
         let dev = Device::Cpu;
         let w = Var::from_slice(&[1f32, -2.0], 2, &dev).unwrap();
         let b = Var::from_slice(&[1f32, -2.0], 2, &dev).unwrap();
-        let mut opt = AdamW::new(
-            vec![("l.weight".into(), w.clone()), ("l.bias".into(), b.clone())],
-            0.01,
-        );
+        let vars = vec![("l.weight".into(), w.clone()), ("l.bias".into(), b.clone())];
+        let mut opt = if tensor_moments {
+            AdamW::with_tensor_moments(vars, 0.01).unwrap()
+        } else {
+            AdamW::new(vars, 0.01)
+        };
         let (lr, eps) = (0.1, 1e-8);
         let mut want_w = [1f64, -2.0];
         let mut want_b = [1f64, -2.0];
@@ -241,9 +306,23 @@ mod tests {
             b.as_tensor().to_vec1::<f32>().unwrap(),
         );
         for i in 0..2 {
-            assert!((gw[i] as f64 - want_w[i]).abs() < 1e-6, "weight {i}");
-            assert!((gb[i] as f64 - want_b[i]).abs() < 1e-6, "bias {i}");
+            assert!(
+                (gw[i] as f64 - want_w[i]).abs() < 1e-6,
+                "weight {i} ({tensor_moments})"
+            );
+            assert!(
+                (gb[i] as f64 - want_b[i]).abs() < 1e-6,
+                "bias {i} ({tensor_moments})"
+            );
         }
+        // the state round-trips through a checkpoint's tensors
+        let state = opt.state().unwrap();
+        assert_eq!(state["l.weight.m"].dims(), &[2]);
+        opt.load_state(&state, 2).unwrap();
+        assert_eq!(
+            opt.state().unwrap()["l.bias.v"].to_vec1::<f32>().unwrap(),
+            state["l.bias.v"].to_vec1::<f32>().unwrap()
+        );
     }
 
     #[test]
