@@ -92,7 +92,9 @@ outputs = ["{{out}}/bi/model.safetensors"]
 fn a_failing_step_names_itself_and_bad_recipes_are_clear() {
     let d = tempfile::tempdir().unwrap();
     let recipe = d.path().join("r.toml");
-    std::fs::write(&recipe, "[vars]\nout = \"x\"\n[[step]]\nname = \"broken\"\ncommand = \"convert\"\npositional = [\"/nonexistent.parquet\", \"{out}/y.parquet\"]\n").unwrap();
+    // the state goes to {out}: inside the temporary folder, not the working directory
+    let out = d.path().join("x");
+    std::fs::write(&recipe, format!("[vars]\nout = \"{}\"\n[[step]]\nname = \"broken\"\ncommand = \"convert\"\npositional = [\"/nonexistent.parquet\", \"{{out}}/y.parquet\"]\n", out.display())).unwrap();
     let o = run(&recipe, &[]);
     let t = text(&o);
     assert!(
@@ -101,6 +103,7 @@ fn a_failing_step_names_itself_and_bad_recipes_are_clear() {
             && t.contains("/nonexistent.parquet"),
         "{t}"
     );
+    assert!(out.join("recipe_state.json").is_file());
     std::fs::write(
         &recipe,
         "[[step]]\nname = \"s\"\ncommand = \"convert\"\npositional = [\"{nope}\"]\n",
