@@ -102,11 +102,11 @@ pub fn write_log(out: &Path, st: &TrainState) -> Result<()> {
     }
     write_atomic(&out.join("train_log.csv"), csv.as_bytes())?;
     let pts: Vec<(f64, f64)> = st.log.iter().map(|(s, l, _, _)| (*s as f64, *l)).collect();
+    let smooth = running_mean(&pts);
     let mut series = vec![
-        ("mean of 20".to_string(), running_mean(&pts)),
         ("loss".to_string(), pts),
+        ("mean of 20".to_string(), smooth),
     ];
-    series.reverse();
     for (k, name) in st.part_names.iter().enumerate() {
         let part: Vec<(f64, f64)> = st
             .log

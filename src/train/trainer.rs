@@ -186,8 +186,11 @@ pub fn train(
             progress.inc(1);
             if st.step % cfg.checkpoint_steps.max(1) == 0 || last {
                 checkpoint::save(&ckpt, task.varmap(), &opt, &st)?;
-                // the log and curve follow the checkpoint, so a long run can be watched
-                checkpoint::write_log(&cfg.out, &st)?;
+                // the log and curve follow the checkpoint, so a long run can be watched (the
+                // final one is written once, after the loop)
+                if !last {
+                    checkpoint::write_log(&cfg.out, &st)?;
+                }
             }
         }
     }
