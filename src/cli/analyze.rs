@@ -47,27 +47,23 @@ fn attention(a: AttentionArgs) -> Result<()> {
     }
     let mut names = Vec::new();
     let mut rows: Vec<Vec<f64>> = Vec::new();
-    let mut uniform = None;
+    let mut uniform = 0.0;
     for dir in &a.models {
         let enc = a.model_opts.load(dir)?;
         let bar = progress::bar(Some(texts.len() as u64), "texts");
-        rows.push(cls_attention_entropy(&enc, &texts, a.batch_size, &bar)?);
+        let e = cls_attention_entropy(&enc, &texts, a.batch_size, &bar)?;
         bar.finish_and_clear();
-        // the most a distribution over each sentence's tokens can have: attending to all equally
-        if uniform.is_none() {
-            let total: f64 = texts
-                .iter()
-                .map(|t| enc.token_ids(t).map(|s| (s.len() as f64).ln()))
-                .sum::<Result<f64>>()?;
-            uniform = Some(total / texts.len() as f64);
+        // the first model's tokenization sets the ceiling drawn
+        if rows.is_empty() {
+            uniform = e.uniform;
         }
+        rows.push(e.layers);
         names.push(
             dir.file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_else(|| dir.display().to_string()),
         );
     }
-    let uniform = uniform.unwrap_or_default();
     let layers = rows.iter().map(|r| r.len()).max().unwrap_or(0);
     let mut csv = String::from("layer");
     for n in &names {

@@ -5,13 +5,20 @@ use crate::model::{SentenceEncoder, TokenBatch};
 use candle_core::{DType, D};
 use indicatif::ProgressBar;
 
-/// Mean entropy (nats) of [CLS]'s attention in each layer over `texts`.
+/// [CLS] attention entropies over a set of texts.
+pub struct ClsEntropy {
+    /// Mean entropy (nats) of [CLS]'s attention in each layer.
+    pub layers: Vec<f64>,
+    /// The ceiling: the mean entropy of uniform attention over each text's tokens.
+    pub uniform: f64,
+}
+
 pub fn cls_attention_entropy(
     enc: &SentenceEncoder,
     texts: &[String],
     batch_size: usize,
     progress: &ProgressBar,
-) -> Result<Vec<f64>> {
+) -> Result<ClsEntropy> {
     let mut seqs = texts
         .iter()
         .map(|t| enc.token_ids(t))
@@ -43,5 +50,10 @@ pub fn cls_attention_entropy(
         count += chunk.len() * enc.bert.config.num_attention_heads;
         progress.inc(chunk.len() as u64);
     }
-    Ok(sums.into_iter().map(|s| s / count.max(1) as f64).collect())
+    let uniform =
+        seqs.iter().map(|s| (s.len() as f64).ln()).sum::<f64>() / seqs.len().max(1) as f64;
+    Ok(ClsEntropy {
+        layers: sums.into_iter().map(|s| s / count.max(1) as f64).collect(),
+        uniform,
+    })
 }
