@@ -255,7 +255,7 @@ fn device_flag_names_what_is_wrong() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("e.parquet");
     let o = out.to_str().unwrap();
-    let enc = |dev: &str| {
+    let enc = |flag: &str, value: &str| {
         run(&[
             "encode",
             "--model",
@@ -266,29 +266,17 @@ fn device_flag_names_what_is_wrong() {
             "sentence1",
             "--out",
             o,
-            "--device",
-            dev,
+            flag,
+            value,
         ])
     };
-    assert!(enc("gpu").contains("--device gpu: expected cpu, cuda or cuda:N"));
-    assert!(enc("cuda:x").contains("expected cpu, cuda or cuda:N"));
-    let e = run(&[
-        "encode",
-        "--model",
-        m,
-        "--input",
-        i,
-        "--columns",
-        "sentence1",
-        "--out",
-        o,
-        "--dtype",
-        "f8",
-    ]);
+    assert!(enc("--device", "gpu").contains("--device gpu: expected cpu, cuda or cuda:N"));
+    assert!(enc("--device", "cuda:x").contains("expected cpu, cuda or cuda:N"));
+    let e = enc("--dtype", "f8");
     assert!(e.contains("--dtype f8: expected f32, bf16 or f16"), "{e}");
     #[cfg(not(feature = "cuda"))]
     {
-        assert!(enc("cuda").contains("built without the `cuda` feature"));
+        assert!(enc("--device", "cuda").contains("built without the `cuda` feature"));
         let e = run(&[
             "train-biencoder",
             "--init",

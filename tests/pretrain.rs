@@ -298,12 +298,17 @@ fn pretrain(
     c
 }
 
-fn checkpoint_step(out: &std::path::Path) -> u64 {
-    std::fs::read_to_string(out.join("checkpoint/state.json"))
-        .ok()
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-        .and_then(|v| v["state"]["step"].as_u64())
-        .unwrap_or(0)
+/// train_log.csv's rows as numbers (an empty eval is NaN), its header checked.
+fn log_rows(log: &str, header: &str) -> Vec<Vec<f64>> {
+    let mut lines = log.lines();
+    assert_eq!(lines.next().unwrap(), header);
+    lines
+        .map(|l| {
+            l.split(',')
+                .map(|v| v.parse().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect()
 }
 
 #[test]
@@ -318,15 +323,7 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let log = std::fs::read_to_string(a.join("train_log.csv")).unwrap();
-    let mut lines = log.lines();
-    assert_eq!(lines.next().unwrap(), "step,loss,lr,eval,head_mlm,late_mlm");
-    let rows: Vec<Vec<f64>> = lines
-        .map(|l| {
-            l.split(',')
-                .map(|v| v.parse().unwrap_or(f64::NAN))
-                .collect()
-        })
-        .collect();
+    let rows = log_rows(&log, "step,loss,lr,eval,head_mlm,late_mlm");
     assert_eq!(rows.len(), 120);
     for r in &rows {
         assert!(
@@ -350,7 +347,7 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
-    while checkpoint_step(&b) < 30 {
+    while common::checkpoint_step(&b) < 30 {
         assert!(
             child.try_wait().unwrap().is_none(),
             "finished before the kill"
@@ -360,7 +357,7 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(checkpoint_step(&b) < 120);
+    assert!(common::checkpoint_step(&b) < 120);
     let o = pretrain(&tiny, &corpus, &b, true, &["--lr", "1e-3"])
         .output()
         .unwrap();
@@ -438,18 +435,7 @@ fn cocondenser_adds_the_span_contrast_over_paired_spans() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("documents of up to 62 tokens"));
     let log = std::fs::read_to_string(out.join("train_log.csv")).unwrap();
-    let mut lines = log.lines();
-    assert_eq!(
-        lines.next().unwrap(),
-        "step,loss,lr,eval,head_mlm,late_mlm,contrastive"
-    );
-    let rows: Vec<Vec<f64>> = lines
-        .map(|l| {
-            l.split(',')
-                .map(|v| v.parse().unwrap_or(f64::NAN))
-                .collect()
-        })
-        .collect();
+    let rows = log_rows(&log, "step,loss,lr,eval,head_mlm,late_mlm,contrastive");
     assert_eq!(rows.len(), 120);
     for r in &rows {
         assert!(

@@ -33,14 +33,6 @@ fn weights(p: &Path) -> Vec<(String, Vec<f32>)> {
     v
 }
 
-fn checkpoint_step(out: &Path) -> u64 {
-    std::fs::read_to_string(out.join("checkpoint/state.json"))
-        .ok()
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-        .and_then(|v| v["state"]["step"].as_u64())
-        .unwrap_or(0)
-}
-
 #[test]
 fn same_seed_same_weights_and_resume_after_sigkill_is_exact() {
     let d = tempfile::tempdir().unwrap();
@@ -79,7 +71,7 @@ fn same_seed_same_weights_and_resume_after_sigkill_is_exact() {
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
-    while checkpoint_step(&c) < 60 {
+    while common::checkpoint_step(&c) < 60 {
         assert!(
             child.try_wait().unwrap().is_none(),
             "the run finished before it could be killed"
@@ -89,7 +81,7 @@ fn same_seed_same_weights_and_resume_after_sigkill_is_exact() {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let killed_at = checkpoint_step(&c);
+    let killed_at = common::checkpoint_step(&c);
     assert!(killed_at < 240, "killed at step {killed_at}");
     let o = cmd(
         &model,
@@ -129,7 +121,7 @@ fn nan_loss_stops_with_a_clear_error_and_keeps_the_checkpoint() {
         e.contains("training stopped: loss is") && e.contains("last good checkpoint"),
         "{e}"
     );
-    let step = checkpoint_step(&out);
+    let step = common::checkpoint_step(&out);
     let w = weights(&out.join("checkpoint/model.safetensors"));
     assert!(
         step >= 1 && w.iter().all(|(_, v)| v.iter().all(|x| x.is_finite())),

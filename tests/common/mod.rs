@@ -134,3 +134,12 @@ pub fn tiny_bert(parent: &std::path::Path) -> PathBuf {
     .unwrap();
     dir
 }
+
+/// The optimizer step of the checkpoint in `out` (0 while there is none).
+pub fn checkpoint_step(out: &std::path::Path) -> u64 {
+    std::fs::read_to_string(out.join("checkpoint/state.json"))
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .and_then(|v| v["state"]["step"].as_u64())
+        .unwrap_or(0)
+}
