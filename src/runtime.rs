@@ -22,17 +22,14 @@ pub fn device(spec: &str) -> crate::error::Result<candle_core::Device> {
     if spec == "cpu" {
         return Ok(candle_core::Device::Cpu);
     }
+    let bad = || Error::msg(format!("--device {spec}: expected cpu, cuda or cuda:N"));
     let ordinal = match spec.strip_prefix("cuda") {
         Some("") => 0,
         Some(n) => n
             .strip_prefix(':')
             .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| Error::msg(format!("--device {spec}: expected cpu, cuda or cuda:N")))?,
-        None => {
-            return Err(Error::msg(format!(
-                "--device {spec}: expected cpu, cuda or cuda:N"
-            )))
-        }
+            .ok_or_else(bad)?,
+        None => return Err(bad()),
     };
     cuda(ordinal)
 }
