@@ -27,11 +27,7 @@ pub struct PretrainTask {
     pub model: Condenser,
     pub masker: Masker,
     pub blocks: Blocks,
-    pub late_mlm: bool,
-    /// coCondenser: each block is a document giving two spans of this many body tokens, and the
-    /// span contrastive loss joins the MLM losses.
-    pub cocondenser: Option<usize>,
-    seed: u64,
+    pub spec: PretrainSpec,
     pad: u32,
     device: Device,
     varmap: VarMap,
@@ -47,7 +43,8 @@ pub struct PretrainSpec {
     /// Layer whose token states feed the head.
     pub skip_from: usize,
     pub late_mlm: bool,
-    /// coCondenser's span length in body tokens, when on.
+    /// coCondenser: each block is a document giving two spans of this many body tokens, and the
+    /// span contrastive loss joins the MLM losses.
     pub cocondenser: Option<usize>,
     pub seed: u64,
 }
@@ -61,21 +58,14 @@ impl PretrainTask {
         spec: &PretrainSpec,
         device: &Device,
     ) -> Result<PretrainTask> {
-        let PretrainSpec {
-            head_layers,
-            skip_from,
-            late_mlm,
-            cocondenser,
-            seed,
-        } = spec.clone();
         let device = device.clone();
         let folder = ModelFolder::open(init)?;
         let tok = folder.tokenizer()?;
         let varmap = VarMap::new();
         let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
-        let model = Condenser::load(vb, &folder.config, head_layers, skip_from)
+        let model = Condenser::load(vb, &folder.config, spec.head_layers, spec.skip_from)
             .map_err(|e| Error::file(&folder.weights, e))?;
-        params::fill(&varmap, &folder.weights, seed)?;
+        params::fill(&varmap, &folder.weights, spec.seed)?;
         let head = folder.transformer_dir.join(HEAD_FILE);
         if head.is_file() {
             params::fill_present(&varmap, &head)?;
@@ -85,9 +75,7 @@ impl PretrainTask {
             model,
             masker: Masker::new(&tok)?,
             blocks,
-            late_mlm,
-            cocondenser,
-            seed,
+            spec: spec.clone(),
             pad,
             device,
             varmap,
@@ -104,7 +92,7 @@ impl TrainTask for PretrainTask {
 
     fn loss(&self, idx: &[usize], drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
         // masks drawn from (seed, the batch's blocks): a resumed run masks exactly as before
-        let key = idx.iter().fold(self.seed, |h, &i| mix64(h ^ i as u64));
+        let key = idx.iter().fold(self.spec.seed, |h, &i| mix64(h ^ i as u64));
         let mut rng = rand::rngs::StdRng::seed_from_u64(key);
         let mut inputs = Vec::with_capacity(idx.len());
         let mut targets = Vec::new();
@@ -113,7 +101,7 @@ impl TrainTask for PretrainTask {
             .iter()
             .map(|&i| self.blocks.get(i).map_err(candle_core::Error::wrap))
             .collect::<candle_core::Result<_>>()?;
-        if let Some(span) = self.cocondenser {
+        if let Some(span) = self.spec.cocondenser {
             // rows [a1, b1, a2, b2, ...]: the layout span_contrastive expects
             seqs = seqs
                 .iter()
@@ -133,7 +121,9 @@ impl TrainTask for PretrainTask {
         let n = positions.len();
         let pos = Tensor::from_vec(positions, n, dev)?;
         let tgt = Tensor::from_vec(targets, n, dev)?;
-        let out = self.model.forward_t(&batch, &pos, self.late_mlm, drop)?;
+        let out = self
+            .model
+            .forward_t(&batch, &pos, self.spec.late_mlm, drop)?;
         let head = cross_entropy(&out.head_logits, &tgt)?;
         let mut total = head.clone();
         let mut parts = vec![("head_mlm", head.to_scalar::<f32>()? as f64)];
@@ -142,7 +132,7 @@ impl TrainTask for PretrainTask {
             parts.push(("late_mlm", late.to_scalar::<f32>()? as f64));
             total = (total + late)?;
         }
-        if self.cocondenser.is_some() {
+        if self.spec.cocondenser.is_some() {
             let co = span_contrastive(&out.cls)?;
             parts.push(("contrastive", co.to_scalar::<f32>()? as f64));
             total = (total + co)?;
