@@ -79,6 +79,7 @@ def ours(steps, batch):
                               "--train", TRAIN, "--out", d, "--both-orders", "--max-steps", str(steps),
                               "--batch-size", str(batch), "--checkpoint-steps", "1000000"],
                              capture_output=True, text=True, check=True, env=dict(os.environ, RAYON_NUM_THREADS="2")).stdout
+    print("condenser:", re.search(r"CPU matmuls: [^)]*\)", out).group(0))
     return float(re.search(r"([0-9.]+) examples/s", out).group(1))
 
 

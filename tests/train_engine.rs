@@ -167,3 +167,50 @@ fn bad_labels_are_clear_errors() {
         "{e}"
     );
 }
+
+/// Splitting each batch across threads (uneven shards: 16 = 6 + 6 + 4) trains like the whole
+/// batch: same step losses (without dropout, whose masks are drawn per shard) and nearly the
+/// same weights; only float summation order differs.
+#[test]
+fn batches_split_across_threads_train_like_whole_batches() {
+    let d = tempfile::tempdir().unwrap();
+    let model = common::tiny_bert(d.path());
+    let run = |threads: &str| {
+        let out = d.path().join(format!("t{threads}"));
+        let o = cmd(
+            &model,
+            &out,
+            "1e-3",
+            &["--dropout", "0", "--threads", threads],
+        )
+        .output()
+        .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let log = std::fs::read_to_string(out.join("train_log.csv")).unwrap();
+        let losses: Vec<f64> = log
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+            .collect();
+        (losses, weights(&out.join("model.safetensors")))
+    };
+    let (whole, w1) = run("1");
+    let (split, w3) = run("3");
+    assert_eq!(whole.len(), 240);
+    for (step, (a, b)) in whole.iter().zip(&split).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * a.abs(),
+            "step {}: loss {a} whole vs {b} split",
+            step + 1
+        );
+    }
+    let w0 = weights(&model.join("model.safetensors"));
+    let (mut moved, mut apart) = (0f32, 0f32);
+    for (((_, a), (_, b)), (_, c)) in w1.iter().zip(&w3).zip(&w0) {
+        for ((x, y), z) in a.iter().zip(b).zip(c) {
+            moved = moved.max((x - z).abs());
+            apart = apart.max((x - y).abs());
+        }
+    }
+    assert!(apart < 0.01 * moved, "weights apart {apart}, moved {moved}");
+}

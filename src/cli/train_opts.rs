@@ -38,6 +38,10 @@ pub struct TrainOpts {
     /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// CPU threads that split each batch, for losses that are a mean over examples (a run is
+    /// reproducible bit for bit for a given count) [default: RAYON_NUM_THREADS, else the cores]
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 impl TrainOpts {
@@ -63,6 +67,9 @@ impl TrainOpts {
             eval_steps: self.eval_steps,
             checkpoint_steps: self.checkpoint_steps,
             max_steps: self.max_steps,
+            threads: self
+                .threads
+                .unwrap_or_else(candle_core::utils::get_num_threads),
             out: out.to_path_buf(),
         }
     }
@@ -81,12 +88,17 @@ impl TrainOpts {
         let bar = progress::bar(Some(0), "steps {msg}");
         let r = train(task, &self.config(out_dir, default_lr), self.resume, &bar)?;
         bar.finish_and_clear();
+        let cpu = if self.device.eq_ignore_ascii_case("cpu") {
+            format!("; CPU matmuls: {}", crate::model::blas::describe())
+        } else {
+            String::new()
+        };
         let best = r
             .best
             .map(|(k, v)| format!(", best dev {k} {v:.4}"))
             .unwrap_or_default();
         out(&format!(
-            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s){best}\nwrote {}\n",
+            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s{cpu}){best}\nwrote {}\n",
             r.steps,
             r.seconds,
             r.step_seconds,

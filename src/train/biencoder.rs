@@ -275,6 +275,11 @@ impl TrainTask for BiEncoderTask {
         self.data.len()
     }
 
+    /// Every loss but the in-batch ranking ones (whose negatives are the rest of the batch).
+    fn per_example_mean(&self) -> bool {
+        !matches!(self.loss, BiLoss::Mnr | BiLoss::Contrastive)
+    }
+
     fn loss(&self, idx: &[usize], drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
         let b = idx.len();
         let dev = &self.enc.device;

@@ -112,6 +112,10 @@ impl TrainTask for CrossEncoderTask {
         self.train.len()
     }
 
+    fn per_example_mean(&self) -> bool {
+        true
+    }
+
     fn loss(&self, idx: &[usize], drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
         let items: Vec<(Vec<u32>, Vec<u32>)> = idx.iter().map(|&i| self.train[i].clone()).collect();
         let logits = self

@@ -7,6 +7,7 @@ use super::params;
 use crate::error::{Error, Result};
 use crate::hash::mix64;
 use crate::model::Dropout;
+use candle_core::backprop::GradStore;
 use candle_core::Tensor;
 use candle_nn::VarMap;
 use indicatif::ProgressBar;
@@ -33,12 +34,21 @@ pub struct TrainConfig {
     pub checkpoint_steps: u64,
     /// Stop after this many optimizer steps (a time budget); the schedule spans them.
     pub max_steps: Option<u64>,
+    /// Threads that split each micro-batch on CPU (tasks whose loss is a per-example mean).
+    pub threads: usize,
     pub out: PathBuf,
 }
 
 /// What a training command supplies: its examples' loss, its evaluation, its parameters.
-pub trait TrainTask {
+pub trait TrainTask: Sync {
     fn num_examples(&self) -> usize;
+    /// Whether `loss` is the mean of independent per-example terms (no in-batch negatives, no
+    /// token-weighted mean, no `loss_parts`). Then the trainer may split a micro-batch across
+    /// CPU threads and weight the shards' gradients by size: the same gradient, with every core
+    /// busy through the elementwise work that threaded matmuls leave serial.
+    fn per_example_mean(&self) -> bool {
+        false
+    }
     /// Mean loss over the training examples `idx`, with dropout when given.
     fn loss(&self, idx: &[usize], drop: Option<&Dropout>) -> candle_core::Result<Tensor>;
     /// (metric name, value; higher is better), or None without dev data.
@@ -92,6 +102,12 @@ pub fn train(
     let total_steps = total_micro.div_ceil(accum as u64);
     let warmup_steps = (total_steps as f64 * cfg.warmup).ceil() as u64;
     let mut opt = AdamW::new(params::vars(task.varmap()), cfg.weight_decay);
+    let on_cpu = params::device_of(task.varmap()).is_cpu();
+    let threads = if task.per_example_mean() && on_cpu {
+        cfg.threads.clamp(1, batch)
+    } else {
+        1
+    };
     let ckpt = cfg.out.join("checkpoint");
     let mut st = TrainState::default();
     if resume {
@@ -115,14 +131,8 @@ pub fn train(
         let pos = (st.micro % micro_per_epoch) as usize * batch;
         let idx = &order.1[pos..(pos + batch).min(n)];
         // dropout masks from (seed, micro-step): a resumed run draws exactly the same ones
-        let drop = Dropout::new(cfg.dropout, mix64(cfg.seed ^ mix64(st.micro)));
-        let loss = task
-            .loss(idx, Some(&drop))
-            .map_err(|e| Error::msg(format!("forward failed: {e}")))?;
-        let lv = loss
-            .to_dtype(candle_core::DType::F64)
-            .and_then(|l| l.to_scalar::<f64>())
-            .map_err(|e| Error::msg(e.to_string()))?;
+        let drop_seed = mix64(cfg.seed ^ mix64(st.micro));
+        let (lv, grads) = micro_step(task, &opt, idx, cfg, threads, drop_seed)?;
         if !lv.is_finite() {
             return Err(Error::msg(format!(
                 "training stopped: loss is {lv} at step {} (micro-batch {}); the last good checkpoint is {}",
@@ -131,7 +141,6 @@ pub fn train(
                 ckpt.display()
             )));
         }
-        let grads = opt.collect(&loss.backward().map_err(|e| Error::msg(e.to_string()))?);
         acc = if acc.is_empty() {
             grads
         } else {
@@ -203,6 +212,71 @@ pub fn train(
         step_seconds,
         examples_per_s: examples as f64 / step_seconds.max(1e-9),
     })
+}
+
+/// One micro-batch's loss value and gradients (in the optimizer's order). With `threads` > 1 the
+/// examples are split into that many contiguous shards, each run on its own thread with serial
+/// matmuls and its own dropout masks; shard i's loss is weighted by its share of the examples,
+/// so the gradients sum to the whole micro-batch's.
+fn micro_step(
+    task: &impl TrainTask,
+    opt: &AdamW,
+    idx: &[usize],
+    cfg: &TrainConfig,
+    threads: usize,
+    drop_seed: u64,
+) -> Result<(f64, Vec<Option<Tensor>>)> {
+    let run = |shard: &[usize], seed: u64, weight: f64| -> Result<(f64, GradStore)> {
+        let drop = Dropout::new(cfg.dropout, seed);
+        let loss = task
+            .loss(shard, Some(&drop))
+            .map_err(|e| Error::msg(format!("forward failed: {e}")))?;
+        let to_err = |e: candle_core::Error| Error::msg(e.to_string());
+        let loss = if weight == 1.0 {
+            loss
+        } else {
+            loss.affine(weight, 0.0).map_err(to_err)?
+        };
+        let lv = loss
+            .to_dtype(candle_core::DType::F64)
+            .and_then(|l| l.to_scalar::<f64>())
+            .map_err(to_err)?;
+        Ok((lv, loss.backward().map_err(to_err)?))
+    };
+    if threads <= 1 {
+        let (lv, g) = run(idx, drop_seed, 1.0)?;
+        return Ok((lv, opt.collect(&g)));
+    }
+    let size = idx.len().div_ceil(threads);
+    let shards: Vec<Result<(f64, GradStore)>> = crate::model::blas::serial(|| {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = idx
+                .chunks(size)
+                .enumerate()
+                .map(|(i, shard)| {
+                    let seed = mix64(drop_seed ^ (i as u64 + 1));
+                    let weight = shard.len() as f64 / idx.len() as f64;
+                    s.spawn(move || run(shard, seed, weight))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a training shard panicked"))
+                .collect()
+        })
+    });
+    let (mut lv, mut acc) = (0.0, Vec::new());
+    for shard in shards {
+        let (l, g) = shard?;
+        lv += l;
+        let g = opt.collect(&g);
+        acc = if acc.is_empty() {
+            g
+        } else {
+            sum_grads(acc, g)?
+        };
+    }
+    Ok((lv, acc))
 }
 
 fn sum_grads(a: Vec<Option<Tensor>>, b: Vec<Option<Tensor>>) -> Result<Vec<Option<Tensor>>> {
