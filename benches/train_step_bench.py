@@ -6,7 +6,7 @@ dropout on, 2 threads.
 
     bash datasets/fetch.sh && cargo build --release && pip install sentence-transformers
     python3 benches/train_step_bench.py [--steps 40] [--batch 16]
-    python3 benches/train_step_bench.py --full   # PyTorch alone, the whole epoch, dev Spearman
+    python3 benches/train_step_bench.py --full [--seed 42]   # PyTorch alone, the whole epoch, dev Spearman
 """
 import argparse, os, random, re, subprocess, tempfile, time
 
@@ -32,18 +32,18 @@ def dev_spearman(model, tok):
     return spearmanr(scores, t["label"])[0]
 
 
-def torch_side(steps, batch, full=False):
+def torch_side(steps, batch, full=False, seed=42):
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
     torch.set_num_threads(2)
-    torch.manual_seed(42)
+    torch.manual_seed(seed)
     tok = AutoTokenizer.from_pretrained(MODEL)
     model = AutoModelForSequenceClassification.from_pretrained(MODEL, num_labels=1)
     model.train()
     t = pq.read_table(TRAIN).to_pydict()
     pairs = [(a, b, l) for a, b, l in zip(t["sentence1"], t["sentence2"], t["label"])]
     pairs += [(b, a, l) for a, b, l in pairs]
-    random.Random(42).shuffle(pairs)
+    random.Random(seed).shuffle(pairs)
     if full:  # the whole epoch, as the cross-encoder acceptance run
         steps = (len(pairs) + batch - 1) // batch - 3
     no_decay = ["bias", "LayerNorm.weight"]
@@ -88,9 +88,10 @@ if __name__ == "__main__":
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--full", action="store_true", help="PyTorch only: train the whole epoch and report dev Spearman")
+    ap.add_argument("--seed", type=int, default=42, help="--full: the shuffle and torch seed")
     a = ap.parse_args()
     if a.full:
-        torch_side(a.steps, a.batch, full=True)
+        torch_side(a.steps, a.batch, full=True, seed=a.seed)
         raise SystemExit(0)
     c = ours(a.steps, a.batch)
     p = torch_side(a.steps, a.batch)

@@ -81,6 +81,16 @@ impl SentenceEncoder {
         )
     }
 
+    /// The same encoder around other BERT weights (e.g. untracked copies for evaluation).
+    pub fn with_bert(&self, bert: Bert) -> SentenceEncoder {
+        SentenceEncoder {
+            bert,
+            tokenizer: self.tokenizer.clone(),
+            device: self.device.clone(),
+            ..*self
+        }
+    }
+
     pub fn new(
         bert: Bert,
         tokenizer: Tokenizer,

@@ -7,6 +7,7 @@
 use crate::hash::FastMap;
 use tokenizers::{Model, ModelWrapper, NormalizerWrapper, PreTokenizerWrapper};
 
+#[derive(Clone)]
 pub struct FastWordPiece {
     /// Pieces that may start a word (the whole vocab, as WordPiece looks up the raw substring).
     starts: FastMap<Box<[u8]>, u32>,

@@ -270,6 +270,23 @@ fn shift_row(e: Error, first: usize) -> Error {
     }
 }
 
+impl BiEncoderTask {
+    /// The encoder and head over untracked copies of the weights, for evaluation.
+    fn frozen(&self) -> Result<(SentenceEncoder, Option<Linear>)> {
+        let vb = params::frozen(&self.varmap, &self.enc.device);
+        let err = |e: candle_core::Error| Error::msg(e.to_string());
+        let bert = Bert::load(vb.clone(), &self.folder.config).map_err(err)?;
+        let head = match &self.head {
+            Some(h) => {
+                let (out, inp) = h.weight.dims2().map_err(err)?;
+                Some(Linear::load(vb.pp(SOFTMAX_HEAD), inp, out).map_err(err)?)
+            }
+            None => None,
+        };
+        Ok((self.enc.with_bert(bert), head))
+    }
+}
+
 impl TrainTask for BiEncoderTask {
     fn num_examples(&self) -> usize {
         self.data.len()
@@ -314,7 +331,10 @@ impl TrainTask for BiEncoderTask {
     fn evaluate(&self) -> Result<Option<(String, f64)>> {
         self.dev
             .as_ref()
-            .map(|d| d.evaluate(&self.enc, self.head.as_ref()))
+            .map(|d| {
+                let (enc, head) = self.frozen()?;
+                d.evaluate(&enc, head.as_ref())
+            })
             .transpose()
     }
 

@@ -146,8 +146,14 @@ impl TrainTask for CrossEncoderTask {
             .zip(&dev.sentence2)
             .map(|(a, b)| (a.as_str(), b.as_str()))
             .collect();
+        let model = CrossEncoder::load(
+            params::frozen(&self.varmap, &self.device),
+            &self.folder.config,
+            self.model.num_labels,
+        )
+        .map_err(|e| Error::msg(e.to_string()))?;
         let scores = predict(
-            &self.model,
+            &model,
             &self.tok,
             &pairs,
             64,

@@ -3,8 +3,8 @@
 //! initialised as BERT does otherwise, from a seeded RNG (candle's init RNG cannot be seeded).
 use crate::data::write_atomic;
 use crate::error::{Error, Result};
-use candle_core::{Device, Tensor, Var};
-use candle_nn::VarMap;
+use candle_core::{DType, Device, Tensor, Var};
+use candle_nn::{VarBuilder, VarMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -28,6 +28,17 @@ pub fn read_weights(path: &Path, device: &Device) -> Result<HashMap<String, Tens
     } else {
         candle_core::safetensors::load(path, device).map_err(bad)
     }
+}
+
+/// The variables as plain tensors (same storage, no gradient tracking). A model loaded from
+/// these evaluates without recording a backward graph, which would keep every intermediate of a
+/// batch alive until its end (over 1 GB for 64 pairs: pages faulted afresh each batch).
+pub fn frozen(varmap: &VarMap, device: &Device) -> VarBuilder<'static> {
+    let map: HashMap<String, Tensor> = vars(varmap)
+        .into_iter()
+        .map(|(k, v)| (k, v.as_tensor().detach()))
+        .collect();
+    VarBuilder::from_tensors(map, DType::F32, device)
 }
 
 /// Where the model's variables live (CPU for an empty map).
