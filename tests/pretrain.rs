@@ -3,6 +3,7 @@
 mod common;
 use candle_core::{Device, Tensor};
 use condenser::model::{ModelFolder, TokenBatch};
+use condenser::tokenize::Tokenizer;
 use condenser::train::corpus::Blocks;
 use condenser::train::masking::Masker;
 use condenser::train::params;
@@ -24,8 +25,8 @@ fn brown_texts(n: usize) -> Vec<String> {
     .collect()
 }
 
-#[test]
-fn whole_word_masking_statistics() {
+/// MiniLM's tokenizer, its masker, and its [CLS] and [SEP] ids.
+fn minilm_masker() -> (Tokenizer, Masker, u32, u32) {
     let tok = ModelFolder::open(&common::model())
         .unwrap()
         .tokenizer()
@@ -35,6 +36,12 @@ fn whole_word_masking_statistics() {
         tok.token_id("[CLS]").unwrap(),
         tok.token_id("[SEP]").unwrap(),
     );
+    (tok, m, cls, sep)
+}
+
+#[test]
+fn whole_word_masking_statistics() {
+    let (tok, m, cls, sep) = minilm_masker();
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let (mut maskable, mut picked, mut as_mask, mut as_random, mut kept) =
         (0usize, 0usize, 0usize, 0usize, 0usize);
@@ -341,23 +348,12 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
         );
     }
     // SIGKILL after a checkpoint, then --resume: the same log, row for row
-    let mut child = pretrain(&tiny, &corpus, &b, false, &["--lr", "1e-3"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while common::checkpoint_step(&b) < 30 {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "finished before the kill"
-        );
-        assert!(t0.elapsed().as_secs() < 120, "no checkpoint appeared");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert!(common::checkpoint_step(&b) < 120);
+    let killed_at = common::kill_after_checkpoint(
+        pretrain(&tiny, &corpus, &b, false, &["--lr", "1e-3"]),
+        &b,
+        30,
+    );
+    assert!(killed_at < 120);
     let o = pretrain(&tiny, &corpus, &b, true, &["--lr", "1e-3"])
         .output()
         .unwrap();
@@ -370,15 +366,7 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
 
 #[test]
 fn cocondenser_spans_are_word_aligned_windows_of_their_document() {
-    let tok = ModelFolder::open(&common::model())
-        .unwrap()
-        .tokenizer()
-        .unwrap();
-    let m = Masker::new(&tok).unwrap();
-    let (cls, sep) = (
-        tok.token_id("[CLS]").unwrap(),
-        tok.token_id("[SEP]").unwrap(),
-    );
+    let (tok, m, cls, sep) = minilm_masker();
     let mut doc = vec![cls];
     for t in brown_texts(40) {
         tok.ids_into(&t, &mut doc).unwrap();

@@ -3,7 +3,7 @@
 //! checkpoint, and clear errors for bad labels.
 mod common;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn cmd(model: &Path, out: &Path, lr: &str, extra: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_condenser"));
@@ -65,23 +65,11 @@ fn same_seed_same_weights_and_resume_after_sigkill_is_exact() {
     );
 
     // kill -9 mid-run, after a checkpoint, then resume
-    let mut child = cmd(&model, &c, "1e-3", &["--checkpoint-steps", "20"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while common::checkpoint_step(&c) < 60 {
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run finished before it could be killed"
-        );
-        assert!(t0.elapsed().as_secs() < 120, "no checkpoint appeared");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    let killed_at = common::checkpoint_step(&c);
+    let killed_at = common::kill_after_checkpoint(
+        cmd(&model, &c, "1e-3", &["--checkpoint-steps", "20"]),
+        &c,
+        60,
+    );
     assert!(killed_at < 240, "killed at step {killed_at}");
     let o = cmd(
         &model,

@@ -143,3 +143,30 @@ pub fn checkpoint_step(out: &std::path::Path) -> u64 {
         .and_then(|v| v["state"]["step"].as_u64())
         .unwrap_or(0)
 }
+
+/// Start `cmd` (a training run writing `out/checkpoint`), SIGKILL it once its checkpoint has
+/// reached `step`, and return the step of the checkpoint it left.
+pub fn kill_after_checkpoint(
+    mut cmd: std::process::Command,
+    out: &std::path::Path,
+    step: u64,
+) -> u64 {
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while checkpoint_step(out) < step {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run finished before it could be killed"
+        );
+        assert!(t0.elapsed().as_secs() < 120, "no checkpoint appeared");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    checkpoint_step(out)
+}
