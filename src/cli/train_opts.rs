@@ -88,7 +88,7 @@ impl TrainOpts {
         let bar = progress::bar(Some(0), "steps {msg}");
         let r = train(task, &self.config(out_dir, default_lr), self.resume, &bar)?;
         bar.finish_and_clear();
-        let cpu = if self.device.eq_ignore_ascii_case("cpu") {
+        let cpu = if self.device().is_ok_and(|d| d.is_cpu()) {
             format!("; CPU matmuls: {}", crate::model::blas::describe())
         } else {
             String::new()

@@ -141,11 +141,7 @@ pub fn train(
                 ckpt.display()
             )));
         }
-        acc = if acc.is_empty() {
-            grads
-        } else {
-            sum_grads(acc, grads)?
-        };
+        acc = sum_grads(acc, grads)?;
         let parts = task.loss_parts();
         if st.part_names.is_empty() && !parts.is_empty() {
             st.part_names = parts.iter().map(|p| p.0.to_string()).collect();
@@ -269,17 +265,16 @@ fn micro_step(
     for shard in shards {
         let (l, g) = shard?;
         lv += l;
-        let g = opt.collect(&g);
-        acc = if acc.is_empty() {
-            g
-        } else {
-            sum_grads(acc, g)?
-        };
+        acc = sum_grads(acc, opt.collect(&g))?;
     }
     Ok((lv, acc))
 }
 
+/// a + b per parameter; an empty `a` (nothing accumulated yet) gives `b`.
 fn sum_grads(a: Vec<Option<Tensor>>, b: Vec<Option<Tensor>>) -> Result<Vec<Option<Tensor>>> {
+    if a.is_empty() {
+        return Ok(b);
+    }
     a.into_iter()
         .zip(b)
         .map(|(x, y)| match (x, y) {
