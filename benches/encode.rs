@@ -57,7 +57,9 @@ fn main() {
         best = best.min(t.elapsed().as_secs_f64());
     }
     println!(
-        "{{\"sentences\": {}, \"batch\": {batch}, \"seconds\": {best:.4}, \"sentences_per_s\": {:.1}, \"gflops\": {:.1}}}",
+        "{{\"cpu\": {:?}, \"matmul\": {:?}, \"sentences\": {}, \"batch\": {batch}, \"seconds\": {best:.4}, \"sentences_per_s\": {:.1}, \"gflops\": {:.1}}}",
+        condenser::runtime::cpu_model(),
+        condenser::model::blas::describe(),
         texts.len(),
         texts.len() as f64 / best,
         flops / best / 1e9

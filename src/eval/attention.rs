@@ -28,7 +28,7 @@ pub fn cls_attention_entropy(
     let layers = enc.bert.layers.len();
     let mut sums = vec![0f64; layers];
     let mut count = 0usize;
-    let err = |e: candle_core::Error| Error::msg(format!("model forward failed: {e}"));
+    let err = |e: candle_core::Error| Error::context("model forward", e);
     for chunk in seqs.chunks(batch_size.max(1)) {
         let refs: Vec<&[u32]> = chunk.iter().map(|s| s.as_slice()).collect();
         let b = TokenBatch::new(&refs, None, enc.special.pad, &enc.device).map_err(err)?;

@@ -1,11 +1,17 @@
 //! OpenBLAS's cblas_sgemm, found at run time with dlopen. On this project's CPUs it runs BERT's
-//! matmuls at ~2x candle's gemm (benches/README.md); where no OpenBLAS is installed, or
+//! matmuls at ~2x candle's gemm (benches/README.md); where no OpenBLAS is found, or
 //! CONDENSER_BLAS=0 is set, callers fall back to candle's own matmul and nothing else changes.
+//!
+//! Where it is looked for, in order: CONDENSER_BLAS_LIB (a path); the system's OpenBLAS
+//! (libopenblas.so.0, as Debian's libopenblas0 installs it); the copy `datasets/fetch.sh` unpacks
+//! from PyPI's scipy-openblas32 wheel into datasets/lib (no root needed, so README's commands get
+//! the fast path on any machine; its symbols carry a `scipy_` prefix).
 //!
 //! CONDENSER_BLAS also picks OpenBLAS's kernel: unset or `auto`, the best one for the CPU
 //! (SkylakeX's AVX-512 kernel where the CPU has it); `env`, whatever OPENBLAS_CORETYPE says; any
 //! other value is a core type name passed to OpenBLAS (`haswell`, `skylakex`, ...).
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 pub const ROW_MAJOR: i32 = 101;
@@ -36,14 +42,59 @@ type GetThreads = unsafe extern "C" fn() -> i32;
 pub struct Blas {
     sgemm: Sgemm,
     threads: Option<(SetThreads, GetThreads)>,
-    pub library: &'static str,
+    /// The library file that was loaded.
+    pub library: String,
     /// OpenBLAS's kernel ("Haswell", "SkylakeX", ...).
     pub core: String,
 }
 
 static BLAS: OnceLock<Option<Blas>> = OnceLock::new();
 
-const CANDIDATES: [&CStr; 3] = [c"libopenblas.so.0", c"libopenblas.so", c"libopenblasp.so.0"];
+/// The wheel's library, unpacked by datasets/fetch.sh.
+const BUNDLED: &str = "datasets/lib/libscipy_openblas.so";
+
+/// A library to try: how dlopen finds it and the prefix of its symbols.
+struct Candidate {
+    name: CString,
+    prefix: &'static str,
+}
+
+fn candidates() -> Vec<Candidate> {
+    let c = |name: &str, prefix| {
+        CString::new(name).ok().map(|name| Candidate { name, prefix })
+    };
+    let prefix_of = |p: &Path| {
+        if p.file_name()
+            .is_some_and(|f| f.to_string_lossy().contains("scipy_openblas"))
+        {
+            "scipy_"
+        } else {
+            ""
+        }
+    };
+    let mut list = Vec::new();
+    if let Some(p) = std::env::var_os("CONDENSER_BLAS_LIB") {
+        let p = PathBuf::from(p);
+        list.extend(c(&p.to_string_lossy(), prefix_of(&p)));
+        // an explicit library is the only one tried: a typo must not silently fall through
+        return list;
+    }
+    for sys in ["libopenblas.so.0", "libopenblas.so", "libopenblasp.so.0"] {
+        list.extend(c(sys, ""));
+    }
+    // the source tree this binary was built in, then the tree around the executable
+    // (target/release/condenser -> ../../datasets/lib)
+    let mut bundled = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(BUNDLED)];
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(root) = exe.ancestors().nth(3) {
+            bundled.push(root.join(BUNDLED));
+        }
+    }
+    for p in bundled.into_iter().filter(|p| p.is_file()) {
+        list.extend(c(&p.to_string_lossy(), "scipy_"));
+    }
+    list
+}
 
 fn load() -> Option<Blas> {
     let choice = std::env::var("CONDENSER_BLAS").unwrap_or_default();
@@ -57,50 +108,59 @@ fn load() -> Option<Blas> {
         }
         core => set_env("OPENBLAS_CORETYPE", core),
     }
-    for name in CANDIDATES {
-        // SAFETY: dlopen/dlsym with NUL-terminated names; the handle is never closed, so the
-        // function pointer stays valid for the life of the process.
-        unsafe {
-            let h = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
-            if h.is_null() {
-                continue;
-            }
-            let f = libc::dlsym(h, c"cblas_sgemm".as_ptr());
-            if !f.is_null() {
-                let sgemm = std::mem::transmute::<*mut libc::c_void, Sgemm>(f);
-                // OpenBLAS now owns the cores during matmuls; candle's spinning elementwise pool
-                // would fight its threads (measured 1.5x slower on 2 cores), so keep it serial.
-                if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
-                    set_env("CANDLE_NUM_THREADS", "1");
-                }
-                // the kernel OpenBLAS chose, for benchmarks to report
-                let g = libc::dlsym(h, c"openblas_get_corename".as_ptr());
-                let core = if g.is_null() {
-                    String::new()
-                } else {
-                    let g = std::mem::transmute::<*mut libc::c_void, CoreName>(g);
-                    CStr::from_ptr(g()).to_string_lossy().into_owned()
-                };
-                let (set, get) = (
-                    libc::dlsym(h, c"openblas_set_num_threads".as_ptr()),
-                    libc::dlsym(h, c"openblas_get_num_threads".as_ptr()),
-                );
-                let threads = (!set.is_null() && !get.is_null()).then(|| {
-                    (
-                        std::mem::transmute::<*mut libc::c_void, SetThreads>(set),
-                        std::mem::transmute::<*mut libc::c_void, GetThreads>(get),
-                    )
-                });
-                return Some(Blas {
-                    sgemm,
-                    threads,
-                    library: name.to_str().unwrap_or("openblas"),
-                    core,
-                });
-            }
-        }
+    candidates().into_iter().find_map(|c| open(&c))
+}
+
+/// dlopen one candidate and resolve its symbols.
+fn open(c: &Candidate) -> Option<Blas> {
+    let sym = |h: *mut libc::c_void, name: &str| -> *mut libc::c_void {
+        let full = CString::new(format!("{}{name}", c.prefix)).expect("no NUL in symbol names");
+        // SAFETY: a live handle and a NUL-terminated name
+        unsafe { libc::dlsym(h, full.as_ptr()) }
+    };
+    // SAFETY: dlopen with a NUL-terminated name; the handle is never closed, so every function
+    // pointer taken from it stays valid for the life of the process.
+    let h = unsafe { libc::dlopen(c.name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if h.is_null() {
+        return None;
     }
-    None
+    let f = sym(h, "cblas_sgemm");
+    if f.is_null() {
+        return None;
+    }
+    // SAFETY: the symbols are OpenBLAS's, with these C signatures.
+    unsafe {
+        let sgemm = std::mem::transmute::<*mut libc::c_void, Sgemm>(f);
+        // OpenBLAS now owns the cores during matmuls; candle's spinning elementwise pool
+        // would fight its threads (measured 1.5x slower on 2 cores), so keep it serial.
+        if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+            set_env("CANDLE_NUM_THREADS", "1");
+        }
+        // the kernel OpenBLAS chose, for benchmarks to report
+        let g = sym(h, "openblas_get_corename");
+        let core = if g.is_null() {
+            String::new()
+        } else {
+            let g = std::mem::transmute::<*mut libc::c_void, CoreName>(g);
+            CStr::from_ptr(g()).to_string_lossy().into_owned()
+        };
+        let (set, get) = (
+            sym(h, "openblas_set_num_threads"),
+            sym(h, "openblas_get_num_threads"),
+        );
+        let threads = (!set.is_null() && !get.is_null()).then(|| {
+            (
+                std::mem::transmute::<*mut libc::c_void, SetThreads>(set),
+                std::mem::transmute::<*mut libc::c_void, GetThreads>(get),
+            )
+        });
+        Some(Blas {
+            sgemm,
+            threads,
+            library: c.name.to_string_lossy().into_owned(),
+            core,
+        })
+    }
 }
 
 /// The kernel for this CPU. Debian's OpenBLAS 0.3.21 predates newer AVX-512 CPUs (Zen 4/5) and
@@ -121,10 +181,7 @@ fn best_core() -> Option<&'static str> {
 
 fn set_env(k: &str, v: &str) {
     // Called once, at model load, before candle's or OpenBLAS's thread pools read these.
-    let (k, v) = (
-        std::ffi::CString::new(k).unwrap(),
-        std::ffi::CString::new(v).unwrap(),
-    );
+    let (k, v) = (CString::new(k).unwrap(), CString::new(v).unwrap());
     // SAFETY: NUL-terminated strings; done before the libraries that read them start threads.
     unsafe { libc::setenv(k.as_ptr(), v.as_ptr(), 1) };
 }
@@ -151,7 +208,12 @@ pub fn serial<R>(f: impl FnOnce() -> R) -> R {
 /// What runs CPU f32 matmuls, for summaries and benchmarks.
 pub fn describe() -> String {
     match blas() {
-        Some(b) => format!("{} ({} kernel)", b.library, b.core),
+        Some(b) => {
+            let file = Path::new(&b.library)
+                .file_name()
+                .map_or(b.library.clone(), |f| f.to_string_lossy().into_owned());
+            format!("OpenBLAS {file} ({} kernel)", b.core)
+        }
         None => "candle's gemm".into(),
     }
 }
@@ -173,22 +235,15 @@ impl Blas {
         c: &mut [f32],
     ) {
         assert!(c.len() >= m * n);
-        assert!(
-            a.len()
-                >= if ta == NO_TRANS {
-                    (m - 1) * lda + k
-                } else {
-                    (k - 1) * lda + m
-                }
-        );
-        assert!(
-            b.len()
-                >= if tb == NO_TRANS {
-                    (k - 1) * ldb + n
-                } else {
-                    (n - 1) * ldb + k
-                }
-        );
+        let need = |t: i32, ld: usize, rows: usize, cols: usize| {
+            if t == NO_TRANS {
+                (rows - 1) * ld + cols
+            } else {
+                (cols - 1) * ld + rows
+            }
+        };
+        assert!(a.len() >= need(ta, lda, m, k));
+        assert!(b.len() >= need(tb, ldb, k, n));
         // SAFETY: the asserts above keep every access inside the slices.
         unsafe {
             (self.sgemm)(

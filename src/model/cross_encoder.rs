@@ -3,7 +3,7 @@
 //! One label: a score through sigmoid; several: class probabilities through softmax.
 use super::dropout::{maybe, Dropout};
 use super::{Bert, BertConfig, Linear, Specials, TokenBatch};
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::tokenize::Tokenizer;
 use candle_core::{Device, Module, Tensor, D};
 use candle_nn::VarBuilder;
@@ -162,7 +162,7 @@ pub fn predict(
         let scores: Vec<Vec<f32>> = tok
             .batch(&items, device)
             .and_then(|b| activate(&model.forward_t(&b, None)?)?.to_vec2())
-            .map_err(|e| Error::msg(format!("cross-encoder forward failed: {e}")))?;
+            .doing("cross-encoder forward")?;
         for (&i, s) in chunk.iter().zip(scores) {
             out[i] = s;
         }

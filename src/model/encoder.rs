@@ -2,7 +2,7 @@
 //! to max_seq_length, BERT, pooling, optional L2 normalisation. Texts are sorted by length so that
 //! batches carry little padding; results come back in input order.
 use super::{l2_normalize, Bert, Dropout, ModelFolder, Pooling, TokenBatch};
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::tokenize::Tokenizer;
 use candle_core::{DType, Device, Tensor};
 use indicatif::ProgressBar;
@@ -168,7 +168,7 @@ impl SentenceEncoder {
             let rows: Vec<Vec<f32>> = self
                 .embed(&batch)
                 .and_then(|t| t.to_dtype(DType::F32)?.to_vec2())
-                .map_err(|e| Error::msg(format!("model forward failed: {e}")))?;
+                .doing("model forward")?;
             for (&i, r) in chunk.iter().zip(rows) {
                 data[i * dim..(i + 1) * dim].copy_from_slice(&r);
             }

@@ -3,7 +3,7 @@
 //! sentence_bert_config.json. Every file is written atomically.
 use super::{ModelFolder, Pooling};
 use crate::data::write_atomic;
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use candle_core::Tensor;
 use std::collections::HashMap;
 use std::path::Path;
@@ -32,7 +32,7 @@ pub fn write_json(path: &Path, v: &serde_json::Value) -> Result<()> {
 
 /// `src`'s config.json with `architectures` set.
 pub fn config_json(src: &ModelFolder, architecture: &str) -> Result<serde_json::Value> {
-    let mut cfg = serde_json::to_value(&src.config).map_err(|e| Error::msg(e.to_string()))?;
+    let mut cfg = serde_json::to_value(&src.config).doing("writing config.json")?;
     cfg["architectures"] = serde_json::json!([architecture]);
     cfg["model_type"] = "bert".into();
     Ok(cfg)

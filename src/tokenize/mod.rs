@@ -3,7 +3,7 @@
 //! exact fast path for plain-BERT WordPiece on ASCII text (see `wordpiece`).
 mod wordpiece;
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use std::path::{Path, PathBuf};
 use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::BertNormalizer;
@@ -85,7 +85,7 @@ impl Tokenizer {
         let enc = self
             .inner
             .encode(text, false)
-            .map_err(|e| Error::msg(format!("tokenizing failed: {e}")))?;
+            .doing("tokenizing")?;
         out.extend_from_slice(enc.get_ids());
         Ok(())
     }

@@ -125,7 +125,7 @@ impl BiEncoderTask {
         let head = match loss {
             BiLoss::Softmax { num_labels } => Some(
                 Linear::load(vb.pp(SOFTMAX_HEAD), 3 * enc.dim(), num_labels)
-                    .map_err(|e| Error::msg(e.to_string()))?,
+                    ?,
             ),
             _ => None,
         };
@@ -208,7 +208,7 @@ impl BiEncoderTask {
                 BiLoss::Softmax { num_labels } => {
                     let l = b.labels(extra)?;
                     super::cross_encoder::check_labels(path, extra, &l, num_labels.max(2))
-                        .map_err(|e| shift_row(e, b.first_row))?;
+                        .map_err(|e| e.shift_row(b.first_row))?;
                     data.labels.extend(l.iter().map(|&x| x as f32));
                 }
                 _ => data
@@ -249,24 +249,6 @@ impl BiEncoderTask {
             .flat_map(|col| idx.iter().map(move |&i| col[i].as_slice()))
             .collect();
         self.enc.embed_t(&seqs, drop)
-    }
-}
-
-/// check_labels counts rows within a batch; make the row the file's.
-fn shift_row(e: Error, first: usize) -> Error {
-    match e {
-        Error::Cell {
-            path,
-            row,
-            column,
-            msg,
-        } => Error::Cell {
-            path,
-            row: row + first,
-            column,
-            msg,
-        },
-        e => e,
     }
 }
 

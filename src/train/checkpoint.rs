@@ -36,7 +36,7 @@ pub fn save(dir: &Path, varmap: &VarMap, opt: &AdamW, st: &TrainState) -> Result
     std::fs::create_dir_all(&tmp).map_err(|e| Error::file(&tmp, e))?;
     params::save_vars(varmap, &tmp.join("model.safetensors"))?;
     params::save_tensors(
-        &opt.state().map_err(|e| Error::msg(e.to_string()))?,
+        &opt.state()?,
         &tmp.join("optimizer.safetensors"),
     )?;
     let state = serde_json::json!({"state": st, "optimizer_steps": opt.t});

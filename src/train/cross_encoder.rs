@@ -151,7 +151,7 @@ impl TrainTask for CrossEncoderTask {
             &self.folder.config,
             self.model.num_labels,
         )
-        .map_err(|e| Error::msg(e.to_string()))?;
+        ?;
         let scores = predict(
             &model,
             &self.tok,

@@ -72,9 +72,9 @@ pub fn fill(varmap: &VarMap, weights: &Path, seed: u64) -> Result<Vec<String>> {
                         .collect();
                     var.set(
                         &Tensor::from_vec(v, var.shape(), var.device())
-                            .map_err(|e| Error::msg(e.to_string()))?,
+                            ?,
                     )
-                    .map_err(|e| Error::msg(e.to_string()))?;
+                    ?;
                 }
                 fresh.push(name);
             }

@@ -157,11 +157,11 @@ pub fn train(
         step_seconds += t_step.elapsed().as_secs_f64();
         if acc_n == accum || st.micro == total_micro {
             let k = acc_n as f64;
-            let norm = AdamW::grad_norm(&acc).map_err(|e| Error::msg(e.to_string()))? / k;
+            let norm = AdamW::grad_norm(&acc)? / k;
             let t_update = Instant::now();
             let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
             opt.step(&acc, lr, clip_factor(norm, cfg.max_grad_norm) / k)
-                .map_err(|e| Error::msg(e.to_string()))?;
+                ?;
             st.step += 1;
             step_seconds += t_update.elapsed().as_secs_f64();
             let mean_loss = acc_loss / k;
@@ -278,7 +278,7 @@ fn sum_grads(a: Vec<Option<Tensor>>, b: Vec<Option<Tensor>>) -> Result<Vec<Optio
     a.into_iter()
         .zip(b)
         .map(|(x, y)| match (x, y) {
-            (Some(x), Some(y)) => x.add(&y).map(Some).map_err(|e| Error::msg(e.to_string())),
+            (Some(x), Some(y)) => x.add(&y).map(Some).map_err(Error::from),
             (x, y) => Ok(x.or(y)),
         })
         .collect()
