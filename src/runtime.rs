@@ -14,45 +14,79 @@ pub fn tune_allocator() {
     }
 }
 
-/// The device a `--device` flag names: `cpu`, `cuda` or `cuda:N`. CUDA needs a binary built with
-/// the `cuda` feature (scripts/build-cuda.sh) and a visible GPU; either lack is one clear error.
-pub fn device(spec: &str) -> crate::error::Result<candle_core::Device> {
-    use crate::error::Error;
-    let spec = spec.trim().to_ascii_lowercase();
-    if spec == "cpu" {
-        return Ok(candle_core::Device::Cpu);
-    }
-    let bad = || Error::msg(format!("--device {spec}: expected cpu, cuda or cuda:N"));
-    let ordinal = match spec.strip_prefix("cuda") {
-        Some("") => 0,
-        Some(n) => n
-            .strip_prefix(':')
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(bad)?,
-        None => return Err(bad()),
-    };
-    cuda(ordinal)
+/// A `--device` value, checked when the flags are parsed: `cpu`, `cuda` or `cuda:N`. Opening a
+/// CUDA device needs a binary built with the `cuda` feature (scripts/build-cuda.sh) and a
+/// visible GPU; either lack is one clear error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeviceSpec {
+    #[default]
+    Cpu,
+    Cuda(usize),
 }
 
-/// The compute type a `--dtype` flag names; without one, f32 on the CPU and bf16 on a GPU.
-pub fn dtype(
-    spec: Option<&str>,
-    device: &candle_core::Device,
-) -> crate::error::Result<candle_core::DType> {
-    use candle_core::DType;
-    Ok(
-        match spec.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
-            None if device.is_cpu() => DType::F32,
-            None | Some("bf16") => DType::BF16,
-            Some("f32") => DType::F32,
-            Some("f16") => DType::F16,
-            Some(s) => {
-                return Err(crate::error::Error::msg(format!(
-                    "--dtype {s}: expected f32, bf16 or f16"
-                )))
-            }
-        },
-    )
+impl std::str::FromStr for DeviceSpec {
+    type Err = String;
+    fn from_str(spec: &str) -> std::result::Result<Self, String> {
+        let spec = spec.trim().to_ascii_lowercase();
+        if spec == "cpu" {
+            return Ok(DeviceSpec::Cpu);
+        }
+        let bad = || "expected cpu, cuda or cuda:N".to_string();
+        match spec.strip_prefix("cuda") {
+            Some("") => Ok(DeviceSpec::Cuda(0)),
+            Some(n) => n
+                .strip_prefix(':')
+                .and_then(|n| n.parse::<usize>().ok())
+                .map(DeviceSpec::Cuda)
+                .ok_or_else(bad),
+            None => Err(bad()),
+        }
+    }
+}
+
+impl std::fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSpec::Cpu => write!(f, "cpu"),
+            DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl DeviceSpec {
+    pub fn open(self) -> crate::error::Result<candle_core::Device> {
+        match self {
+            DeviceSpec::Cpu => Ok(candle_core::Device::Cpu),
+            DeviceSpec::Cuda(n) => cuda(n),
+        }
+    }
+}
+
+/// The compute type of a model (`--dtype`); embeddings and scores always come out as f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ComputeType {
+    F32,
+    Bf16,
+    F16,
+}
+
+impl ComputeType {
+    pub fn dtype(self) -> candle_core::DType {
+        match self {
+            ComputeType::F32 => candle_core::DType::F32,
+            ComputeType::Bf16 => candle_core::DType::BF16,
+            ComputeType::F16 => candle_core::DType::F16,
+        }
+    }
+
+    /// The flag's value, or the default: f32 on the CPU, bf16 on a GPU.
+    pub fn or_default(choice: Option<ComputeType>, device: &candle_core::Device) -> ComputeType {
+        choice.unwrap_or(if device.is_cpu() {
+            ComputeType::F32
+        } else {
+            ComputeType::Bf16
+        })
+    }
 }
 
 #[cfg(feature = "cuda")]

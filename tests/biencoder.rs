@@ -4,7 +4,8 @@
 mod common;
 use condenser::data;
 use condenser::model::{Pooling, SentenceEncoder};
-use condenser::train::biencoder::{BiEncoderTask, BiLoss};
+use condenser::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
+use condenser::train::losses;
 use condenser::train::{params, AdamW, TrainTask};
 use std::path::Path;
 use std::process::Command;
@@ -66,7 +67,34 @@ fn teacher_file(dir: &Path, tiny: &Path, pairs: &Path) -> std::path::PathBuf {
 }
 
 fn loss_value(task: &BiEncoderTask, idx: &[usize]) -> f32 {
-    task.loss(idx, None).unwrap().to_scalar::<f32>().unwrap()
+    task.loss(idx, 1, None)
+        .unwrap()
+        .total
+        .to_scalar::<f32>()
+        .unwrap()
+}
+
+/// A bi-encoder task from `init` with the registry's loss `name`.
+fn bi_task(
+    init: &Path,
+    name: &str,
+    pooling: Option<Pooling>,
+    max_len: usize,
+    seed: u64,
+) -> BiEncoderTask {
+    let opts = BiEncoderOptions {
+        pooling,
+        max_seq_length: max_len,
+        num_labels: 3,
+        seed,
+        device: candle_core::Device::Cpu,
+    };
+    BiEncoderTask::new(init, losses::find(name).unwrap(), &opts).unwrap()
+}
+
+/// The task's training data from `file`'s columns `cols`.
+fn read(task: &BiEncoderTask, file: &Path, cols: &str) -> condenser::Result<BiData> {
+    BiData::read(file, task.spec, Some(&cols.parse().unwrap()), &task.enc, 3)
 }
 
 #[test]
@@ -84,21 +112,12 @@ fn one_step_lowers_every_loss() {
         ("triplet", &pairs, "anchor,positive,negative"),
     ];
     for (name, file, cols) in cases {
-        let loss = BiLoss::parse(name, 3).unwrap();
-        let mut task = BiEncoderTask::new(
-            &tiny,
-            loss,
-            Some(Pooling::MEAN),
-            64,
-            1,
-            &candle_core::Device::Cpu,
-        )
-        .unwrap();
-        task.data = task.read_data(file, cols).unwrap();
+        let mut task = bi_task(&tiny, name, Some(Pooling::MEAN), 64, 1);
+        task.data = read(&task, file, cols).unwrap();
         let idx: Vec<usize> = (0..task.num_examples()).collect();
         let before = loss_value(&task, &idx);
         let mut opt = AdamW::new(params::vars(task.varmap()), 0.01);
-        let grads = opt.collect(&task.loss(&idx, None).unwrap().backward().unwrap());
+        let grads = opt.collect(&task.loss(&idx, 1, None).unwrap().total.backward().unwrap());
         opt.step(&grads, 1e-3, 1.0).unwrap();
         let after = loss_value(&task, &idx);
         eprintln!("{name}: {before} -> {after}");
@@ -157,7 +176,7 @@ fn saved_folder_reloads_to_the_same_embeddings() {
         .keys()
         .any(|k| k.starts_with("softmax_head") || k.starts_with("bert.")));
     let enc = SentenceEncoder::load(&out, &candle_core::Device::Cpu).unwrap();
-    assert_eq!(enc.pooling, Pooling::parse("cls").unwrap());
+    assert_eq!(enc.pooling, Pooling::CLS);
     assert_eq!(enc.max_seq_length, 32);
     // the trained weights, not the initial ones: the loaded encoder differs from the tiny start
     // and equals the task rebuilt from the saved folder
@@ -172,8 +191,7 @@ fn saved_folder_reloads_to_the_same_embeddings() {
         .encode(&texts, 2, &indicatif::ProgressBar::hidden())
         .unwrap();
     assert_ne!(ours, before, "training changed nothing");
-    let again =
-        BiEncoderTask::new(&out, BiLoss::Cosine, None, 32, 9, &candle_core::Device::Cpu).unwrap();
+    let again = bi_task(&out, "cosine", None, 32, 9);
     assert_eq!(
         again
             .enc
@@ -188,38 +206,20 @@ fn missing_columns_and_bad_labels_are_clear_errors() {
     let d = tempfile::tempdir().unwrap();
     let tiny = common::tiny_bert(d.path());
     let stsb = common::data("stsb/train.parquet");
-    let task = BiEncoderTask::new(
-        &tiny,
-        BiLoss::Triplet,
-        None,
-        32,
-        1,
-        &candle_core::Device::Cpu,
-    )
-    .unwrap();
-    let e = task
-        .read_data(&stsb, BiLoss::Triplet.default_columns())
+    let task = bi_task(&tiny, "triplet", None, 32, 1);
+    let e = read(&task, &stsb, "anchor,positive,negative")
         .err()
         .unwrap()
         .to_string();
     assert!(
-        e.contains("triplet")
-            && e.contains("missing: anchor, positive, negative")
+        e.contains("loss triplet")
+            && e.contains("column 'anchor': missing column")
             && e.contains("train.parquet"),
         "{e}"
     );
     // softmax on STSb's float labels: a class id is expected, the row is named
-    let task = BiEncoderTask::new(
-        &tiny,
-        BiLoss::Softmax { num_labels: 3 },
-        None,
-        32,
-        1,
-        &candle_core::Device::Cpu,
-    )
-    .unwrap();
-    let e = task
-        .read_data(&stsb, "sentence1,sentence2,score")
+    let task = bi_task(&tiny, "softmax", None, 32, 1);
+    let e = read(&task, &stsb, "sentence1,sentence2,score")
         .err()
         .unwrap()
         .to_string();
@@ -291,16 +291,8 @@ fn tensor_moments_train_like_host_moments() {
     let tiny = common::tiny_bert(d.path());
     let pairs = pairs_file(d.path());
     let run = |tensor_moments: bool, steps: usize| -> Vec<(String, Vec<f32>)> {
-        let mut task = BiEncoderTask::new(
-            &tiny,
-            BiLoss::Mnr,
-            Some(Pooling::MEAN),
-            64,
-            1,
-            &candle_core::Device::Cpu,
-        )
-        .unwrap();
-        task.data = task.read_data(&pairs, "anchor,positive").unwrap();
+        let mut task = bi_task(&tiny, "mnr", Some(Pooling::MEAN), 64, 1);
+        task.data = read(&task, &pairs, "anchor,positive").unwrap();
         let vars = params::vars(task.varmap());
         let mut opt = if tensor_moments {
             AdamW::with_tensor_moments(vars, 0.01).unwrap()
@@ -309,7 +301,7 @@ fn tensor_moments_train_like_host_moments() {
         };
         for s in 0..steps {
             let idx: Vec<usize> = (0..6).map(|i| (i + s * 3) % 8).collect();
-            let grads = opt.collect(&task.loss(&idx, None).unwrap().backward().unwrap());
+            let grads = opt.collect(&task.loss(&idx, 1, None).unwrap().total.backward().unwrap());
             opt.step(&grads, 1e-3, 0.5).unwrap();
         }
         params::vars(task.varmap())

@@ -270,10 +270,18 @@ fn device_flag_names_what_is_wrong() {
             value,
         ])
     };
-    assert!(enc("--device", "gpu").contains("--device gpu: expected cpu, cuda or cuda:N"));
+    // flags are checked when parsed, before anything loads
+    let e = enc("--device", "gpu");
+    assert!(
+        e.contains("'gpu' for '--device") && e.contains("expected cpu, cuda or cuda:N"),
+        "{e}"
+    );
     assert!(enc("--device", "cuda:x").contains("expected cpu, cuda or cuda:N"));
     let e = enc("--dtype", "f8");
-    assert!(e.contains("--dtype f8: expected f32, bf16 or f16"), "{e}");
+    assert!(
+        e.contains("'f8' for '--dtype") && e.contains("possible values: f32, bf16, f16"),
+        "{e}"
+    );
     #[cfg(not(feature = "cuda"))]
     {
         assert!(enc("--device", "cuda").contains("built without the `cuda` feature"));

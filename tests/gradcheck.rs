@@ -148,7 +148,10 @@ fn pooling_modes() {
         ("mean", Pooling::MEAN),
         ("cls", Pooling::CLS),
         ("max", Pooling::MAX),
-        ("mean-sqrt-len", Pooling::parse("mean-sqrt-len").unwrap()),
+        (
+            "mean-sqrt-len",
+            Pooling::from(condenser::model::PoolingMode::MeanSqrtLen),
+        ),
     ] {
         check(&format!("pooling {name}"), &[randn(&[2, 4, 6])], |x| {
             p.forward(&x[0], &mask)

@@ -88,14 +88,12 @@ fn stsb_dev_and_test_match_fixture_within_1e4() {
     let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
     for (split, key) in [("dev", "stsb-dev"), ("test", "stsb-test")] {
         let path = common::data(&format!("stsb/{split}.parquet"));
-        let got = condenser::eval::evaluate_sts(
-            &enc,
-            &path,
-            &Default::default(),
-            32,
-            &ProgressBar::hidden(),
-        )
-        .unwrap();
+        use condenser::eval::{sts::StsEvaluator, Evaluator, Model};
+        let got = StsEvaluator::read(&path, &Default::default())
+            .unwrap()
+            .run(&Model::encoder(&enc), 32, &ProgressBar::hidden())
+            .unwrap()
+            .metrics;
         let want = fx["sts"][key].as_object().unwrap();
         assert_eq!(got.len(), want.len(), "same metric names");
         for (name, value) in &got {

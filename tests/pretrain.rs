@@ -7,7 +7,7 @@ use condenser::tokenize::Tokenizer;
 use condenser::train::corpus::Blocks;
 use condenser::train::masking::Masker;
 use condenser::train::params;
-use condenser::train::pretrain::{PretrainSpec, PretrainTask};
+use condenser::train::pretrain::{HeadInit, PretrainSpec, PretrainTask};
 use condenser::train::TrainTask;
 use rand::SeedableRng;
 
@@ -102,6 +102,15 @@ fn spec(skip_from: usize, cocondenser: Option<usize>, seed: u64) -> PretrainSpec
 }
 
 fn task(dir: &std::path::Path, init: &std::path::Path, seed: u64) -> PretrainTask {
+    task_with(dir, init, seed, HeadInit::Fresh)
+}
+
+fn task_with(
+    dir: &std::path::Path,
+    init: &std::path::Path,
+    seed: u64,
+    head: HeadInit,
+) -> PretrainTask {
     let tok = ModelFolder::open(init).unwrap().tokenizer().unwrap();
     let corpus = common::data("wikitext2/valid.parquet");
     let blocks = Blocks::build(
@@ -110,10 +119,11 @@ fn task(dir: &std::path::Path, init: &std::path::Path, seed: u64) -> PretrainTas
         &tok,
         32,
         &dir.join("blocks.u32"),
+        "test",
         &indicatif::ProgressBar::hidden(),
     )
     .unwrap();
-    PretrainTask::new(init, blocks, &spec(1, None, seed), &Device::Cpu).unwrap()
+    PretrainTask::new(init, head, blocks, &spec(1, None, seed), &Device::Cpu).unwrap()
 }
 
 #[test]
@@ -252,8 +262,10 @@ fn exported_backbone_reloads_bit_exact_and_head_continues() {
         .unwrap();
     assert_eq!(bert.layers.len(), 2);
     // --continue-from: the head comes back with its trained values, not fresh ones
-    let again = task(&d.path().join("b").tap_mkdir(), &out, 4);
+    let again = task_with(&d.path().join("b").tap_mkdir(), &out, 4, HeadInit::Continue);
     let fresh = task(&d.path().join("c").tap_mkdir(), &tiny, 4);
+    // --model on the same folder starts a fresh head: the saved one is not read (it was, silently)
+    let model_flag = task(&d.path().join("e").tap_mkdir(), &out, 5);
     let head = |t: &PretrainTask| -> Vec<f32> {
         params::vars(t.varmap())
             .into_iter()
@@ -267,6 +279,9 @@ fn exported_backbone_reloads_bit_exact_and_head_continues() {
     };
     assert_eq!(head(&t), head(&again));
     assert_ne!(head(&t), head(&fresh), "another seed's fresh head differs");
+    assert_ne!(head(&t), head(&model_flag), "--model read the saved head");
+    assert!(model_flag.fresh().iter().any(|n| n.starts_with("c_head.")));
+    assert!(again.fresh().is_empty(), "continuing starts nothing fresh");
 }
 
 trait TapMkdir {
@@ -445,17 +460,21 @@ fn cocondenser_adds_the_span_contrast_over_paired_spans() {
         &tok,
         2 * 62 + 2,
         &d.path().join("docs.u32"),
+        "test",
         &indicatif::ProgressBar::hidden(),
     )
     .unwrap();
-    let t = PretrainTask::new(&minilm, docs, &spec(3, Some(62), 1), &Device::Cpu).unwrap();
+    let t = PretrainTask::new(
+        &minilm,
+        HeadInit::Fresh,
+        docs,
+        &spec(3, Some(62), 1),
+        &Device::Cpu,
+    )
+    .unwrap();
     let idx: Vec<usize> = (0..8).map(|i| i * 37).collect();
-    t.loss(&idx, None).unwrap();
-    let parts = t.loss_parts();
+    let parts = t.loss(&idx, 1, None).unwrap().parts;
     assert_eq!(parts[2].0, "contrastive");
-    assert!(
-        parts[2].1 < 1.6,
-        "MiniLM's span contrast {} vs chance 2.71",
-        parts[2].1
-    );
+    let co = parts[2].1.to_scalar::<f32>().unwrap();
+    assert!(co < 1.6, "MiniLM's span contrast {co} vs chance 2.71");
 }

@@ -76,9 +76,10 @@ outputs = ["{{out}}/bi/model.safetensors"]
     );
     // a training step killed mid-way (state 'running', a checkpoint on disk) continues with --resume
     let state = out.join("recipe_state.json");
-    let s = std::fs::read_to_string(&state).unwrap();
-    let marked = s.replacen("\"done\"", "\"running\"", 2);
-    std::fs::write(&state, marked).unwrap();
+    let mut s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    s["steps"]["bi"]["status"] = "running".into();
+    std::fs::write(&state, s.to_string()).unwrap();
     let o = run(&recipe, &["--dry-run"]);
     let t = text(&o);
     assert!(
@@ -86,6 +87,96 @@ outputs = ["{{out}}/bi/model.safetensors"]
         "{t}"
     );
     assert!(!t.contains("--sample 40 --seed 3 --resume"), "{t}");
+    assert!(t.contains("small: done, skipped"), "{t}");
+}
+
+/// Which steps of a run ran ("runs") and which were skipped, by name.
+fn ran(t: &str) -> Vec<String> {
+    t.lines()
+        .filter(|l| l.contains(": runs ("))
+        .filter_map(|l| l.split("] ").nth(1)?.split(':').next().map(String::from))
+        .collect()
+}
+
+/// Input tracking: a step re-runs when a file it reads changed, upstream outputs included; a
+/// changed upstream variable re-runs exactly the steps downstream of it.
+#[test]
+fn a_changed_input_reruns_every_dependent_step_and_no_other() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out");
+    let recipe = d.path().join("r.toml");
+    std::fs::write(
+        &recipe,
+        format!(
+            r#"
+[vars]
+out = "{out}"
+n = "40"
+
+[[step]]
+name = "gold"
+command = "convert"
+positional = ["{stsb}", "{{out}}/gold.parquet"]
+args = {{ sample = "{{n}}", seed = 3 }}
+outputs = ["{{out}}/gold.parquet"]
+
+[[step]]
+name = "texts"
+command = "convert"
+positional = ["{{out}}/gold.parquet", "{{out}}/texts.parquet"]
+args = {{ columns = "sentence1" }}
+outputs = ["{{out}}/texts.parquet"]
+
+[[step]]
+name = "few"
+command = "convert"
+positional = ["{{out}}/texts.parquet", "{{out}}/few.parquet"]
+args = {{ sample = 5 }}
+outputs = ["{{out}}/few.parquet"]
+
+[[step]]
+name = "other"
+command = "convert"
+positional = ["{mrpc}", "{{out}}/other.parquet"]
+args = {{ sample = 10 }}
+outputs = ["{{out}}/other.parquet"]
+"#,
+            out = out.display(),
+            stsb = common::data("stsb/train.parquet").display(),
+            mrpc = common::data("mrpc/train.parquet").display(),
+        ),
+    )
+    .unwrap();
+    let o = run(&recipe, &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(ran(&text(&o)), ["gold", "texts", "few", "other"]);
+    let o = run(&recipe, &[]);
+    assert!(ran(&text(&o)).is_empty(), "{}", text(&o));
+    // an upstream variable: gold re-draws, and everything reading it (directly or not) follows
+    for dry in [true, false] {
+        let args: &[&str] = if dry {
+            &["--set", "n=30", "--dry-run"]
+        } else {
+            &["--set", "n=30"]
+        };
+        let o = run(&recipe, args);
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(ran(&text(&o)), ["gold", "texts", "few"], "{}", text(&o));
+    }
+    let texts = out.join("texts.parquet");
+    assert_eq!(
+        condenser::data::read_texts(&texts, "sentence1", None)
+            .unwrap()
+            .len(),
+        30
+    );
+    // a file changed outside the recipe: the steps reading it re-run, the one making it does not
+    let o = run(&recipe, &["--set", "n=30"]);
+    assert!(ran(&text(&o)).is_empty(), "{}", text(&o));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::copy(out.join("other.parquet"), &texts).unwrap();
+    let o = run(&recipe, &["--set", "n=30", "--dry-run"]);
+    assert_eq!(ran(&text(&o)), ["few"], "{}", text(&o));
 }
 
 #[test]

@@ -1,12 +1,25 @@
 //! AugSBERT's data augmentation: new target pairs sampled from the input's sentences (random or
-//! BM25 partners), labelled by a cross-encoder.
+//! BM25 partners), labelled by a cross-encoder (`augment`, streaming).
 mod bm25;
+mod pipeline;
 mod random;
 
 pub use bm25::Bm25;
+pub use pipeline::{augment, AugmentSpec, AugmentSummary};
 pub use random::random_pairs;
 
 use std::collections::HashSet;
+
+/// How new pairs are drawn (`augment --sample`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Sampling {
+    /// Partners drawn uniformly from the other rows' sentence2 (AugSBERT's random sampling).
+    Random,
+    /// Each sentence's top partners by BM25 (k1 1.2, b 0.75).
+    Bm25,
+    /// No new pairs: only label the input.
+    None,
+}
 
 /// The dedup rules every sampler obeys: no pair of a sentence with itself, none equal to an
 /// existing pair in either order, none twice.

@@ -1,8 +1,7 @@
-use super::{out, progress, ModelOpts};
-use crate::error::{Error, Result};
-use crate::eval::attention::cls_attention_entropy;
-use crate::plot::line_chart;
-use std::fmt::Write;
+use super::model_opts::ModelOpts;
+use super::{out, progress, short_name};
+use condenser::error::{Error, Result};
+use condenser::eval::attention::{cls_attention_entropy, AttentionReport};
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
@@ -17,7 +16,7 @@ pub struct AttentionArgs {
     /// Model folders (repeatable)
     #[arg(long = "model", required = true)]
     models: Vec<PathBuf>,
-    /// Sentences: a dataset with a text column, or plain text, one a line
+    /// Sentences: a dataset with a text column, or plain text (.txt), one a line
     #[arg(long)]
     texts: PathBuf,
     #[arg(long, default_value = "text")]
@@ -25,8 +24,8 @@ pub struct AttentionArgs {
     /// Use the first N texts
     #[arg(long, default_value_t = 1000)]
     limit: usize,
-    #[arg(long, default_value_t = 32)]
-    batch_size: usize,
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+    batch_size: u64,
     /// Output folder: attention_entropy.csv and .svg/.png
     #[arg(long)]
     out: PathBuf,
@@ -41,73 +40,37 @@ pub fn run(a: Analysis) -> Result<()> {
 }
 
 fn attention(a: AttentionArgs) -> Result<()> {
-    let texts = crate::data::read_texts(&a.texts, &a.column, Some(a.limit))?;
+    let texts = condenser::data::read_texts(&a.texts, &a.column, Some(a.limit))?;
     if texts.is_empty() {
         return Err(Error::file(&a.texts, "no texts"));
     }
-    let mut names = Vec::new();
-    let mut rows: Vec<Vec<f64>> = Vec::new();
-    let mut uniform = 0.0;
+    let inference = a.model_opts.inference()?;
+    let mut report = AttentionReport {
+        models: Vec::new(),
+        layers: Vec::new(),
+        uniform: 0.0,
+        texts: texts.len(),
+    };
     for dir in &a.models {
-        let enc = a.model_opts.load(dir)?;
+        let enc = inference.encoder(dir)?;
         let bar = progress::bar(Some(texts.len() as u64), "texts");
-        let e = cls_attention_entropy(&enc, &texts, a.batch_size, &bar)?;
+        let e = cls_attention_entropy(&enc, &texts, a.batch_size as usize, &bar)?;
         bar.finish_and_clear();
         // the first model's tokenization sets the ceiling drawn
-        if rows.is_empty() {
-            uniform = e.uniform;
+        if report.layers.is_empty() {
+            report.uniform = e.uniform;
         }
-        rows.push(e.layers);
-        names.push(
-            dir.file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_else(|| dir.display().to_string()),
-        );
+        report.layers.push(e.layers);
+        report.models.push(short_name(dir));
     }
-    let layers = rows.iter().map(|r| r.len()).max().unwrap_or(0);
-    let mut csv = String::from("layer");
-    for n in &names {
-        let _ = write!(csv, ",{n}");
-    }
-    csv.push('\n');
-    for l in 0..layers {
-        let _ = write!(csv, "{}", l + 1);
-        for r in &rows {
-            let _ = write!(
-                csv,
-                ",{}",
-                r.get(l).map(|v| format!("{v:.4}")).unwrap_or_default()
-            );
-        }
-        csv.push('\n');
-    }
-    std::fs::create_dir_all(&a.out).map_err(|e| Error::file(&a.out, e))?;
-    crate::data::write_atomic(&a.out.join("attention_entropy.csv"), csv.as_bytes())?;
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = names
-        .iter()
-        .zip(&rows)
-        .map(|(n, r)| {
-            (
-                n.clone(),
-                r.iter()
-                    .enumerate()
-                    .map(|(l, v)| ((l + 1) as f64, *v))
-                    .collect(),
-            )
-        })
-        .collect();
-    series.push((
-        "uniform over the tokens".into(),
-        (1..=layers).map(|l| (l as f64, uniform)).collect(),
-    ));
-    line_chart("entropy of [CLS] attention (nats)", "layer", &series)
-        .save(&a.out.join("attention_entropy"))?;
+    report.save(&a.out)?;
     out(&format!(
-        "[CLS] attention entropy (nats; mean over heads and {} texts; uniform = {:.3})\n{}wrote {}\n",
-        texts.len(),
-        uniform,
-        csv.replace(',', "\t"),
-        a.out.join("attention_entropy.csv").display()
+        "[CLS] attention entropy (nats; mean over heads and {} texts; uniform = {:.3})\n{}wrote {}\n{}\n",
+        report.texts,
+        report.uniform,
+        report.to_csv()?.replace(',', "\t"),
+        a.out.join("attention_entropy.csv").display(),
+        a.model_opts.matmuls()
     ));
     Ok(())
 }

@@ -1,9 +1,9 @@
-use super::{named_path, out, progress, split_list};
-use crate::data;
-use crate::error::{Error, Result};
-use crate::overlap::{self, Mode, Options, Source};
-use crate::tokenize::Tokenizer;
-use std::path::{Path, PathBuf};
+use super::{out, progress, Named};
+use condenser::data::ColumnSpec;
+use condenser::error::Result;
+use condenser::overlap::{self, Mode, Options, Source};
+use condenser::tokenize::Tokenizer;
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -11,17 +11,17 @@ pub struct Args {
     #[arg(long, default_value = "datasets/model/all-MiniLM-L6-v2")]
     tokenizer: PathBuf,
     /// n-gram length
-    #[arg(long, default_value_t = 2)]
-    ngram: usize,
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    ngram: u64,
     /// 1: every adjacent n-gram; s > 1: the article's loop range(0, len, s), keeping a short tail
-    #[arg(long, default_value_t = 1)]
-    stride: usize,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    stride: u64,
     /// Text columns (default: sentence1,sentence2 where present, else text)
     #[arg(long)]
-    columns: Option<String>,
+    columns: Option<ColumnSpec>,
     /// Estimate with MinHash of this many permutations (bounded memory for huge corpora)
-    #[arg(long, value_name = "NUM_PERM")]
-    approx: Option<usize>,
+    #[arg(long, value_name = "NUM_PERM", value_parser = clap::value_parser!(u64).range(1..))]
+    approx: Option<u64>,
     /// MinHash hash seed
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -30,59 +30,26 @@ pub struct Args {
     out: PathBuf,
     /// Datasets as NAME=PATH (or PATH, named by its file stem)
     #[arg(required = true, value_name = "NAME=PATH")]
-    datasets: Vec<String>,
-}
-
-/// The columns to read from `path`: the flag, or sentence1+sentence2 for pair data, or text.
-fn columns_for(path: &Path, flag: &Option<String>) -> Result<Vec<String>> {
-    if let Some(c) = flag {
-        return Ok(split_list(c));
-    }
-    let have = data::column_names(path)?;
-    let has = |c: &str| have.iter().any(|h| h == c);
-    if has("sentence1") && has("sentence2") {
-        Ok(vec!["sentence1".into(), "sentence2".into()])
-    } else if has("text") {
-        Ok(vec!["text".into()])
-    } else {
-        Err(Error::file(
-            path,
-            format!(
-                "no sentence1/sentence2 or text column (has: {}); name them with --columns",
-                have.join(", ")
-            ),
-        ))
-    }
-}
-
-fn parse_source(spec: &str, columns: &Option<String>) -> Result<Source> {
-    let (name, path) = named_path(spec);
-    let columns = columns_for(&path, columns)?;
-    Ok(Source {
-        name,
-        path,
-        columns,
-    })
+    datasets: Vec<Named>,
 }
 
 pub fn run(a: Args) -> Result<()> {
     let sources = a
         .datasets
         .iter()
-        .map(|d| parse_source(d, &a.columns))
+        .map(|d| Source::new(d.name.clone(), d.path.clone(), a.columns.as_ref()))
         .collect::<Result<Vec<_>>>()?;
     let tok = Tokenizer::load(&a.tokenizer)?;
     let mode = match a.approx {
-        Some(0) => return Err(Error::msg("--approx needs at least 1 permutation")),
         Some(k) => Mode::Approx {
-            num_perm: k,
+            num_perm: k as usize,
             seed: a.seed,
         },
         None => Mode::Exact,
     };
     let opts = Options {
-        ngram: a.ngram,
-        stride: a.stride,
+        ngram: a.ngram as usize,
+        stride: a.stride as usize,
         mode,
     };
     let bar = progress::bar(overlap::total_rows(&sources), "rows");

@@ -1,10 +1,12 @@
-//! Command-line drivers: each subcommand parses its flags, calls the library and prints.
+//! Command-line drivers: each subcommand's flags (typed and validated by clap once) and one call
+//! into the library; printing happens here and nowhere in the library.
 mod analyze;
 mod augment;
 mod convert;
 mod domain_overlap;
 mod encode;
 mod evaluate;
+mod model_opts;
 mod pretrain;
 mod progress;
 mod run;
@@ -14,8 +16,8 @@ mod train_cross_encoder;
 mod train_nli;
 mod train_opts;
 
-use crate::error::Result;
 use clap::{Parser, Subcommand};
+use condenser::error::{Error, Result};
 
 #[derive(Parser)]
 #[command(
@@ -34,7 +36,7 @@ enum Command {
     DomainOverlap(domain_overlap::Args),
     /// Embed a text column of a dataset into a Parquet file
     Encode(encode::Args),
-    /// Evaluate models on STS, classification and retrieval datasets in one run
+    /// Evaluate models on STS, classification, retrieval and class-accuracy datasets in one run
     Evaluate(evaluate::Args),
     /// Cosine similarity matrix of sentences, with a heatmap
     Similarity(similarity::Args),
@@ -46,7 +48,7 @@ enum Command {
     TrainNli(train_nli::Args),
     /// Sample new pairs (random or BM25) and label them with a cross-encoder (AugSBERT)
     Augment(augment::Args),
-    /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL) to Parquet (zstd)
+    /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL, text) to Parquet (zstd)
     Convert(convert::Args),
     /// Condenser pre-training (or continued training) of a BERT on a text corpus
     Pretrain(pretrain::Args),
@@ -62,14 +64,14 @@ pub fn main() -> Result<()> {
 }
 
 /// Run one subcommand from its argv (argv[0] is the program name), as a recipe step does.
-pub fn run_argv(argv: impl IntoIterator<Item = String>) -> Result<()> {
+fn run_argv(argv: impl IntoIterator<Item = String>) -> Result<()> {
     dispatch(parse_argv(argv)?)
 }
 
 /// Parse a subcommand's argv without running it.
 fn parse_argv(argv: impl IntoIterator<Item = String>) -> Result<Command> {
     Ok(Cli::try_parse_from(argv)
-        .map_err(|e| crate::error::Error::msg(e.to_string()))?
+        .map_err(|e| Error::msg(e.to_string().trim_end()))?
         .command)
 }
 
@@ -90,14 +92,6 @@ fn dispatch(c: Command) -> Result<()> {
     }
 }
 
-/// Split "a,b,c" flags into names.
-fn split_list(s: &str) -> Vec<String> {
-    s.split(',')
-        .map(|c| c.trim().to_string())
-        .filter(|c| !c.is_empty())
-        .collect()
-}
-
 /// Print to stdout; a closed pipe (`condenser ... | head`) ends output quietly instead of panicking.
 fn out(text: &str) {
     use std::io::Write;
@@ -109,49 +103,34 @@ fn out(text: &str) {
     }
 }
 
-/// "NAME=PATH", or a bare PATH named by its file stem.
-fn named_path(spec: &str) -> (String, std::path::PathBuf) {
-    match spec.split_once('=') {
-        Some((n, p)) if !n.is_empty() => (n.to_string(), p.into()),
-        _ => {
-            let p = std::path::PathBuf::from(spec);
-            let name = p
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| spec.into());
-            (name, p)
-        }
+/// A `NAME=PATH` flag value (or a bare PATH, named by its file stem).
+#[derive(Clone, Debug)]
+struct Named {
+    name: String,
+    path: std::path::PathBuf,
+}
+
+impl std::str::FromStr for Named {
+    type Err = String;
+    fn from_str(spec: &str) -> std::result::Result<Self, String> {
+        let (name, path) = match spec.split_once('=') {
+            Some((n, p)) if !n.is_empty() => (n.to_string(), std::path::PathBuf::from(p)),
+            _ => {
+                let p = std::path::PathBuf::from(spec);
+                let name = p
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .ok_or_else(|| format!("'{spec}': expected NAME=PATH or a path"))?;
+                (name, p)
+            }
+        };
+        Ok(Named { name, path })
     }
 }
 
-/// Flags every command that runs a model shares.
-#[derive(clap::Args, Clone, Debug)]
-struct ModelOpts {
-    /// Override the folder's pooling: cls, mean, max or mean-sqrt-len
-    #[arg(long)]
-    pooling: Option<String>,
-    /// Override max_seq_length (tokens, including [CLS] and [SEP])
-    #[arg(long)]
-    max_seq_length: Option<usize>,
-    /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// Compute type: f32, bf16 or f16 [default: f32 on the CPU, bf16 on a GPU]
-    #[arg(long)]
-    dtype: Option<String>,
-}
-
-impl ModelOpts {
-    fn load(&self, dir: &std::path::Path) -> Result<crate::model::SentenceEncoder> {
-        let device = crate::runtime::device(&self.device)?;
-        let dtype = crate::runtime::dtype(self.dtype.as_deref(), &device)?;
-        let mut enc = crate::model::SentenceEncoder::load_as(dir, &device, dtype)?;
-        if let Some(p) = &self.pooling {
-            enc.pooling = crate::model::Pooling::parse(p)?;
-        }
-        if let Some(m) = self.max_seq_length {
-            enc.max_seq_length = m.clamp(2, enc.bert.config.max_position_embeddings);
-        }
-        Ok(enc)
-    }
+/// A model folder's short name for tables and plots: its last path component.
+fn short_name(dir: &std::path::Path) -> String {
+    dir.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| dir.display().to_string())
 }

@@ -1,20 +1,24 @@
 use super::train_opts::TrainOpts;
 use super::{out, progress};
-use crate::error::{Error, Result};
-use crate::model::ModelFolder;
-use crate::train::corpus::Blocks;
-use crate::train::pretrain::{PretrainSpec, PretrainTask};
+use condenser::error::{Error, Result};
+use condenser::model::ModelFolder;
+use condenser::train::corpus;
+use condenser::train::pretrain::{HeadInit, PretrainSpec, PretrainTask};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Starting BERT (HF or sentence-transformers folder)
-    #[arg(long)]
+    /// Starting BERT (HF or sentence-transformers folder); the Condenser head starts fresh
+    #[arg(
+        long,
+        conflicts_with = "continue_from",
+        required_unless_present = "continue_from"
+    )]
     model: Option<PathBuf>,
     /// A Condenser output folder to continue from, head included (the paper's continued training)
     #[arg(long)]
     continue_from: Option<PathBuf>,
-    /// Corpus files: datasets with a text column, or plain text, a text a line (repeatable)
+    /// Corpus files: datasets with a text column, or plain text (.txt), a text a line (repeatable)
     #[arg(long = "corpus", required = true)]
     corpus: Vec<PathBuf>,
     /// Text column of tabular corpus files
@@ -31,8 +35,8 @@ pub struct Args {
     /// Train the head's MLM loss only (no late-layer MLM)
     #[arg(long)]
     no_late_mlm: bool,
-    #[arg(long, default_value_t = 128)]
-    max_seq_length: usize,
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(8..))]
+    max_seq_length: u64,
     /// coCondenser: documents of two blocks' length, two random spans of --max-seq-length from
     /// each (batch size counts documents), and the span contrastive loss added
     #[arg(long)]
@@ -42,47 +46,35 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let init = match (&a.model, &a.continue_from) {
-        (Some(m), None) => m.clone(),
-        (None, Some(c)) => c.clone(),
+    let (init, head) = match (&a.model, &a.continue_from) {
+        (Some(m), None) => (m.clone(), HeadInit::Fresh),
+        (None, Some(c)) => (c.clone(), HeadInit::Continue),
         _ => return Err(Error::msg("give one of --model DIR or --continue-from DIR")),
     };
     let folder = ModelFolder::open(&init)?;
     let skip_from = a.skip_from.unwrap_or(folder.config.num_hidden_layers / 2);
-    let max_len = a
-        .max_seq_length
-        .clamp(8, folder.config.max_position_embeddings);
-    std::fs::create_dir_all(&a.out).map_err(|e| Error::file(&a.out, e))?;
+    let max_len = (a.max_seq_length as usize).min(folder.config.max_position_embeddings);
     // coCondenser's documents hold two spans' worth of text, so the spans overlap only partly
     let body = max_len - 2;
     let doc_len = if a.cocondenser { 2 * body + 2 } else { max_len };
-    let blocks_path = a.out.join(format!("blocks-{doc_len}.u32"));
-    let blocks = if blocks_path.is_file() {
-        Blocks::open(&blocks_path, doc_len)?
-    } else {
-        let bar = progress::bar(None, "texts tokenized");
-        let b = Blocks::build(
-            &a.corpus,
-            &a.column,
-            &folder.tokenizer()?,
-            doc_len,
-            &blocks_path,
-            &bar,
-        )?;
-        bar.finish_and_clear();
-        b
-    };
+    let bar = progress::bar(None, "texts tokenized");
+    let (blocks, built) = corpus::prepare(
+        &a.out,
+        &a.corpus,
+        &a.column,
+        &folder.tokenizer()?,
+        doc_len,
+        &bar,
+    )?;
+    bar.finish_and_clear();
     out(&format!(
-        "corpus: {} {} of up to {doc_len} tokens; head {} layers reading layer {skip_from}{}{}\n",
+        "corpus: {} {} of up to {doc_len} tokens ({}); head {} layers reading layer {skip_from}{}{}\n",
         blocks.len,
         if a.cocondenser { "documents" } else { "blocks" },
+        if built { "tokenized now" } else { "cached" },
         a.head_layers,
         if a.no_late_mlm { "" } else { " + late MLM" },
-        if a.cocondenser {
-            " + span contrast"
-        } else {
-            ""
-        }
+        if a.cocondenser { " + span contrast" } else { "" }
     ));
     let spec = PretrainSpec {
         head_layers: a.head_layers,
@@ -91,6 +83,6 @@ pub fn run(a: Args) -> Result<()> {
         cocondenser: a.cocondenser.then_some(body),
         seed: a.train_opts.seed(),
     };
-    let task = PretrainTask::new(&init, blocks, &spec, &a.train_opts.device()?)?;
-    a.train_opts.run_with_lr(&task, &a.out, 1e-4)
+    let task = PretrainTask::new(&init, head, blocks, &spec, &a.train_opts.device()?)?;
+    a.train_opts.run(&task, &a.out, 1e-4)
 }

@@ -1,9 +1,10 @@
 use super::train_opts::TrainOpts;
-use crate::data::PairColumns;
-use crate::error::Result;
-use crate::model::Pooling;
-use crate::train::biencoder::{BiEncoderTask, BiLoss};
-use crate::train::dev::DevSet;
+use condenser::data::{ColumnSpec, PairColumns};
+use condenser::error::Result;
+use condenser::eval::{dev_evaluator, EvalOptions};
+use condenser::model::PoolingMode;
+use condenser::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
+use condenser::train::losses::{self, LossSpec, Target};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -16,52 +17,53 @@ pub struct Args {
     /// Output folder: a sentence-transformers model, train_log.csv, loss.svg/png, checkpoint/
     #[arg(long)]
     out: PathBuf,
-    /// cosine, mse, softmax, mnr, contrastive or triplet
+    /// The loss, as sentence-transformers defines it
+    #[arg(long, value_enum)]
+    loss: LossSpec,
+    /// Training columns, texts then the target ('?': used when the file has it) [default: the loss's]
     #[arg(long)]
-    loss: String,
-    /// Training columns; default per loss: cosine/softmax sentence1,sentence2,label; mse
-    /// sentence,embedding; mnr/contrastive anchor,positive,negative? ('?': used when present);
-    /// triplet anchor,positive,negative
-    #[arg(long)]
-    columns: Option<String>,
-    /// mean or cls (default: the starting folder's pooling; mean for a plain BERT folder)
-    #[arg(long)]
-    pooling: Option<String>,
+    columns: Option<ColumnSpec>,
+    /// Pooling to train with [default: the starting folder's; mean for a plain BERT folder]
+    #[arg(long, value_enum)]
+    pooling: Option<PoolingMode>,
     /// Classes of the softmax loss
-    #[arg(long, default_value_t = 3)]
-    num_labels: usize,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(2..))]
+    num_labels: u64,
     /// Dev data: pairs (STS scores -> Spearman, 0/1 -> average precision, classes with the softmax
     /// loss -> accuracy) or a retrieval folder (queries, corpus, qrels -> nDCG@10)
     #[arg(long)]
     dev: Option<PathBuf>,
     #[arg(long, default_value = "sentence1,sentence2,label")]
-    dev_columns: String,
-    #[arg(long, default_value_t = 128)]
-    max_seq_length: usize,
+    dev_columns: PairColumns,
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(2..))]
+    max_seq_length: u64,
     #[command(flatten)]
     train_opts: TrainOpts,
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let loss = BiLoss::parse(&a.loss, a.num_labels)?;
-    let pooling = a.pooling.as_deref().map(Pooling::parse).transpose()?;
-    let mut task = BiEncoderTask::new(
-        &a.init,
-        loss,
-        pooling,
-        a.max_seq_length,
-        a.train_opts.seed(),
-        &a.train_opts.device()?,
+    let spec = losses::find(a.loss.name).expect("a registry loss");
+    let opts = BiEncoderOptions {
+        pooling: a.pooling.map(Into::into),
+        max_seq_length: a.max_seq_length as usize,
+        num_labels: a.num_labels as usize,
+        seed: a.train_opts.seed(),
+        device: a.train_opts.device()?,
+    };
+    let mut task = BiEncoderTask::new(&a.init, spec, &opts)?;
+    task.data = BiData::read(
+        &a.train,
+        spec,
+        a.columns.as_ref(),
+        &task.enc,
+        opts.num_labels,
     )?;
-    let columns = a.columns.as_deref().unwrap_or(loss.default_columns());
-    task.data = task.read_data(&a.train, columns)?;
     if let Some(d) = &a.dev {
-        let classes = matches!(loss, BiLoss::Softmax { .. });
-        task.dev = Some(DevSet::detect(
-            d,
-            &PairColumns::parse(&a.dev_columns)?,
-            classes,
-        )?);
+        let eo = EvalOptions {
+            columns: a.dev_columns.clone(),
+            ..Default::default()
+        };
+        task.dev = Some(dev_evaluator(d, &eo, spec.target == Target::Class)?);
     }
-    a.train_opts.run(&task, &a.out)
+    a.train_opts.run(&task, &a.out, 2e-5)
 }

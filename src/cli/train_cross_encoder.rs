@@ -1,7 +1,8 @@
 use super::train_opts::TrainOpts;
-use crate::data::PairColumns;
-use crate::error::{Error, Result};
-use crate::train::cross_encoder::{CrossEncoderData, CrossEncoderTask};
+use condenser::data::PairColumns;
+use condenser::error::Result;
+use condenser::eval::{accuracy, sts, EvalOptions};
+use condenser::train::cross_encoder::{CrossEncoderData, CrossEncoderTask};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -11,43 +12,51 @@ pub struct Args {
     model: PathBuf,
     #[arg(long)]
     train: PathBuf,
+    /// Dev pairs: Spearman of the scores (one label) or accuracy (classes)
     #[arg(long)]
     dev: Option<PathBuf>,
     /// Output folder: the best model (HF BertForSequenceClassification), train_log.csv, loss.svg/png, checkpoint/
     #[arg(long)]
     out: PathBuf,
     /// 1: a score in [0, 1] (BCE); more: classes (cross-entropy)
-    #[arg(long, default_value_t = 1)]
-    num_labels: usize,
-    #[arg(long, default_value_t = 128)]
-    max_seq_length: usize,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    num_labels: u64,
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(4..))]
+    max_seq_length: u64,
     /// Also train on (sentence2, sentence1) for every pair
     #[arg(long)]
     both_orders: bool,
     #[arg(long, default_value = "sentence1,sentence2,label")]
-    columns: String,
+    columns: PairColumns,
     #[command(flatten)]
     train_opts: TrainOpts,
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let cols = PairColumns::parse(&a.columns)?;
-    if a.num_labels == 0 {
-        return Err(Error::msg("--num-labels must be at least 1"));
-    }
     let data = CrossEncoderData {
         train: &a.train,
-        dev: a.dev.as_deref(),
-        columns: &cols,
+        columns: &a.columns,
         both_orders: a.both_orders,
     };
-    let task = CrossEncoderTask::new(
+    let mut task = CrossEncoderTask::new(
         &a.model,
-        a.num_labels,
-        a.max_seq_length,
+        a.num_labels as usize,
+        a.max_seq_length as usize,
         data,
         a.train_opts.seed(),
         &a.train_opts.device()?,
     )?;
-    a.train_opts.run(&task, &a.out)
+    if let Some(d) = &a.dev {
+        let eo = EvalOptions {
+            columns: a.columns.clone(),
+            ..Default::default()
+        };
+        let kind = if a.num_labels == 1 {
+            sts::KIND
+        } else {
+            accuracy::KIND
+        };
+        task.dev = Some((kind.load)(d, &eo)?);
+    }
+    a.train_opts.run(&task, &a.out, 2e-5)
 }

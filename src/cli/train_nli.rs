@@ -1,11 +1,21 @@
 use super::out;
 use super::train_opts::TrainOpts;
-use crate::data::{read_nli, PairColumns, Pairs};
-use crate::error::{Error, Result};
-use crate::model::Pooling;
-use crate::train::biencoder::{BiEncoderTask, BiLoss};
-use crate::train::dev::DevSet;
+use condenser::data::{entailments, read_nli, PairColumns};
+use condenser::error::Result;
+use condenser::eval::{accuracy, dev_evaluator, EvalOptions};
+use condenser::model::PoolingMode;
+use condenser::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
+use condenser::train::losses;
 use std::path::PathBuf;
+
+/// The NLI recipes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum NliLoss {
+    /// SBERT's: a softmax classifier over (u, v, |u - v|) on the three classes
+    Softmax,
+    /// Multiple negatives ranking on the entailment pairs
+    Mnr,
+}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -17,74 +27,59 @@ pub struct Args {
     train: PathBuf,
     #[arg(long)]
     out: PathBuf,
-    /// softmax (SBERT's NLI training) or mnr (multiple negatives ranking on the entailment pairs)
-    #[arg(long, default_value = "softmax")]
-    loss: String,
+    #[arg(long, value_enum, default_value = "softmax")]
+    loss: NliLoss,
     /// NLI pairs scored by the softmax classifier's accuracy (softmax loss), or STS/0-1 pairs (mnr)
     #[arg(long)]
     dev: Option<PathBuf>,
     #[arg(long, default_value = "sentence1,sentence2,label")]
-    columns: String,
-    #[arg(long, default_value = "mean")]
-    pooling: String,
-    #[arg(long, default_value_t = 128)]
-    max_seq_length: usize,
+    columns: PairColumns,
+    #[arg(long, value_enum, default_value = "mean")]
+    pooling: PoolingMode,
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(2..))]
+    max_seq_length: u64,
     #[command(flatten)]
     train_opts: TrainOpts,
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let cols = PairColumns::parse(&a.columns)?;
-    let loss = match a.loss.as_str() {
-        "softmax" => BiLoss::Softmax { num_labels: 3 },
-        "mnr" => BiLoss::Mnr,
-        l => {
-            return Err(Error::msg(format!(
-                "train-nli --loss '{l}': softmax or mnr"
-            )))
-        }
+    let spec = losses::find(match a.loss {
+        NliLoss::Softmax => "softmax",
+        NliLoss::Mnr => "mnr",
+    })
+    .expect("a registry loss");
+    let opts = BiEncoderOptions {
+        pooling: Some(a.pooling.into()),
+        max_seq_length: a.max_seq_length as usize,
+        num_labels: 3,
+        seed: a.train_opts.seed(),
+        device: a.train_opts.device()?,
     };
-    let pooling = Some(Pooling::parse(&a.pooling)?);
-    let mut task = BiEncoderTask::new(
-        &a.init,
-        loss,
-        pooling,
-        a.max_seq_length,
-        a.train_opts.seed(),
-        &a.train_opts.device()?,
-    )?;
-    let (mut pairs, dropped) = read_nli(&a.train, &cols)?;
-    if loss == BiLoss::Mnr {
-        pairs = entailments(pairs);
+    let mut task = BiEncoderTask::new(&a.init, spec, &opts)?;
+    let (mut pairs, dropped) = read_nli(&a.train, &a.columns)?;
+    if a.loss == NliLoss::Mnr {
+        pairs = entailments(&pairs);
     }
     out(&format!(
         "{}: {} training pairs{}, {dropped} rows without a gold label dropped\n",
         a.train.display(),
         pairs.len(),
-        if loss == BiLoss::Mnr {
+        if a.loss == NliLoss::Mnr {
             " (entailment)"
         } else {
             ""
         }
     ));
-    task.data = task.pair_data(&pairs)?;
+    task.data = BiData::from_pairs(&pairs, &task.enc)?;
     if let Some(d) = &a.dev {
-        task.dev = Some(match loss {
-            BiLoss::Mnr => DevSet::detect(d, &cols, false)?,
-            _ => DevSet::Classes(read_nli(d, &cols)?.0),
+        let eo = EvalOptions {
+            columns: a.columns.clone(),
+            ..Default::default()
+        };
+        task.dev = Some(match a.loss {
+            NliLoss::Mnr => dev_evaluator(d, &eo, false)?,
+            NliLoss::Softmax => (accuracy::KIND.load)(d, &eo)?,
         });
     }
-    a.train_opts.run(&task, &a.out)
-}
-
-fn entailments(p: Pairs) -> Pairs {
-    let mut e = Pairs::default();
-    for i in 0..p.len() {
-        if p.labels[i] == 0.0 {
-            e.sentence1.push(p.sentence1[i].clone());
-            e.sentence2.push(p.sentence2[i].clone());
-            e.labels.push(0.0);
-        }
-    }
-    e
+    a.train_opts.run(&task, &a.out, 2e-5)
 }

@@ -1,15 +1,21 @@
 //! Flags and the run-and-report step every training command shares.
 use super::{out, progress};
-use crate::error::Result;
-use crate::train::{train, TrainConfig, TrainTask};
+use condenser::error::Result;
+use condenser::runtime::DeviceSpec;
+use condenser::train::{train, TrainConfig, TrainTask};
 use std::path::Path;
+
+/// "at least 1" for counts that divide or step.
+fn positive_u64() -> clap::builder::RangedU64ValueParser<u64> {
+    clap::value_parser!(u64).range(1..)
+}
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct TrainOpts {
-    #[arg(long, default_value_t = 1)]
-    epochs: usize,
-    #[arg(long, default_value_t = 16)]
-    batch_size: usize,
+    #[arg(long, default_value_t = 1, value_parser = positive_u64())]
+    epochs: u64,
+    #[arg(long, default_value_t = 16, value_parser = positive_u64())]
+    batch_size: u64,
     /// Peak learning rate [default: 2e-5; pretrain: 1e-4]
     #[arg(long)]
     lr: Option<f64>,
@@ -18,30 +24,45 @@ pub struct TrainOpts {
     warmup: f64,
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    #[arg(long, default_value_t = 1)]
-    grad_accum: usize,
+    #[arg(long, default_value_t = 1, value_parser = positive_u64())]
+    grad_accum: u64,
     #[arg(long, default_value_t = 0.01)]
     weight_decay: f64,
-    #[arg(long, default_value_t = 0.1)]
-    dropout: f32,
-    /// Evaluate on --dev every N optimizer steps (always at the end)
+    /// Dropout on hidden states and attention [default: config.json's hidden_dropout_prob and
+    /// attention_probs_dropout_prob]
     #[arg(long)]
+    dropout: Option<f32>,
+    /// Evaluate on --dev every N optimizer steps (always at the end)
+    #[arg(long, value_parser = positive_u64())]
     eval_steps: Option<u64>,
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = positive_u64())]
     checkpoint_steps: u64,
     /// Stop after N optimizer steps (the schedule spans them)
-    #[arg(long)]
+    #[arg(long, value_parser = positive_u64())]
     max_steps: Option<u64>,
-    /// Continue the killed run in --out from its last checkpoint
+    /// Continue the killed run in --out from its last checkpoint (the same settings required)
     #[arg(long)]
     resume: bool,
     /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
     #[arg(long, default_value = "cpu")]
-    device: String,
-    /// CPU threads that split each batch, for losses that are a mean over examples (a run is
-    /// reproducible bit for bit for a given count) [default: RAYON_NUM_THREADS, else the cores]
-    #[arg(long)]
-    threads: Option<usize>,
+    device: DeviceSpec,
+    /// CPU threads that split each batch, for losses that are a mean over examples or tokens (a
+    /// run is reproducible bit for bit for a given count) [default: RAYON_NUM_THREADS, else the
+    /// cores]
+    #[arg(long, value_parser = positive_u64())]
+    threads: Option<u64>,
+}
+
+/// What runs CPU matmuls on `device`, for summaries.
+pub fn matmuls(device: DeviceSpec) -> String {
+    match device {
+        DeviceSpec::Cpu => format!(
+            "CPU matmuls: {} on {}",
+            condenser::model::blas::describe(),
+            condenser::runtime::cpu_model()
+        ),
+        d => format!("device: {d}"),
+    }
 }
 
 impl TrainOpts {
@@ -50,18 +71,18 @@ impl TrainOpts {
     }
 
     pub fn device(&self) -> Result<candle_core::Device> {
-        crate::runtime::device(&self.device)
+        self.device.open()
     }
 
     pub fn config(&self, out: &Path, default_lr: f64) -> TrainConfig {
         TrainConfig {
-            epochs: self.epochs,
-            batch_size: self.batch_size,
+            epochs: self.epochs as usize,
+            batch_size: self.batch_size as usize,
             lr: self.lr.unwrap_or(default_lr),
             warmup: self.warmup,
             weight_decay: self.weight_decay,
             max_grad_norm: 1.0,
-            grad_accum: self.grad_accum,
+            grad_accum: self.grad_accum as usize,
             seed: self.seed,
             dropout: self.dropout,
             eval_steps: self.eval_steps,
@@ -69,40 +90,46 @@ impl TrainOpts {
             max_steps: self.max_steps,
             threads: self
                 .threads
+                .map(|t| t as usize)
                 .unwrap_or_else(candle_core::utils::get_num_threads),
             out: out.to_path_buf(),
         }
     }
 
-    /// Train with a progress bar and print the summary line.
-    pub fn run(&self, task: &impl TrainTask, out_dir: &Path) -> Result<()> {
-        self.run_with_lr(task, out_dir, 2e-5)
-    }
-
-    pub fn run_with_lr(
-        &self,
-        task: &impl TrainTask,
-        out_dir: &Path,
-        default_lr: f64,
-    ) -> Result<()> {
+    /// Say which tensors start fresh, train with a progress bar, print the summary line.
+    pub fn run(&self, task: &impl TrainTask, out_dir: &Path, default_lr: f64) -> Result<()> {
+        let cfg = self.config(out_dir, default_lr);
+        cfg.validate()?;
+        if !task.fresh().is_empty() {
+            out(&format!(
+                "initialised fresh (not in the starting checkpoint): {}\n",
+                task.fresh().join(", ")
+            ));
+        }
         let bar = progress::bar(Some(0), "steps {msg}");
-        let r = train(task, &self.config(out_dir, default_lr), self.resume, &bar)?;
+        let r = train(task, &cfg, self.resume, &bar)?;
         bar.finish_and_clear();
-        let cpu = if self.device().is_ok_and(|d| d.is_cpu()) {
-            format!("; CPU matmuls: {}", crate::model::blas::describe())
-        } else {
-            String::new()
-        };
+        if r.already_done {
+            out(&format!(
+                "the run in {} had already finished ({} steps); nothing to do\n",
+                out_dir.display(),
+                r.steps
+            ));
+            return Ok(());
+        }
         let best = r
             .best
             .map(|(k, v)| format!(", best dev {k} {v:.4}"))
             .unwrap_or_default();
         out(&format!(
-            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s{cpu}){best}\nwrote {}\n",
+            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s, batches split across {} thread{}; {}){best}\nwrote {}\n",
             r.steps,
             r.seconds,
             r.step_seconds,
             r.examples_per_s,
+            r.threads,
+            if r.threads == 1 { "" } else { "s" },
+            matmuls(self.device),
             out_dir.display()
         ));
         Ok(())

@@ -9,6 +9,8 @@ pub enum Format {
     Csv,
     Tsv,
     Jsonl,
+    /// Plain text, one text a line (a dataset with one column, `text`).
+    Text,
 }
 
 impl Format {
@@ -24,11 +26,12 @@ impl Format {
             "csv" => Format::Csv,
             "tsv" | "tab" => Format::Tsv,
             "jsonl" | "ndjson" => Format::Jsonl,
+            "txt" => Format::Text,
             _ => {
                 return Err(Error::file(
                     path,
                     format!(
-                        "unknown extension '{ext}': expected .parquet, .arrow/.ipc/.feather, .csv, .tsv or .jsonl"
+                        "unknown extension '{ext}': expected .parquet, .arrow/.ipc/.feather, .csv, .tsv, .jsonl or .txt (plain text, a text a line)"
                     ),
                 ))
             }

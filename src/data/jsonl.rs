@@ -1,20 +1,24 @@
-//! JSON Lines: one object per line. A column's Arrow type follows its values (strings -> Utf8,
-//! numbers -> Float64, booleans -> Boolean); a column mixing kinds is an error naming the row.
+//! JSON Lines through arrow-json: one object per line, the requested columns' types inferred from
+//! the first lines (strings, numbers, booleans, lists such as embedding vectors), unknown keys
+//! ignored. arrow-json's errors do not say where, so a failing chunk is decoded again line by line
+//! and the error names the row (non-blank lines, 1-based) and the column.
 use super::{missing_column, Inner, BATCH_ROWS};
 use crate::error::{Context, Error, Result};
-use arrow_array::{ArrayRef, BooleanArray, Float64Array, NullArray, RecordBatch, StringArray};
-use arrow_schema::{Field, Schema};
-use serde_json::{Map, Value};
+use arrow_json::reader::{infer_json_schema_from_iterator, Decoder, ReaderBuilder};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use serde_json::Value;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Lines read to infer column types.
+const INFER_ROWS: usize = 1000;
+
 struct Lines {
     path: PathBuf,
     input: BufReader<File>,
     row: usize,
-    buf: Vec<u8>,
 }
 
 impl Lines {
@@ -24,77 +28,90 @@ impl Lines {
             path: path.to_path_buf(),
             input,
             row: 0,
-            buf: Vec::new(),
         })
     }
 
-    /// The next non-blank line as a JSON object.
-    fn next(&mut self) -> Result<Option<Map<String, Value>>> {
+    /// The next non-blank line (row number, bytes).
+    fn next(&mut self) -> Result<Option<(usize, Vec<u8>)>> {
         loop {
-            self.buf.clear();
-            if self
-                .input
-                .read_until(b'\n', &mut self.buf)
-                .in_file(&self.path)?
-                == 0
-            {
+            let mut buf = Vec::new();
+            if self.input.read_until(b'\n', &mut buf).in_file(&self.path)? == 0 {
                 return Ok(None);
             }
-            if self.buf.iter().all(|b| b.is_ascii_whitespace()) {
+            if buf.iter().all(|b| b.is_ascii_whitespace()) {
                 continue;
             }
             self.row += 1;
-            let row = self.row;
-            let text = std::str::from_utf8(&self.buf).map_err(|e| {
-                Error::file(&self.path, format!("row {row}: not valid UTF-8 text ({e})"))
-            })?;
-            return match serde_json::from_str::<Value>(text) {
-                Ok(Value::Object(m)) => Ok(Some(m)),
-                Ok(_) => Err(Error::file(
-                    &self.path,
-                    format!("row {row}: not a JSON object"),
-                )),
-                Err(e) => Err(Error::file(
-                    &self.path,
-                    format!("row {row}: invalid JSON ({e})"),
-                )),
-            };
+            return Ok(Some((self.row, buf)));
         }
     }
 }
 
+/// A line as a JSON object, or an error naming its row (and, for bad UTF-8, the column).
+fn object(path: &Path, row: usize, line: &[u8]) -> Result<serde_json::Map<String, Value>> {
+    if let Err(e) = std::str::from_utf8(line) {
+        // find the key whose value holds the bad bytes: parse a lossy copy and look for U+FFFD
+        let lossy = String::from_utf8_lossy(line);
+        let column = serde_json::from_str::<serde_json::Map<String, Value>>(&lossy)
+            .ok()
+            .and_then(|m| {
+                m.into_iter()
+                    .find(|(_, v)| v.to_string().contains('\u{fffd}'))
+                    .map(|(k, _)| k)
+            });
+        let msg = format!("not valid UTF-8 text ({e})");
+        return Err(match column {
+            Some(c) => Error::cell(path, row, &c, msg),
+            None => Error::file(path, format!("row {row}: {msg}")),
+        });
+    }
+    match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(Error::file(path, format!("row {row}: not a JSON object"))),
+        Err(e) => Err(Error::file(path, format!("row {row}: invalid JSON ({e})"))),
+    }
+}
+
 pub fn column_names(path: &Path) -> Result<Vec<String>> {
-    let first = Lines::open(path)?
+    let mut lines = Lines::open(path)?;
+    let (row, first) = lines
         .next()?
         .ok_or_else(|| Error::file(path, "empty dataset: no rows"))?;
-    Ok(first.keys().cloned().collect())
+    Ok(object(path, row, &first)?.keys().cloned().collect())
 }
 
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Kind {
-    Null,
-    Text,
-    Number,
-    Bool,
-}
-
-fn kind(v: &Value) -> Option<Kind> {
-    match v {
-        Value::Null => Some(Kind::Null),
-        Value::String(_) => Some(Kind::Text),
-        Value::Number(_) => Some(Kind::Number),
-        Value::Bool(_) => Some(Kind::Bool),
-        _ => None,
+/// The requested columns' types, from the first lines (a column only ever null reads as text).
+fn infer(path: &Path, columns: &[&str]) -> Result<SchemaRef> {
+    let mut lines = Lines::open(path)?;
+    let mut seen = Vec::new();
+    while seen.len() < INFER_ROWS {
+        let Some((row, line)) = lines.next()? else {
+            break;
+        };
+        let mut obj = object(path, row, &line)?;
+        let projected: serde_json::Map<String, Value> = columns
+            .iter()
+            .map(|c| (c.to_string(), obj.remove(*c).unwrap_or(Value::Null)))
+            .collect();
+        seen.push(Value::Object(projected));
     }
-}
-
-fn to_array(values: &[Value], k: Kind) -> ArrayRef {
-    match k {
-        Kind::Null => Arc::new(NullArray::new(values.len())),
-        Kind::Text => Arc::new(values.iter().map(|v| v.as_str()).collect::<StringArray>()),
-        Kind::Number => Arc::new(values.iter().map(|v| v.as_f64()).collect::<Float64Array>()),
-        Kind::Bool => Arc::new(values.iter().map(|v| v.as_bool()).collect::<BooleanArray>()),
-    }
+    let inferred = infer_json_schema_from_iterator(seen.iter().map(Ok)).in_file(path)?;
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|c| {
+            let t = inferred
+                .field_with_name(c)
+                .map(|f| f.data_type().clone())
+                .unwrap_or(DataType::Null);
+            let t = if t == DataType::Null {
+                DataType::Utf8
+            } else {
+                t
+            };
+            Field::new(*c, t, true)
+        })
+        .collect();
+    Ok(Arc::new(Schema::new(fields)))
 }
 
 pub fn read(path: &Path, columns: &[&str]) -> Result<(Inner, Option<u64>)> {
@@ -104,52 +121,100 @@ pub fn read(path: &Path, columns: &[&str]) -> Result<(Inner, Option<u64>)> {
             return Err(missing_column(path, c, &have));
         }
     }
-    let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+    let schema = infer(path, columns)?;
+    let mut dec = decoder(&schema).in_file(path)?;
     let mut lines = Lines::open(path)?;
-    let mut kinds = vec![Kind::Null; columns.len()];
-    let next_batch = move || -> Result<Option<RecordBatch>> {
-        let mut cols: Vec<Vec<Value>> = vec![Vec::with_capacity(BATCH_ROWS); columns.len()];
-        while cols[0].len() < BATCH_ROWS {
-            let Some(mut obj) = lines.next()? else { break };
-            for ((c, out), k) in columns.iter().zip(cols.iter_mut()).zip(kinds.iter_mut()) {
-                let v = obj.remove(c).unwrap_or(Value::Null);
-                let vk = kind(&v).ok_or_else(|| {
-                    Error::cell(
-                        &lines.path,
-                        lines.row,
-                        c,
-                        "nested value; expected a string, number or boolean",
-                    )
-                })?;
-                if *k == Kind::Null {
-                    *k = vk;
-                } else if vk != Kind::Null && vk != *k {
-                    let msg = format!("wrong type: {vk:?} where earlier rows have {k:?}");
-                    return Err(Error::cell(&lines.path, lines.row, c, msg));
-                }
-                out.push(v);
+    let path = path.to_path_buf();
+    let mut next_batch = move || -> Result<Option<arrow_array::RecordBatch>> {
+        let mut chunk: Vec<(usize, Vec<u8>)> = Vec::with_capacity(BATCH_ROWS);
+        while chunk.len() < BATCH_ROWS {
+            match lines.next()? {
+                Some(l) => chunk.push(l),
+                None => break,
             }
         }
-        if cols[0].is_empty() {
+        if chunk.is_empty() {
             return Ok(None);
         }
-        let arrays: Vec<ArrayRef> = cols
-            .iter()
-            .zip(&kinds)
-            .map(|(v, k)| to_array(v, *k))
-            .collect();
-        let fields: Vec<Field> = columns
-            .iter()
-            .zip(&arrays)
-            .map(|(c, a)| Field::new(c, a.data_type().clone(), true))
-            .collect();
-        Ok(Some(
-            RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).expect("schema matches"),
-        ))
+        let decoded = (|| {
+            for (_, line) in &chunk {
+                dec.decode(line)?;
+            }
+            dec.flush()
+        })();
+        match decoded {
+            Ok(b) => Ok(b),
+            Err(e) => {
+                // start the next read on a clean decoder
+                dec = decoder(&schema).in_file(&path)?;
+                Err(locate(&path, &chunk, &schema, e))
+            }
+        }
     };
-    let mut next_batch = next_batch;
     Ok((
         Box::new(std::iter::from_fn(move || next_batch().transpose())),
         None,
     ))
+}
+
+fn decoder(schema: &SchemaRef) -> std::result::Result<Decoder, arrow_schema::ArrowError> {
+    ReaderBuilder::new(schema.clone())
+        .with_batch_size(BATCH_ROWS)
+        .build_decoder()
+}
+
+/// The row (and column) of a chunk that arrow-json refused.
+fn locate(
+    path: &Path,
+    chunk: &[(usize, Vec<u8>)],
+    schema: &SchemaRef,
+    err: arrow_schema::ArrowError,
+) -> Error {
+    let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let fails = |line: &[u8]| -> bool {
+        decoder(schema)
+            .ok()
+            .map(|mut d| d.decode(line).and_then(|_| d.flush()).is_err())
+            .unwrap_or(true)
+    };
+    for (row, line) in chunk {
+        if !fails(line) {
+            continue;
+        }
+        let obj = match object(path, *row, line) {
+            Ok(o) => o,
+            Err(e) => return e,
+        };
+        // the column: the first whose value alone fails
+        for c in &columns {
+            let mut alone = serde_json::Map::new();
+            alone.insert(c.clone(), obj.get(c).cloned().unwrap_or(Value::Null));
+            if fails(&serde_json::to_vec(&Value::Object(alone)).unwrap_or_default()) {
+                let what = obj.get(c).map(kind).unwrap_or("nothing");
+                let holds = schema
+                    .field_with_name(c)
+                    .map(|f| f.data_type().to_string())
+                    .unwrap_or_default();
+                return Error::cell(
+                    path,
+                    *row,
+                    c,
+                    format!("wrong type: {what} where earlier rows make the column {holds}"),
+                );
+            }
+        }
+        return Error::file(path, format!("row {row}: {err}"));
+    }
+    Error::file(path, err)
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
 }

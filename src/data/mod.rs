@@ -1,6 +1,8 @@
 //! Datasets in, datasets out. Every reader yields Arrow record batches, streamed, whatever the file
 //! format; `Batch` turns columns into texts or labels with errors that name file, row and column.
 mod batch;
+mod columns;
+mod convert;
 mod delimited;
 mod format;
 mod ipc;
@@ -8,13 +10,16 @@ mod jsonl;
 mod nli;
 mod pairs;
 mod parquet;
+mod text;
 mod texts;
 mod vectors;
 mod write;
 
 pub use batch::Batch;
+pub use columns::{Column, ColumnSpec};
+pub use convert::{convert, Rows};
 pub use format::Format;
-pub use nli::{read_nli, NLI_CLASSES};
+pub use nli::{entailments, read_classes, read_nli, NLI_CLASSES};
 pub use pairs::{PairColumns, Pairs};
 pub use texts::{for_each_text, read_texts};
 pub use write::{stream_to_parquet, write_atomic, write_parquet, ParquetSink};
@@ -100,6 +105,7 @@ pub fn open(path: &Path, columns: &[&str]) -> Result<BatchReader> {
         Format::Csv => delimited::read(path, columns, b',', true)?,
         Format::Tsv => delimited::read(path, columns, b'\t', false)?,
         Format::Jsonl => jsonl::read(path, columns)?,
+        Format::Text => text::read(path, columns)?,
     };
     Ok(BatchReader {
         path: Arc::new(path.to_path_buf()),
@@ -120,6 +126,7 @@ pub fn column_names(path: &Path) -> Result<Vec<String>> {
         Format::Csv => delimited::column_names(path, b',', true),
         Format::Tsv => delimited::column_names(path, b'\t', false),
         Format::Jsonl => jsonl::column_names(path),
+        Format::Text => Ok(vec![text::COLUMN.to_string()]),
     }
 }
 

@@ -1,5 +1,6 @@
-//! NLI pairs (SNLI/MultiNLI): labels as class ids 0 entailment, 1 neutral, 2 contradiction, or
-//! as those words. Rows without a gold label (-1 or "-", as SNLI marks them) are dropped and counted.
+//! Pairs labelled with classes. NLI pairs (SNLI/MultiNLI) name them as ids 0 entailment, 1 neutral,
+//! 2 contradiction, or as those words; rows without a gold label (-1 or "-", as SNLI marks them)
+//! are dropped and counted. Other class data uses ids 0..n.
 use super::{open, PairColumns, Pairs};
 use crate::error::{Error, Result};
 use arrow_schema::DataType;
@@ -7,8 +8,29 @@ use std::path::Path;
 
 pub const NLI_CLASSES: [&str; 3] = ["entailment", "neutral", "contradiction"];
 
-/// The pairs with class ids as labels, and how many unlabelled rows were dropped.
+/// NLI pairs with class ids 0..3 as labels, and how many unlabelled rows were dropped.
 pub fn read_nli(path: &Path, cols: &PairColumns) -> Result<(Pairs, usize)> {
+    read(path, cols, Some(3))
+}
+
+/// Pairs labelled with any class id (non-negative integers, or NLI's words), and how many
+/// unlabelled rows were dropped.
+pub fn read_classes(path: &Path, cols: &PairColumns) -> Result<(Pairs, usize)> {
+    read(path, cols, None)
+}
+
+/// The entailment pairs (label 0): MNR's (anchor, positive) pairs from NLI data.
+pub fn entailments(p: &Pairs) -> Pairs {
+    let mut e = Pairs::default();
+    for i in (0..p.len()).filter(|&i| p.labels[i] == 0.0) {
+        e.sentence1.push(p.sentence1[i].clone());
+        e.sentence2.push(p.sentence2[i].clone());
+        e.labels.push(0.0);
+    }
+    e
+}
+
+fn read(path: &Path, cols: &PairColumns, classes: Option<usize>) -> Result<(Pairs, usize)> {
     let mut p = Pairs::default();
     let mut dropped = 0;
     for b in open(path, &[&cols.sentence1, &cols.sentence2, &cols.label])? {
@@ -43,8 +65,12 @@ pub fn read_nli(path: &Path, cols: &PairColumns) -> Result<(Pairs, usize)> {
                 dropped += 1;
                 continue;
             };
-            if !(l == 0.0 || l == 1.0 || l == 2.0) {
-                return Err(bad(i, format!("label {l}: expected 0 entailment, 1 neutral, 2 contradiction (or -1 for none)")));
+            let ok = l.fract() == 0.0 && l >= 0.0 && classes.is_none_or(|n| (l as usize) < n);
+            if !ok {
+                return Err(bad(i, match classes {
+                    Some(3) => format!("label {l}: expected 0 entailment, 1 neutral, 2 contradiction (or -1 for none)"),
+                    _ => format!("label {l}: expected a class id (0, 1, ...), or -1 for none"),
+                }));
             }
             p.sentence1.push(s1[i].to_string());
             p.sentence2.push(s2[i].to_string());

@@ -10,24 +10,27 @@ pub struct PairColumns {
     pub label: String,
 }
 
-impl PairColumns {
+impl std::str::FromStr for PairColumns {
+    type Err = String;
     /// "sentence1,sentence2,label" as given to a --columns flag.
-    pub fn parse(spec: &str) -> Result<PairColumns> {
-        let names: Vec<&str> = spec
-            .split(',')
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .collect();
-        match names.as_slice() {
-            [a, b, l] => Ok(PairColumns {
-                sentence1: a.to_string(),
-                sentence2: b.to_string(),
-                label: l.to_string(),
+    fn from_str(spec: &str) -> std::result::Result<Self, String> {
+        let cols: super::ColumnSpec = spec.parse()?;
+        match cols.0.as_slice() {
+            [a, b, l] if !(a.optional || b.optional || l.optional) => Ok(PairColumns {
+                sentence1: a.name.clone(),
+                sentence2: b.name.clone(),
+                label: l.name.clone(),
             }),
-            _ => Err(crate::error::Error::msg(format!(
-                "--columns '{spec}': expected three names, sentence1,sentence2,label"
-            ))),
+            _ => Err(format!(
+                "'{spec}': expected three names, sentence1,sentence2,label"
+            )),
         }
+    }
+}
+
+impl std::fmt::Display for PairColumns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{},{}", self.sentence1, self.sentence2, self.label)
     }
 }
 
@@ -65,6 +68,15 @@ impl Pairs {
 
     pub fn len(&self) -> usize {
         self.labels.len()
+    }
+
+    /// The pairs as (sentence1, sentence2) references.
+    pub fn pairs(&self) -> Vec<(&str, &str)> {
+        self.sentence1
+            .iter()
+            .zip(&self.sentence2)
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -1,26 +1,56 @@
-//! Batch evaluation: STS correlation, binary classification and retrieval, each as
-//! sentence-transformers' evaluator defines it.
+//! Evaluation: one evaluator a file behind one trait (sentence-transformers' evaluation/ folder),
+//! used by `evaluate` and by dev evaluation during training; the metrics; the [CLS] attention
+//! analysis and the similarity matrix.
+pub mod accuracy;
 pub mod attention;
-mod classification;
+pub mod classification;
+mod evaluator;
 pub mod metrics;
 mod report;
 pub mod retrieval;
-mod sts;
+pub mod similarity;
+pub mod sts;
 
 pub use classification::binary_metrics;
+pub use evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
 pub use report::{EvalReport, EvalResult};
-pub use retrieval::{ranking_metrics, retrieval_metrics, RetrievalSet, ScoreFn};
+pub use retrieval::{ranking_metrics, RetrievalSet, ScoreFn};
 pub use sts::sts_metrics;
 
-use crate::data::{PairColumns, Pairs};
-use crate::error::{Error, Result};
+use crate::data::Pairs;
+use crate::error::Result;
 use crate::model::{Embeddings, SentenceEncoder};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Metric name and value, in the evaluator's order.
-pub type Metrics = Vec<(String, f64)>;
+/// Every evaluator kind: `evaluate` takes one `--<flag> NAME=PATH` option per entry. Adding an
+/// evaluator is its file and one line here.
+pub const EVALUATORS: &[EvaluatorKind] = &[
+    sts::KIND,
+    classification::KIND,
+    retrieval::KIND,
+    accuracy::KIND,
+];
+
+/// The evaluator for dev data, chosen by its shape: a folder is a retrieval set; pairs with
+/// class ids (`classes`: the model predicts classes) are scored by accuracy; pairs labelled only
+/// 0/1 by binary classification; other scores by STS correlation.
+pub fn dev_evaluator(path: &Path, opts: &EvalOptions, classes: bool) -> Result<Box<dyn Evaluator>> {
+    if path.is_dir() {
+        return (retrieval::KIND.load)(path, opts);
+    }
+    if classes {
+        return (accuracy::KIND.load)(path, opts);
+    }
+    let p = Pairs::read(path, &opts.columns)?;
+    let binary = p.labels.iter().all(|&l| l == 0.0 || l == 1.0);
+    if binary {
+        (classification::KIND.load)(path, opts)
+    } else {
+        (sts::KIND.load)(path, opts)
+    }
+}
 
 /// Encode each distinct text once and spread the rows back (pair sets repeat sentences often).
 pub fn encode_unique(
@@ -49,85 +79,4 @@ pub fn encode_unique(
             Embeddings { dim: emb.dim, data }
         })
         .collect())
-}
-
-pub fn evaluate_sts(
-    enc: &SentenceEncoder,
-    path: &Path,
-    cols: &PairColumns,
-    batch: usize,
-    pb: &ProgressBar,
-) -> Result<Metrics> {
-    sts_pairs(enc, &Pairs::read(path, cols)?, batch, pb)
-}
-
-/// STS metrics of pairs already in memory.
-pub fn sts_pairs(
-    enc: &SentenceEncoder,
-    p: &Pairs,
-    batch: usize,
-    pb: &ProgressBar,
-) -> Result<Metrics> {
-    let e = encode_unique(enc, &[&p.sentence1, &p.sentence2], batch, pb)?;
-    Ok(sts_metrics(&e[0], &e[1], &p.labels))
-}
-
-pub fn evaluate_classification(
-    enc: &SentenceEncoder,
-    path: &Path,
-    cols: &PairColumns,
-    batch: usize,
-    pb: &ProgressBar,
-) -> Result<Metrics> {
-    let p = Pairs::read(path, cols)?;
-    let mut labels = Vec::with_capacity(p.len());
-    for (i, &l) in p.labels.iter().enumerate() {
-        if l != 0.0 && l != 1.0 {
-            return Err(Error::cell(
-                path,
-                i + 1,
-                &cols.label,
-                format!("label {l}: binary classification needs 0 or 1"),
-            ));
-        }
-        labels.push(l == 1.0);
-    }
-    binary_pairs(enc, &p, &labels, batch, pb)
-}
-
-/// Binary classification metrics of pairs already in memory.
-pub fn binary_pairs(
-    enc: &SentenceEncoder,
-    p: &Pairs,
-    labels: &[bool],
-    batch: usize,
-    pb: &ProgressBar,
-) -> Result<Metrics> {
-    let e = encode_unique(enc, &[&p.sentence1, &p.sentence2], batch, pb)?;
-    Ok(binary_metrics(&e[0], &e[1], labels))
-}
-
-pub fn evaluate_retrieval(
-    enc: &SentenceEncoder,
-    dir: &Path,
-    score: ScoreFn,
-    batch: usize,
-    pb: &ProgressBar,
-) -> Result<Metrics> {
-    retrieval_set(enc, &RetrievalSet::load(dir)?, score, batch, pb)
-}
-
-/// Retrieval metrics of a set already loaded.
-pub fn retrieval_set(
-    enc: &SentenceEncoder,
-    set: &RetrievalSet,
-    score: ScoreFn,
-    batch: usize,
-    pb: &ProgressBar,
-) -> Result<Metrics> {
-    let q: Vec<&str> = set.queries.iter().map(|(_, t)| t.as_str()).collect();
-    let c: Vec<&str> = set.corpus.iter().map(|(_, t)| t.as_str()).collect();
-    pb.set_length((q.len() + c.len()) as u64);
-    let (qe, ce) = (enc.encode(&q, batch, pb)?, enc.encode(&c, batch, pb)?);
-    Ok(retrieval_metrics(set, &qe, &ce, score))
 }

@@ -1,6 +1,6 @@
-use super::Metrics;
+use super::{Metrics, Task};
 use crate::data::write_atomic;
-use crate::error::Result;
+use crate::error::{Context, Result};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::fmt::Write;
@@ -10,7 +10,9 @@ use std::path::Path;
 pub struct EvalResult {
     pub model: String,
     pub dataset: String,
-    pub task: &'static str,
+    pub task: Task,
+    /// The evaluator's primary metric.
+    pub primary: String,
     #[serde(serialize_with = "ordered")]
     pub metrics: Metrics,
 }
@@ -38,15 +40,6 @@ pub struct EvalReport {
     pub results: Vec<EvalResult>,
 }
 
-/// The headline metrics shown on the terminal for each task (everything is in the files).
-fn headline(task: &str) -> &'static [&'static str] {
-    match task {
-        "sts" => &["spearman_cosine", "pearson_cosine"],
-        "classification" => &["cosine_accuracy", "cosine_f1", "cosine_ap"],
-        _ => &["ndcg@10", "mrr@10", "recall@100", "map@100"],
-    }
-}
-
 impl EvalReport {
     pub fn table(&self) -> String {
         let mw = self
@@ -68,8 +61,14 @@ impl EvalReport {
             "model", "dataset", "task"
         );
         for r in &self.results {
-            let _ = write!(s, "{:<mw$}  {:<dw$}  {:<14} ", r.model, r.dataset, r.task);
-            for h in headline(r.task) {
+            let _ = write!(
+                s,
+                "{:<mw$}  {:<dw$}  {:<14} ",
+                r.model,
+                r.dataset,
+                r.task.name()
+            );
+            for h in r.task.headline() {
                 // retrieval names carry the score function as a prefix
                 if let Some((k, v)) = r
                     .metrics
@@ -84,20 +83,28 @@ impl EvalReport {
         s
     }
 
-    pub fn to_csv(&self) -> String {
-        let mut s = String::from("model,dataset,task,metric,value\n");
+    /// One row per metric: model, dataset, task, metric, value.
+    pub fn to_csv(&self) -> Result<String> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(["model", "dataset", "task", "metric", "value"])
+            .doing("writing results.csv")?;
         for r in &self.results {
             for (k, v) in &r.metrics {
-                let _ = writeln!(
-                    s,
-                    "{},{},{},{k},{v}",
-                    csv_field(&r.model),
-                    csv_field(&r.dataset),
-                    r.task
-                );
+                w.write_record([
+                    r.model.as_str(),
+                    &r.dataset,
+                    r.task.name(),
+                    k,
+                    &v.to_string(),
+                ])
+                .doing("writing results.csv")?;
             }
         }
-        s
+        let bytes = w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .doing("writing results.csv")?;
+        Ok(String::from_utf8(bytes).expect("CSV of UTF-8 fields"))
     }
 
     /// results.json and results.csv in `dir`.
@@ -106,14 +113,6 @@ impl EvalReport {
             &dir.join("results.json"),
             (serde_json::to_string_pretty(self).expect("serializes") + "\n").as_bytes(),
         )?;
-        write_atomic(&dir.join("results.csv"), self.to_csv().as_bytes())
-    }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
+        write_atomic(&dir.join("results.csv"), self.to_csv()?.as_bytes())
     }
 }

@@ -34,3 +34,30 @@ impl TokenBatch {
         })
     }
 }
+
+/// Run `f` over items in batches of `size`, longest first so that a batch carries little
+/// padding, and return its per-item results in input order. `lens[i]` is item i's token count;
+/// `f` gets a batch's item indices and returns one result per index, in that order.
+pub fn by_length<R>(
+    lens: &[usize],
+    size: usize,
+    progress: &indicatif::ProgressBar,
+    mut f: impl FnMut(&[usize]) -> crate::Result<Vec<R>>,
+) -> crate::Result<Vec<R>> {
+    let mut order: Vec<usize> = (0..lens.len()).collect();
+    // stable: equal lengths keep input order, so results do not depend on the sort's whims
+    order.sort_by_key(|&i| std::cmp::Reverse(lens[i]));
+    let mut out: Vec<Option<R>> = (0..lens.len()).map(|_| None).collect();
+    for chunk in order.chunks(size.max(1)) {
+        let rows = f(chunk)?;
+        assert_eq!(rows.len(), chunk.len(), "one result per item");
+        for (&i, r) in chunk.iter().zip(rows) {
+            out[i] = Some(r);
+        }
+        progress.inc(chunk.len() as u64);
+    }
+    Ok(out
+        .into_iter()
+        .map(|r| r.expect("every item batched"))
+        .collect())
+}

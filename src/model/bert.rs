@@ -1,8 +1,8 @@
 //! BERT encoder in candle-nn style: one struct per layer, weights by HF name through VarBuilder,
 //! every layer's hidden states readable (Condenser reads layer k's tokens and the last CLS).
-use super::dropout::{maybe, Dropout};
-use super::ops::{activation, LayerNorm};
-use super::{masked_softmax, matmul, BertConfig, Linear};
+use super::dropout::{maybe, maybe_attention, Dropout};
+use super::ops::LayerNorm;
+use super::{masked_softmax, matmul, Activation, BertConfig, Linear};
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, VarBuilder};
 
@@ -107,7 +107,7 @@ impl SelfAttention {
         let v = self.split(&self.value.forward(x)?)?;
         let scores = matmul(&q, &k.t()?)?;
         let probs = masked_softmax(&scores, bias, 1.0 / (self.head_dim as f64).sqrt())?;
-        let ctx = matmul(&maybe(drop, probs.clone())?, &v)?
+        let ctx = matmul(&maybe_attention(drop, probs.clone())?, &v)?
             .transpose(1, 2)?
             .reshape((b, s, h))?;
         let y = self
@@ -122,7 +122,7 @@ pub struct BertLayer {
     intermediate: Linear,
     output: Linear,
     norm: LayerNorm,
-    act: String,
+    act: Activation,
 }
 
 impl BertLayer {
@@ -144,7 +144,7 @@ impl BertLayer {
                 c.hidden_size,
                 c.layer_norm_eps,
             )?,
-            act: c.hidden_act.clone(),
+            act: c.hidden_act,
         })
     }
 
@@ -155,7 +155,7 @@ impl BertLayer {
         drop: Option<&Dropout>,
     ) -> Result<(Tensor, Tensor)> {
         let (probs, a) = self.attention.forward_with_probs(x, bias, drop)?;
-        let i = activation(&self.act, &self.intermediate.forward(&a)?)?;
+        let i = self.act.forward(&self.intermediate.forward(&a)?)?;
         let y = self
             .norm
             .forward(&(maybe(drop, self.output.forward(&i)?)? + a)?)?;

@@ -61,7 +61,9 @@ struct Candidate {
 
 fn candidates() -> Vec<Candidate> {
     let c = |name: &str, prefix| {
-        CString::new(name).ok().map(|name| Candidate { name, prefix })
+        CString::new(name)
+            .ok()
+            .map(|name| Candidate { name, prefix })
     };
     let prefix_of = |p: &Path| {
         if p.file_name()

@@ -4,8 +4,8 @@
 //! decoder tied to the word embeddings + bias) serves both the head's loss and the backbone's
 //! late-layer loss.
 use super::dropout::Dropout;
-use super::ops::{activation, LayerNorm};
-use super::{attention_bias, Bert, BertConfig, BertLayer, Linear, TokenBatch};
+use super::ops::LayerNorm;
+use super::{attention_bias, Activation, Bert, BertConfig, BertLayer, Linear, TokenBatch};
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
@@ -15,7 +15,7 @@ pub struct MlmHead {
     dense: Linear,
     norm: LayerNorm,
     bias: Tensor,
-    act: String,
+    act: Activation,
 }
 
 impl MlmHead {
@@ -25,7 +25,7 @@ impl MlmHead {
             dense: Linear::load(vb.pp("transform.dense"), h, h)?,
             norm: LayerNorm::load(vb.pp("transform.LayerNorm"), h, c.layer_norm_eps)?,
             bias: vb.get_with_hints(c.vocab_size, "bias", candle_nn::Init::Const(0.0))?,
-            act: c.hidden_act.clone(),
+            act: c.hidden_act,
         })
     }
 
@@ -33,7 +33,7 @@ impl MlmHead {
     pub fn forward(&self, x: &Tensor, word_embeddings: &Tensor) -> Result<Tensor> {
         let t = self
             .norm
-            .forward(&activation(&self.act, &self.dense.forward(x)?)?)?;
+            .forward(&self.act.forward(&self.dense.forward(x)?)?)?;
         super::matmul(&t, &word_embeddings.t()?)?.broadcast_add(&self.bias)
     }
 }

@@ -1,9 +1,30 @@
 use crate::error::{Error, Result};
+use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-fn d_gelu() -> String {
-    "gelu".into()
+/// config.json's hidden_act: the activations BERT checkpoints use. Any other name is refused
+/// when the config is read, naming the ones supported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// GELU with the exact erf (BERT's).
+    #[default]
+    Gelu,
+    /// GELU's tanh approximation (two names for it in transformers).
+    GeluNew,
+    GeluPytorchTanh,
+    Relu,
+}
+
+impl Activation {
+    pub fn forward(self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Activation::Gelu => super::gelu::gelu_erf(x),
+            Activation::GeluNew | Activation::GeluPytorchTanh => x.gelu(),
+            Activation::Relu => x.relu(),
+        }
+    }
 }
 fn d_dropout() -> f64 {
     0.1
@@ -27,8 +48,8 @@ pub struct BertConfig {
     pub num_hidden_layers: usize,
     pub num_attention_heads: usize,
     pub intermediate_size: usize,
-    #[serde(default = "d_gelu")]
-    pub hidden_act: String,
+    #[serde(default)]
+    pub hidden_act: Activation,
     #[serde(default = "d_dropout")]
     pub hidden_dropout_prob: f64,
     #[serde(default = "d_dropout")]
@@ -67,12 +88,6 @@ impl BertConfig {
                 "hidden_size {} is not a multiple of num_attention_heads {}",
                 self.hidden_size, self.num_attention_heads
             ));
-        }
-        if !matches!(
-            self.hidden_act.as_str(),
-            "gelu" | "gelu_new" | "gelu_pytorch_tanh" | "relu"
-        ) {
-            return Err(format!("unsupported hidden_act '{}'", self.hidden_act));
         }
         Ok(())
     }

@@ -40,49 +40,116 @@ impl CrossEncoder {
     }
 }
 
-/// A trained cross-encoder folder (HF BertForSequenceClassification) and its pair tokenizer.
-pub fn load_cross_encoder(
-    dir: &std::path::Path,
-    device: &Device,
-) -> Result<(CrossEncoder, PairTokenizer)> {
-    let folder = super::ModelFolder::open(dir)?;
-    let vb = folder.raw_var_builder(candle_core::DType::F32, device)?;
-    if !vb.contains_tensor("classifier.weight")
-        || !vb.contains_tensor("bert.embeddings.word_embeddings.weight")
-    {
-        return Err(Error::file(
-            &folder.weights,
-            "no classification head (bert.* and classifier.weight): not a cross-encoder; train one with train-cross-encoder",
-        ));
-    }
-    let extra = &folder.config.extra;
-    let num_labels = extra
-        .get("id2label")
-        .and_then(|m| m.as_object())
-        .map(|m| m.len())
-        .or_else(|| {
-            extra
-                .get("num_labels")
-                .and_then(|n| n.as_u64())
-                .map(|n| n as usize)
+/// A trained cross-encoder ready to score pairs: the model, its pair tokenizer, its device.
+pub struct CrossEncoderModel {
+    pub model: CrossEncoder,
+    pub tok: PairTokenizer,
+    pub device: Device,
+}
+
+impl CrossEncoderModel {
+    /// A trained cross-encoder folder (HF BertForSequenceClassification): refused, naming the
+    /// weights file, when it has no classification head (a bi-encoder or plain BERT folder).
+    pub fn load(dir: &std::path::Path, device: &Device) -> Result<CrossEncoderModel> {
+        let folder = super::ModelFolder::open(dir)?;
+        let vb = folder.raw_var_builder(candle_core::DType::F32, device)?;
+        if !vb.contains_tensor("classifier.weight")
+            || !vb.contains_tensor("bert.embeddings.word_embeddings.weight")
+        {
+            return Err(Error::file(
+                &folder.weights,
+                "no classification head (bert.* and classifier.weight): not a cross-encoder; \
+                 train one with train-cross-encoder",
+            ));
+        }
+        let extra = &folder.config.extra;
+        let num_labels = extra
+            .get("id2label")
+            .and_then(|m| m.as_object())
+            .map(|m| m.len())
+            .or_else(|| {
+                extra
+                    .get("num_labels")
+                    .and_then(|n| n.as_u64())
+                    .map(|n| n as usize)
+            })
+            .unwrap_or(1);
+        let max_len = extra
+            .get("max_length")
+            .and_then(|m| m.as_u64())
+            .map(|m| m as usize)
+            .unwrap_or(512)
+            .min(folder.config.max_position_embeddings);
+        let model = CrossEncoder::load(vb, &folder.config, num_labels).map_err(|e| {
+            Error::file(
+                &folder.weights,
+                format!("weights do not match config.json: {e}"),
+            )
+        })?;
+        Ok(CrossEncoderModel {
+            model,
+            tok: PairTokenizer::new(folder.tokenizer()?, max_len)?,
+            device: device.clone(),
         })
-        .unwrap_or(1);
-    let max_len = extra
-        .get("max_length")
-        .and_then(|m| m.as_u64())
-        .map(|m| m as usize)
-        .unwrap_or(512)
-        .min(folder.config.max_position_embeddings);
-    let model = CrossEncoder::load(vb, &folder.config, num_labels).map_err(|e| {
-        Error::file(
-            &folder.weights,
-            format!("weights do not match config.json: {e}"),
-        )
-    })?;
-    Ok((model, PairTokenizer::new(folder.tokenizer()?, max_len)?))
+    }
+
+    /// Scores per pair (sigmoid for one label, class probabilities otherwise), in length-sorted
+    /// batches; rows in input order.
+    pub fn predict(
+        &self,
+        pairs: &[(&str, &str)],
+        batch: usize,
+        progress: &indicatif::ProgressBar,
+    ) -> Result<Vec<Vec<f32>>> {
+        let enc: Vec<(Vec<u32>, Vec<u32>)> = pairs
+            .iter()
+            .map(|(a, b)| self.tok.encode(a, b))
+            .collect::<Result<_>>()?;
+        let lens: Vec<usize> = enc.iter().map(|e| e.0.len()).collect();
+        super::batch::by_length(&lens, batch, progress, |chunk| {
+            let items: Vec<(Vec<u32>, Vec<u32>)> = chunk.iter().map(|&i| enc[i].clone()).collect();
+            let scores: Vec<Vec<f32>> = self
+                .tok
+                .batch(&items, &self.device)
+                .and_then(|b| activate(&self.model.forward_t(&b, None)?)?.to_vec2())
+                .doing("cross-encoder forward")?;
+            Ok(scores)
+        })
+    }
+
+    /// One score per pair: needs a one-label cross-encoder.
+    pub fn scores(
+        &self,
+        pairs: &[(&str, &str)],
+        batch: usize,
+        progress: &indicatif::ProgressBar,
+    ) -> Result<Vec<f64>> {
+        if self.model.num_labels != 1 {
+            return Err(Error::msg(format!(
+                "this cross-encoder predicts {} classes; a score per pair needs a one-label model",
+                self.model.num_labels
+            )));
+        }
+        Ok(self
+            .predict(pairs, batch, progress)?
+            .into_iter()
+            .map(|s| s[0] as f64)
+            .collect())
+    }
+}
+
+/// Whether a model folder holds a cross-encoder (its config names BertForSequenceClassification).
+pub fn is_cross_encoder(folder: &super::ModelFolder) -> bool {
+    folder
+        .config
+        .extra
+        .get("architectures")
+        .and_then(|a| a.as_array())
+        .is_some_and(|a| a.iter().any(|x| x == "BertForSequenceClassification"))
 }
 
 /// Tokenized sentence pairs for a cross-encoder.
+#[derive(Clone)]
 pub struct PairTokenizer {
     pub tokenizer: Tokenizer,
     pub special: Specials,
@@ -139,34 +206,4 @@ pub fn activate(logits: &Tensor) -> candle_core::Result<Tensor> {
     } else {
         super::ops::softmax_last_dim(logits)
     }
-}
-
-/// Predict scores for pairs in length-sorted batches; rows in input order.
-pub fn predict(
-    model: &CrossEncoder,
-    tok: &PairTokenizer,
-    pairs: &[(&str, &str)],
-    batch: usize,
-    device: &Device,
-    progress: &indicatif::ProgressBar,
-) -> Result<Vec<Vec<f32>>> {
-    let enc: Vec<(Vec<u32>, Vec<u32>)> = pairs
-        .iter()
-        .map(|(a, b)| tok.encode(a, b))
-        .collect::<Result<_>>()?;
-    let mut order: Vec<usize> = (0..enc.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(enc[i].0.len()));
-    let mut out = vec![Vec::new(); enc.len()];
-    for chunk in order.chunks(batch.max(1)) {
-        let items: Vec<(Vec<u32>, Vec<u32>)> = chunk.iter().map(|&i| enc[i].clone()).collect();
-        let scores: Vec<Vec<f32>> = tok
-            .batch(&items, device)
-            .and_then(|b| activate(&model.forward_t(&b, None)?)?.to_vec2())
-            .doing("cross-encoder forward")?;
-        for (&i, s) in chunk.iter().zip(scores) {
-            out[i] = s;
-        }
-        progress.inc(chunk.len() as u64);
-    }
-    Ok(out)
 }

@@ -1,30 +1,75 @@
 //! Dropout with masks from a seeded RNG: candle's own draws from an RNG that cannot be seeded,
 //! and a training run must be reproducible bit for bit on CPU (and resumable: the trainer
 //! re-seeds from (seed, step), so no RNG state needs saving).
+use crate::hash::mix64;
 use candle_core::{Result, Tensor};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::Mutex;
 
+/// BERT's two dropout rates: on hidden states (embeddings, sublayer outputs, the classifier's
+/// input) and on attention probabilities; config.json's hidden_dropout_prob and
+/// attention_probs_dropout_prob unless the run overrides them.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DropoutRates {
+    pub hidden: f32,
+    pub attention: f32,
+}
+
+impl DropoutRates {
+    pub fn of(config: &super::BertConfig) -> DropoutRates {
+        DropoutRates {
+            hidden: config.hidden_dropout_prob as f32,
+            attention: config.attention_probs_dropout_prob as f32,
+        }
+    }
+
+    /// One rate for both (a `--dropout` override).
+    pub fn uniform(p: f32) -> DropoutRates {
+        DropoutRates {
+            hidden: p,
+            attention: p,
+        }
+    }
+}
+
 pub struct Dropout {
-    pub p: f32,
+    pub rates: DropoutRates,
+    seed: u64,
     rng: Mutex<StdRng>,
 }
 
 impl Dropout {
-    pub fn new(p: f32, seed: u64) -> Dropout {
+    pub fn new(rates: DropoutRates, seed: u64) -> Dropout {
         Dropout {
-            p,
+            rates,
+            seed,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
         }
     }
 
+    /// An independent stream for part `i` of the work (a shard, a GradCache chunk): the same `i`
+    /// always draws the same masks, so a forward pass can be replayed exactly.
+    pub fn fork(&self, i: u64) -> Dropout {
+        Dropout::new(self.rates, mix64(self.seed ^ mix64(i.wrapping_add(1))))
+    }
+
+    /// Dropout on hidden states.
+    pub fn hidden(&self, x: &Tensor) -> Result<Tensor> {
+        self.apply(x, self.rates.hidden)
+    }
+
+    /// Dropout on attention probabilities.
+    pub fn attention(&self, x: &Tensor) -> Result<Tensor> {
+        self.apply(x, self.rates.attention)
+    }
+
     /// x * mask / (1 - p), mask ~ Bernoulli(1 - p).
-    pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
-        if self.p <= 0.0 {
+    fn apply(&self, x: &Tensor, p: f32) -> Result<Tensor> {
+        if p <= 0.0 {
             return Ok(x.clone());
         }
-        let keep = 1.0 - self.p;
+        let keep = 1.0 - p;
         let scale = 1.0 / keep;
         let mask: Vec<f32> = {
             let mut rng = self.rng.lock().unwrap();
@@ -42,10 +87,18 @@ impl Dropout {
     }
 }
 
-/// Apply dropout when training (`Some`), pass through at evaluation (`None`).
+/// Dropout on hidden states when training (`Some`), pass through at evaluation (`None`).
 pub fn maybe(d: Option<&Dropout>, x: Tensor) -> Result<Tensor> {
     match d {
-        Some(d) => d.apply(&x),
+        Some(d) => d.hidden(&x),
+        None => Ok(x),
+    }
+}
+
+/// Dropout on attention probabilities when training.
+pub fn maybe_attention(d: Option<&Dropout>, x: Tensor) -> Result<Tensor> {
+    match d {
+        Some(d) => d.attention(&x),
         None => Ok(x),
     }
 }

@@ -112,13 +112,7 @@ impl SentenceEncoder {
     }
 
     pub fn dim(&self) -> usize {
-        let modes = [
-            self.pooling.cls,
-            self.pooling.max,
-            self.pooling.mean,
-            self.pooling.mean_sqrt_len,
-        ];
-        self.bert.config.hidden_size * modes.iter().filter(|m| **m).count()
+        self.bert.config.hidden_size * self.pooling.modes()
     }
 
     /// [CLS] text [SEP], truncated to max_seq_length.
@@ -159,21 +153,17 @@ impl SentenceEncoder {
             .par_iter()
             .map(|t| self.token_ids(t))
             .collect::<Result<_>>()?;
-        let mut order: Vec<usize> = (0..seqs.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(seqs[i].len()));
         let dim = self.dim();
-        let mut data = vec![0f32; seqs.len() * dim];
-        for chunk in order.chunks(batch_size.max(1)) {
+        let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
+        let rows = super::batch::by_length(&lens, batch_size, progress, |chunk| {
             let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].as_slice()).collect();
             let rows: Vec<Vec<f32>> = self
                 .embed(&batch)
                 .and_then(|t| t.to_dtype(DType::F32)?.to_vec2())
                 .doing("model forward")?;
-            for (&i, r) in chunk.iter().zip(rows) {
-                data[i * dim..(i + 1) * dim].copy_from_slice(&r);
-            }
-            progress.inc(chunk.len() as u64);
-        }
+            Ok(rows)
+        })?;
+        let data = rows.concat();
         Ok(Embeddings { dim, data })
     }
 }

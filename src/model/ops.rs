@@ -64,16 +64,6 @@ impl Module for LayerNorm {
     }
 }
 
-/// The activation named by config.json's hidden_act.
-pub fn activation(name: &str, x: &Tensor) -> Result<Tensor> {
-    match name {
-        "gelu" => super::gelu::gelu_erf(x),
-        "gelu_new" | "gelu_pytorch_tanh" => x.gelu(),
-        "relu" => x.relu(),
-        other => candle_core::bail!("unsupported activation {other}"),
-    }
-}
-
 /// max |a - b| over all elements (tests and gradient checks compare tensors with it).
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
     (a - b)?

@@ -2,6 +2,36 @@ use crate::error::{Error, Result};
 use candle_core::{DType, Tensor, D};
 use std::path::Path;
 
+/// One pooling mode, as `--pooling` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PoolingMode {
+    Cls,
+    Mean,
+    Max,
+    #[value(alias = "mean_sqrt_len")]
+    MeanSqrtLen,
+}
+
+impl From<PoolingMode> for Pooling {
+    fn from(m: PoolingMode) -> Pooling {
+        let none = Pooling {
+            cls: false,
+            max: false,
+            mean: false,
+            mean_sqrt_len: false,
+        };
+        match m {
+            PoolingMode::Cls => Pooling { cls: true, ..none },
+            PoolingMode::Mean => Pooling { mean: true, ..none },
+            PoolingMode::Max => Pooling { max: true, ..none },
+            PoolingMode::MeanSqrtLen => Pooling {
+                mean_sqrt_len: true,
+                ..none
+            },
+        }
+    }
+}
+
 /// sentence-transformers' pooling modes. Several may be on; their outputs are concatenated in
 /// sentence-transformers' order (cls, max, mean, mean_sqrt_len).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,23 +62,12 @@ impl Pooling {
         mean_sqrt_len: false,
     };
 
-    pub fn parse(name: &str) -> Result<Pooling> {
-        Ok(match name {
-            "mean" => Pooling::MEAN,
-            "cls" => Pooling::CLS,
-            "max" => Pooling::MAX,
-            "mean-sqrt-len" | "mean_sqrt_len" => Pooling {
-                cls: false,
-                max: false,
-                mean: false,
-                mean_sqrt_len: true,
-            },
-            _ => {
-                return Err(Error::msg(format!(
-                    "unknown pooling '{name}': expected cls, mean, max or mean-sqrt-len"
-                )))
-            }
-        })
+    /// How many modes are on (the embedding is hidden size times this).
+    pub fn modes(&self) -> usize {
+        [self.cls, self.max, self.mean, self.mean_sqrt_len]
+            .iter()
+            .filter(|m| **m)
+            .count()
     }
 
     /// 1_Pooling/config.json.

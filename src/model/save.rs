@@ -1,6 +1,7 @@
 //! Writing model folders that transformers and sentence-transformers load unchanged: config.json,
 //! model.safetensors, the tokenizer files, and for a sentence encoder modules.json, 1_Pooling and
-//! sentence_bert_config.json. Every file is written atomically.
+//! sentence_bert_config.json; a cross-encoder as BertForSequenceClassification; a Condenser as a
+//! plain BERT backbone plus its head. Every file is written atomically.
 use super::{ModelFolder, Pooling};
 use crate::data::write_atomic;
 use crate::error::{Context, Error, Result};
@@ -45,18 +46,20 @@ pub struct EncoderLayout {
     pub max_seq_length: usize,
 }
 
-/// A sentence-transformers folder: Transformer at the root (BertModel weights, named without a
-/// "bert." prefix), 1_Pooling, and 2_Normalize when the encoder normalises. Tensors of the source
-/// checkpoint that training did not touch (the pooler) are carried over, so transformers' AutoModel
-/// loads the folder without fresh weights.
-pub fn save_sentence_encoder(
-    src: &ModelFolder,
-    weights: HashMap<String, Tensor>,
-    layout: &EncoderLayout,
-    dir: &Path,
-) -> Result<()> {
-    std::fs::create_dir_all(dir.join("1_Pooling")).map_err(|e| Error::file(dir, e))?;
-    let mut weights = weights;
+/// Named tensors, as a model folder or checkpoint stores them.
+pub type Weights = HashMap<String, Tensor>;
+
+/// Save named tensors as safetensors, atomically.
+pub fn save_tensors(tensors: &Weights, path: &Path) -> Result<()> {
+    let bytes = safetensors::serialize(tensors.iter().map(|(k, v)| (k.as_str(), v)), None)
+        .map_err(|e| Error::file(path, e))?;
+    write_atomic(path, &bytes)
+}
+
+/// Tensors of the source checkpoint that training never touches (BERT's pooler) are carried
+/// over, so transformers' AutoModel loads the folder without newly initialised weights (and a
+/// cross-encoder started from it gets the pooler it was trained with).
+fn carry_pooler(src: &ModelFolder, weights: &mut Weights) -> Result<()> {
     let vb = src.var_builder(candle_core::DType::F32, &candle_core::Device::Cpu)?;
     let h = src.config.hidden_size;
     for (name, shape) in [
@@ -70,9 +73,32 @@ pub fn save_sentence_encoder(
             weights.insert(name.to_string(), t);
         }
     }
+    Ok(())
+}
+
+/// A plain HF BertModel folder: config.json, the backbone's weights (no "bert." prefix, the
+/// pooler carried over), the tokenizer files.
+fn save_backbone(src: &ModelFolder, mut backbone: Weights, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::file(dir, e))?;
+    carry_pooler(src, &mut backbone)?;
     write_json(&dir.join("config.json"), &config_json(src, "BertModel")?)?;
-    crate::train::params::save_tensors(&weights, &dir.join("model.safetensors"))?;
-    copy_tokenizer_files(src, dir)?;
+    save_tensors(&backbone, &dir.join("model.safetensors"))?;
+    copy_tokenizer_files(src, dir)
+}
+
+/// A sentence-transformers folder: Transformer at the root (BertModel weights), 1_Pooling, and
+/// 2_Normalize when the encoder normalises; a trained head of the loss (SoftmaxLoss' classifier)
+/// beside it as `<head name>.safetensors`.
+pub fn save_sentence_encoder(
+    src: &ModelFolder,
+    backbone: Weights,
+    layout: &EncoderLayout,
+    head: Option<(&str, Weights)>,
+    dir: &Path,
+) -> Result<()> {
+    let h = src.config.hidden_size;
+    save_backbone(src, backbone, dir)?;
+    std::fs::create_dir_all(dir.join("1_Pooling")).map_err(|e| Error::file(dir, e))?;
     let mut modules = vec![
         module(0, "", "Transformer"),
         module(1, "1_Pooling", "Pooling"),
@@ -103,7 +129,53 @@ pub fn save_sentence_encoder(
             "default_prompt_name": null,
             "similarity_fn_name": "cosine"
         }),
-    )
+    )?;
+    if let Some((name, w)) = head {
+        save_tensors(&w, &dir.join(format!("{name}.safetensors")))?;
+    }
+    Ok(())
+}
+
+/// An HF BertForSequenceClassification folder: config.json with the label count and the
+/// cross-encoder's max length, all weights under their transformers names, the tokenizer files.
+pub fn save_cross_encoder(
+    src: &ModelFolder,
+    weights: &Weights,
+    num_labels: usize,
+    max_len: usize,
+    dir: &Path,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::file(dir, e))?;
+    let mut cfg = config_json(src, "BertForSequenceClassification")?;
+    let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels)
+        .map(|i| (i.to_string(), format!("LABEL_{i}").into()))
+        .collect();
+    let ids: serde_json::Map<String, serde_json::Value> = (0..num_labels)
+        .map(|i| (format!("LABEL_{i}"), i.into()))
+        .collect();
+    cfg["id2label"] = labels.into();
+    cfg["label2id"] = ids.into();
+    cfg["max_length"] = max_len.into();
+    write_json(&dir.join("config.json"), &cfg)?;
+    save_tensors(weights, &dir.join("model.safetensors"))?;
+    copy_tokenizer_files(src, dir)
+}
+
+/// The file beside a Condenser backbone that holds its head (head layers and MLM head).
+pub const CONDENSER_HEAD: &str = "condenser_head.safetensors";
+
+/// A Condenser: the backbone (weights under "bert.") as a plain HF BERT folder, a drop-in for the
+/// model it started from, and every other tensor (the head) in condenser_head.safetensors.
+pub fn save_condenser(src: &ModelFolder, weights: &Weights, dir: &Path) -> Result<()> {
+    let (mut backbone, mut head) = (Weights::new(), Weights::new());
+    for (name, t) in weights {
+        match name.strip_prefix("bert.") {
+            Some(b) => backbone.insert(b.to_string(), t.clone()),
+            None => head.insert(name.clone(), t.clone()),
+        };
+    }
+    save_backbone(src, backbone, dir)?;
+    save_tensors(&head, &dir.join(CONDENSER_HEAD))
 }
 
 fn module(idx: usize, path: &str, ty: &str) -> serde_json::Value {

@@ -10,8 +10,8 @@ pub use minhash::{standard_error, MinHasher, Sketch};
 pub use ngrams::NgramPacker;
 pub use report::{Approx, OverlapReport};
 
-use crate::data;
-use crate::error::Result;
+use crate::data::{self, ColumnSpec};
+use crate::error::{Error, Result};
 use crate::tokenize::Tokenizer;
 use indicatif::ProgressBar;
 use rayon::prelude::*;
@@ -23,6 +23,38 @@ pub struct Source {
     pub name: String,
     pub path: PathBuf,
     pub columns: Vec<String>,
+}
+
+impl Source {
+    /// A dataset and its text columns: `columns` when given, else sentence1 and sentence2 for pair
+    /// data, else text.
+    pub fn new(name: String, path: PathBuf, columns: Option<&ColumnSpec>) -> Result<Source> {
+        let columns = match columns {
+            Some(c) => c.resolve(&path)?,
+            None => {
+                let have = data::column_names(&path)?;
+                let has = |c: &str| have.iter().any(|h| h == c);
+                if has("sentence1") && has("sentence2") {
+                    vec!["sentence1".into(), "sentence2".into()]
+                } else if has("text") {
+                    vec!["text".into()]
+                } else {
+                    return Err(Error::file(
+                        &path,
+                        format!(
+                            "no sentence1/sentence2 or text column (has: {}); name them with --columns",
+                            have.join(", ")
+                        ),
+                    ));
+                }
+            }
+        };
+        Ok(Source {
+            name,
+            path,
+            columns,
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug)]

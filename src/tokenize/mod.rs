@@ -82,10 +82,7 @@ impl Tokenizer {
 
     /// The tokenizers crate's own answer, bypassing the fast path (tests compare the two).
     pub fn slow_ids_into(&self, text: &str, out: &mut Vec<u32>) -> Result<()> {
-        let enc = self
-            .inner
-            .encode(text, false)
-            .doing("tokenizing")?;
+        let enc = self.inner.encode(text, false).doing("tokenizing")?;
         out.extend_from_slice(enc.get_ids());
         Ok(())
     }

@@ -27,6 +27,9 @@ pub struct TrainState {
     pub part_names: Vec<String>,
     #[serde(default)]
     pub parts: Vec<Vec<f64>>,
+    /// The run's settings, which --resume must match.
+    #[serde(default)]
+    pub settings: Option<super::config::RunSettings>,
 }
 
 pub fn save(dir: &Path, varmap: &VarMap, opt: &AdamW, st: &TrainState) -> Result<()> {
@@ -35,10 +38,7 @@ pub fn save(dir: &Path, varmap: &VarMap, opt: &AdamW, st: &TrainState) -> Result
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| Error::file(&tmp, e))?;
     params::save_vars(varmap, &tmp.join("model.safetensors"))?;
-    params::save_tensors(
-        &opt.state()?,
-        &tmp.join("optimizer.safetensors"),
-    )?;
+    params::save_tensors(&opt.state()?, &tmp.join("optimizer.safetensors"))?;
     let state = serde_json::json!({"state": st, "optimizer_steps": opt.t});
     write_atomic(
         &tmp.join("state.json"),

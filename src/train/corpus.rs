@@ -16,6 +16,66 @@ pub struct Blocks {
     pub len: usize,
     /// Tokens per record, [CLS] and [SEP] included.
     pub width: usize,
+    /// What the blocks were made from (see `cache_key`); a resumed run must see the same.
+    pub key: String,
+}
+
+/// The blocks of `inputs` in `dir`: read from the cache file when one was built from the same
+/// corpus files (paths, sizes, modification times), column, tokenizer (its file's bytes) and
+/// length, built (and any stale cache removed) otherwise. Returns the blocks and whether they were
+/// built now.
+pub fn prepare(
+    dir: &Path,
+    inputs: &[PathBuf],
+    column: &str,
+    tok: &Tokenizer,
+    max_seq_length: usize,
+    bar: &ProgressBar,
+) -> Result<(Blocks, bool)> {
+    let key = cache_key(inputs, column, tok, max_seq_length)?;
+    let path = dir.join(format!("blocks-{max_seq_length}-{key}.u32"));
+    if path.is_file() {
+        return Ok((Blocks::open(&path, max_seq_length, &key)?, false));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::file(dir, e))?;
+    for old in std::fs::read_dir(dir)
+        .map_err(|e| Error::file(dir, e))?
+        .flatten()
+    {
+        let name = old.file_name().to_string_lossy().into_owned();
+        if name.starts_with("blocks-") && name.ends_with(".u32") {
+            let _ = std::fs::remove_file(old.path());
+        }
+    }
+    let b = Blocks::build(inputs, column, tok, max_seq_length, &path, &key, bar)?;
+    Ok((b, true))
+}
+
+/// A hash of everything the blocks depend on, as 16 hex digits.
+pub fn cache_key(
+    inputs: &[PathBuf],
+    column: &str,
+    tok: &Tokenizer,
+    max_seq_length: usize,
+) -> Result<String> {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for p in inputs {
+        let m = std::fs::metadata(p).map_err(|e| Error::file(p, e))?;
+        let mtime = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let abs = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+        h.update(abs.to_string_lossy().as_bytes());
+        h.update(&m.len().to_le_bytes());
+        h.update(&mtime.to_le_bytes());
+    }
+    h.update(column.as_bytes());
+    let vocab = std::fs::read(tok.source()).map_err(|e| Error::file(tok.source(), e))?;
+    h.update(&vocab);
+    h.update(&(max_seq_length as u64).to_le_bytes());
+    Ok(format!("{:016x}", h.digest()))
 }
 
 /// Record layout: u32 length, then `width` u32 token ids (little-endian, zero-padded).
@@ -31,6 +91,7 @@ impl Blocks {
         tok: &Tokenizer,
         max_seq_length: usize,
         dest: &Path,
+        key: &str,
         bar: &ProgressBar,
     ) -> Result<Blocks> {
         let sp = Specials::of(tok)?;
@@ -91,10 +152,10 @@ impl Blocks {
             )));
         }
         std::fs::rename(&tmp, dest).map_err(|e| Error::file(dest, e))?;
-        Blocks::open(dest, max_seq_length)
+        Blocks::open(dest, max_seq_length, key)
     }
 
-    pub fn open(path: &Path, max_seq_length: usize) -> Result<Blocks> {
+    pub fn open(path: &Path, max_seq_length: usize, key: &str) -> Result<Blocks> {
         let width = max_seq_length.saturating_sub(2).max(1) + 2;
         let file = std::fs::File::open(path).map_err(|e| Error::file(path, e))?;
         let bytes = file.metadata().map_err(|e| Error::file(path, e))?.len() as usize;
@@ -109,6 +170,7 @@ impl Blocks {
             path: path.to_path_buf(),
             len: bytes / Self::record_bytes(width),
             width,
+            key: key.to_string(),
         })
     }
 

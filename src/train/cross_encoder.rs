@@ -1,27 +1,33 @@
 //! Training a cross-encoder (sentence-transformers' CrossEncoder.fit): one label with BCE on
-//! labels in [0, 1], or classes with cross-entropy; dev Spearman (one label) or accuracy.
+//! labels in [0, 1], or classes with cross-entropy; dev evaluation by an evaluator (STS
+//! correlation for one label, accuracy for classes).
 use super::losses::{bce_with_logits, cross_entropy};
-use super::params;
-use super::trainer::TrainTask;
+use super::params::{self, load_trainable};
+use super::task::{LossOutput, Score, TrainTask};
 use crate::data::{PairColumns, Pairs};
 use crate::error::{Error, Result};
-use crate::eval::metrics::spearman;
-use crate::model::cross_encoder::predict;
-use crate::model::save::{config_json, copy_tokenizer_files, write_json};
-use crate::model::{CrossEncoder, Dropout, ModelFolder, PairTokenizer};
-use candle_core::{DType, Device, Tensor};
-use candle_nn::{VarBuilder, VarMap};
+use crate::eval::{Evaluator, Model};
+use crate::model::cross_encoder::CrossEncoderModel;
+use crate::model::save::save_cross_encoder;
+use crate::model::{CrossEncoder, Dropout, DropoutRates, ModelFolder, PairTokenizer};
+use candle_core::{Device, Tensor};
+use candle_nn::VarMap;
 use indicatif::ProgressBar;
 use std::path::Path;
+
+/// A cross-encoder's head: transformers' classifier, and the pooler a sentence-transformers
+/// model may lack; only these may start fresh.
+const HEADS: [&str; 2] = ["classifier.", "bert.pooler."];
 
 pub struct CrossEncoderTask {
     pub model: CrossEncoder,
     pub tok: PairTokenizer,
+    pub dev: Option<Box<dyn Evaluator>>,
     varmap: VarMap,
     folder: ModelFolder,
+    fresh: Vec<String>,
     train: Vec<(Vec<u32>, Vec<u32>)>,
     labels: Vec<f32>,
-    dev: Option<Pairs>,
     device: Device,
 }
 
@@ -50,9 +56,9 @@ pub fn check_labels(path: &Path, column: &str, labels: &[f64], num_labels: usize
     Ok(())
 }
 
+/// The training pairs and how to read them.
 pub struct CrossEncoderData<'a> {
     pub train: &'a Path,
-    pub dev: Option<&'a Path>,
     pub columns: &'a PairColumns,
     pub both_orders: bool,
 }
@@ -66,14 +72,14 @@ impl CrossEncoderTask {
         seed: u64,
         device: &Device,
     ) -> Result<Self> {
-        let device = device.clone();
+        if num_labels == 0 {
+            return Err(Error::msg("--num-labels must be at least 1"));
+        }
         let folder = ModelFolder::open(model_dir)?;
         let tok = PairTokenizer::new(folder.tokenizer()?, max_seq_length)?;
-        let varmap = VarMap::new();
-        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
-        let model = CrossEncoder::load(vb, &folder.config, num_labels)
-            .map_err(|e| Error::file(&folder.weights, e))?;
-        params::fill(&varmap, &folder.weights, seed)?;
+        let t = load_trainable(&folder.weights, &[], &HEADS, seed, device, |vb| {
+            CrossEncoder::load(vb, &folder.config, num_labels)
+        })?;
         let gold = Pairs::read(data.train, data.columns)?;
         check_labels(data.train, &data.columns.label, &gold.labels, num_labels)?;
         let mut train = Vec::with_capacity(gold.len() * 2);
@@ -86,23 +92,16 @@ impl CrossEncoderTask {
                 labels.push(gold.labels[i] as f32);
             }
         }
-        let dev = match data.dev {
-            Some(p) => {
-                let d = Pairs::read(p, data.columns)?;
-                check_labels(p, &data.columns.label, &d.labels, num_labels)?;
-                Some(d)
-            }
-            None => None,
-        };
         Ok(CrossEncoderTask {
-            model,
+            model: t.model,
             tok,
-            varmap,
+            dev: None,
+            varmap: t.varmap,
             folder,
+            fresh: t.fresh,
             train,
             labels,
-            dev,
-            device,
+            device: device.clone(),
         })
     }
 }
@@ -112,112 +111,67 @@ impl TrainTask for CrossEncoderTask {
         self.train.len()
     }
 
-    fn per_example_mean(&self) -> bool {
-        true
+    fn split_weight(&self, idx: &[usize], _seed: u64) -> Option<f64> {
+        Some(idx.len() as f64)
     }
 
-    fn loss(&self, idx: &[usize], drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
+    fn loss(&self, idx: &[usize], _seed: u64, drop: Option<&Dropout>) -> Result<LossOutput> {
         let items: Vec<(Vec<u32>, Vec<u32>)> = idx.iter().map(|&i| self.train[i].clone()).collect();
         let logits = self
             .model
             .forward_t(&self.tok.batch(&items, &self.device)?, drop)?;
         let y: Vec<f32> = idx.iter().map(|&i| self.labels[i]).collect();
-        if self.model.num_labels == 1 {
+        let loss = if self.model.num_labels == 1 {
             bce_with_logits(
                 &logits.squeeze(1)?,
                 &Tensor::from_vec(y, idx.len(), &self.device)?,
-            )
+            )?
         } else {
             let classes: Vec<u32> = y.iter().map(|v| *v as u32).collect();
             cross_entropy(
                 &logits,
                 &Tensor::from_vec(classes, idx.len(), &self.device)?,
-            )
-        }
+            )?
+        };
+        Ok(LossOutput::single(loss))
     }
 
-    fn evaluate(&self) -> Result<Option<(String, f64)>> {
+    fn dropout_rates(&self) -> DropoutRates {
+        DropoutRates::of(&self.folder.config)
+    }
+
+    fn evaluate(&self) -> Result<Option<Score>> {
         let Some(dev) = &self.dev else {
             return Ok(None);
         };
-        let pairs: Vec<(&str, &str)> = dev
-            .sentence1
-            .iter()
-            .zip(&dev.sentence2)
-            .map(|(a, b)| (a.as_str(), b.as_str()))
-            .collect();
-        let model = CrossEncoder::load(
-            params::frozen(&self.varmap, &self.device),
-            &self.folder.config,
-            self.model.num_labels,
-        )
-        ?;
-        let scores = predict(
-            &model,
-            &self.tok,
-            &pairs,
-            64,
-            &self.device,
-            &ProgressBar::hidden(),
-        )?;
-        Ok(Some(if self.model.num_labels == 1 {
-            let s: Vec<f64> = scores.iter().map(|v| v[0] as f64).collect();
-            ("spearman".to_string(), spearman(&s, &dev.labels))
-        } else {
-            let hits = scores
-                .iter()
-                .zip(&dev.labels)
-                .filter(|(s, l)| {
-                    s.iter()
-                        .enumerate()
-                        .max_by(|a, b| a.1.total_cmp(b.1))
-                        .map(|(i, _)| i as f64)
-                        == Some(**l)
-                })
-                .count();
-            (
-                "accuracy".to_string(),
-                hits as f64 / dev.labels.len() as f64,
-            )
-        }))
+        let frozen = CrossEncoderModel {
+            model: CrossEncoder::load(
+                params::frozen(&self.varmap, &self.device),
+                &self.folder.config,
+                self.model.num_labels,
+            )?,
+            tok: self.tok.clone(),
+            device: self.device.clone(),
+        };
+        let e = dev.run(&Model::CrossEncoder(&frozen), 64, &ProgressBar::hidden())?;
+        Ok(Some(e.score()))
     }
 
     fn varmap(&self) -> &VarMap {
         &self.varmap
     }
 
+    fn fresh(&self) -> &[String] {
+        &self.fresh
+    }
+
     fn save(&self, dir: &Path) -> Result<()> {
         save_cross_encoder(
             &self.folder,
-            &self.varmap,
+            &params::named(&self.varmap),
             self.model.num_labels,
             self.tok.max_seq_length,
             dir,
         )
     }
-}
-
-/// An HF BertForSequenceClassification folder: config.json with the label count, weights, and the
-/// source folder's tokenizer files.
-pub fn save_cross_encoder(
-    src: &ModelFolder,
-    varmap: &VarMap,
-    num_labels: usize,
-    max_len: usize,
-    dir: &Path,
-) -> Result<()> {
-    let mut cfg = config_json(src, "BertForSequenceClassification")?;
-    let labels: serde_json::Map<String, serde_json::Value> = (0..num_labels)
-        .map(|i| (i.to_string(), format!("LABEL_{i}").into()))
-        .collect();
-    let ids: serde_json::Map<String, serde_json::Value> = (0..num_labels)
-        .map(|i| (format!("LABEL_{i}"), i.into()))
-        .collect();
-    cfg["id2label"] = labels.into();
-    cfg["label2id"] = ids.into();
-    cfg["max_length"] = max_len.into();
-    write_json(&dir.join("config.json"), &cfg)?;
-    params::save_vars(varmap, &dir.join("model.safetensors"))?;
-    copy_tokenizer_files(src, dir)?;
-    Ok(())
 }

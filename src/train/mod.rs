@@ -1,10 +1,11 @@
-//! Training: gradient checks for every op a training forward pass uses, and (next) losses, the
-//! optimizer, the schedule and the trainer.
+//! Training: the loop every training command shares (trainer, config, checkpoints), the tasks
+//! (cross-encoder, bi-encoder, Condenser pre-training), their losses and the differentiable ops
+//! those use, each gradient-checked.
 pub mod biencoder;
 pub mod checkpoint;
+pub mod config;
 pub mod corpus;
 pub mod cross_encoder;
-pub mod dev;
 pub mod gradcheck;
 pub mod losses;
 pub mod masking;
@@ -12,8 +13,11 @@ pub mod optim;
 pub mod params;
 pub mod pretrain;
 pub mod spans;
+pub mod task;
 pub mod trainer;
 
+pub use config::{RunSettings, TrainConfig};
 pub use gradcheck::GradCheck;
 pub use optim::{clip_factor, linear_schedule, AdamW};
-pub use trainer::{train, TrainConfig, TrainReport, TrainTask};
+pub use task::{Gradients, LossOutput, Score, TrainTask};
+pub use trainer::{train, TrainReport};

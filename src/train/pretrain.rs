@@ -1,27 +1,25 @@
 //! Condenser pre-training as a TrainTask: whole-word-masked blocks through the backbone and the
 //! head; loss = MLM through the head + MLM on the late layer (unless turned off), + coCondenser's
-//! span contrast when asked. The output is
-//! the backbone as a plain HF BERT folder plus condenser_head.safetensors (head layers and MLM head)
-//! that --continue-from reads back.
+//! span contrast when asked. The output is the backbone as a plain HF BERT folder plus
+//! condenser_head.safetensors (head layers and MLM head) that --continue-from reads back.
 use super::corpus::Blocks;
 use super::losses::{cross_entropy, span_contrastive};
-use super::masking::Masker;
-use super::params;
+use super::masking::{Masked, Masker};
+use super::params::{self, load_trainable};
 use super::spans::two_spans;
-use super::trainer::TrainTask;
+use super::task::{LossOutput, Score, TrainTask};
 use crate::error::{Error, Result};
 use crate::hash::mix64;
 use crate::model::condenser::Condenser;
-use crate::model::save::{config_json, copy_tokenizer_files, write_json};
-use crate::model::{Dropout, ModelFolder, TokenBatch};
-use candle_core::{DType, Device, Tensor};
-use candle_nn::{VarBuilder, VarMap};
+use crate::model::save::{save_condenser, CONDENSER_HEAD};
+use crate::model::{Dropout, DropoutRates, ModelFolder, TokenBatch};
+use candle_core::{Device, Tensor};
+use candle_nn::VarMap;
 use rand::SeedableRng;
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
 
-pub const HEAD_FILE: &str = "condenser_head.safetensors";
+/// The head's tensors: they start fresh from `--model` and are read back by `--continue-from`.
+const HEADS: [&str; 2] = ["c_head.", "cls.predictions."];
 
 pub struct PretrainTask {
     pub model: Condenser,
@@ -32,8 +30,7 @@ pub struct PretrainTask {
     device: Device,
     varmap: VarMap,
     folder: ModelFolder,
-    /// The last micro-batch's loss parts (head MLM, late MLM) for the training log.
-    parts: Mutex<Vec<(&'static str, f64)>>,
+    fresh: Vec<String>,
 }
 
 /// The pre-training set-up besides the model and the corpus.
@@ -49,39 +46,75 @@ pub struct PretrainSpec {
     pub seed: u64,
 }
 
+/// Where the head comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeadInit {
+    /// A fresh head (BERT's init; the MLM head from the checkpoint when it has one).
+    Fresh,
+    /// The head saved beside the backbone (condenser_head.safetensors): continued training.
+    Continue,
+}
+
 impl PretrainTask {
-    /// The backbone from `init`; the head and MLM head from `init/condenser_head.safetensors`
-    /// when present (--continue-from), else fresh (BERT init; decoder tied to the word embeddings).
+    /// The backbone from `init`; the head fresh or, continuing, from its saved file.
     pub fn new(
         init: &Path,
+        head: HeadInit,
         blocks: Blocks,
         spec: &PretrainSpec,
         device: &Device,
     ) -> Result<PretrainTask> {
-        let device = device.clone();
         let folder = ModelFolder::open(init)?;
         let tok = folder.tokenizer()?;
-        let varmap = VarMap::new();
-        let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
-        let model = Condenser::load(vb, &folder.config, spec.head_layers, spec.skip_from)
-            .map_err(|e| Error::file(&folder.weights, e))?;
-        params::fill(&varmap, &folder.weights, spec.seed)?;
-        let head = folder.transformer_dir.join(HEAD_FILE);
-        if head.is_file() {
-            params::fill_present(&varmap, &head)?;
-        }
+        let (extra, heads): (Vec<_>, &[&str]) = match head {
+            HeadInit::Fresh => (Vec::new(), &HEADS),
+            HeadInit::Continue => {
+                let f = folder.transformer_dir.join(CONDENSER_HEAD);
+                if !f.is_file() {
+                    return Err(Error::file(
+                        &f,
+                        "--continue-from needs the Condenser head a pretrain run saves here; \
+                         start a new head with --model",
+                    ));
+                }
+                (vec![f], &[])
+            }
+        };
+        let t = load_trainable(&folder.weights, &extra, heads, spec.seed, device, |vb| {
+            Condenser::load(vb, &folder.config, spec.head_layers, spec.skip_from)
+        })?;
         let pad = crate::model::Specials::of(&tok)?.pad;
         Ok(PretrainTask {
-            model,
+            model: t.model,
             masker: Masker::new(&tok)?,
             blocks,
             spec: spec.clone(),
             pad,
-            device,
-            varmap,
+            device: device.clone(),
+            varmap: t.varmap,
             folder,
-            parts: Mutex::new(Vec::new()),
+            fresh: t.fresh,
         })
+    }
+
+    /// The rows of a micro-batch, masked: each block (coCondenser: its two spans, as rows
+    /// [a1, b1, a2, b2, ...]) draws from its own RNG keyed by (micro-batch seed, block), so a
+    /// resumed run or a batch split across threads masks exactly alike.
+    fn rows(&self, idx: &[usize], seed: u64) -> Result<Vec<Masked>> {
+        let mut out = Vec::with_capacity(idx.len() * 2);
+        for &i in idx {
+            let mut rng =
+                rand::rngs::StdRng::seed_from_u64(mix64(seed ^ mix64(self.spec.seed ^ i as u64)));
+            let block = self.blocks.get(i)?;
+            let seqs = match self.spec.cocondenser {
+                Some(span) => two_spans(&block, span, &self.masker, &mut rng).to_vec(),
+                None => vec![block],
+            };
+            for s in &seqs {
+                out.push(self.masker.mask(s, &mut rng));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -90,33 +123,27 @@ impl TrainTask for PretrainTask {
         self.blocks.len
     }
 
-    fn loss(&self, idx: &[usize], drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
-        // masks drawn from (seed, the batch's blocks): a resumed run masks exactly as before
-        let key = idx.iter().fold(self.spec.seed, |h, &i| mix64(h ^ i as u64));
-        let mut rng = rand::rngs::StdRng::seed_from_u64(key);
-        let mut inputs = Vec::with_capacity(idx.len());
-        let mut targets = Vec::new();
-        let mut positions = Vec::new();
-        let mut seqs: Vec<Vec<u32>> = idx
-            .iter()
-            .map(|&i| self.blocks.get(i).map_err(candle_core::Error::wrap))
-            .collect::<candle_core::Result<_>>()?;
-        if let Some(span) = self.spec.cocondenser {
-            // rows [a1, b1, a2, b2, ...]: the layout span_contrastive expects
-            seqs = seqs
-                .iter()
-                .flat_map(|d| two_spans(d, span, &self.masker, &mut rng))
-                .collect();
+    /// MLM losses are means over masked tokens: a shard weighs its masked-token count. The span
+    /// contrast takes its negatives from the whole batch, so coCondenser is never split.
+    fn split_weight(&self, idx: &[usize], seed: u64) -> Option<f64> {
+        if self.spec.cocondenser.is_some() {
+            return None;
         }
-        let width = seqs.iter().map(|s| s.len()).max().unwrap_or(1);
-        for (r, s) in seqs.iter().enumerate() {
-            let m = self.masker.mask(s, &mut rng);
+        let rows = self.rows(idx, seed).ok()?;
+        Some(rows.iter().map(|m| m.positions.len()).sum::<usize>() as f64)
+    }
+
+    fn loss(&self, idx: &[usize], seed: u64, drop: Option<&Dropout>) -> Result<LossOutput> {
+        let rows = self.rows(idx, seed)?;
+        let width = rows.iter().map(|m| m.input.len()).max().unwrap_or(1);
+        let mut positions = Vec::new();
+        let mut targets = Vec::new();
+        for (r, m) in rows.iter().enumerate() {
             positions.extend(m.positions.iter().map(|&p| (r * width + p) as u32));
-            targets.extend(m.targets);
-            inputs.push(m.input);
+            targets.extend_from_slice(&m.targets);
         }
         let dev = &self.device;
-        let refs: Vec<&[u32]> = inputs.iter().map(|v| v.as_slice()).collect();
+        let refs: Vec<&[u32]> = rows.iter().map(|m| m.input.as_slice()).collect();
         let batch = TokenBatch::new(&refs, None, self.pad, dev)?;
         let n = positions.len();
         let pos = Tensor::from_vec(positions, n, dev)?;
@@ -126,48 +153,41 @@ impl TrainTask for PretrainTask {
             .forward_t(&batch, &pos, self.spec.late_mlm, drop)?;
         let head = cross_entropy(&out.head_logits, &tgt)?;
         let mut total = head.clone();
-        let mut parts = vec![("head_mlm", head.to_scalar::<f32>()? as f64)];
+        let mut parts = vec![("head_mlm", head)];
         if let Some(l) = &out.late_logits {
             let late = cross_entropy(l, &tgt)?;
-            parts.push(("late_mlm", late.to_scalar::<f32>()? as f64));
-            total = (total + late)?;
+            total = (total + &late)?;
+            parts.push(("late_mlm", late));
         }
         if self.spec.cocondenser.is_some() {
             let co = span_contrastive(&out.cls)?;
-            parts.push(("contrastive", co.to_scalar::<f32>()? as f64));
-            total = (total + co)?;
+            total = (total + &co)?;
+            parts.push(("contrastive", co));
         }
-        *self.parts.lock().unwrap() = parts;
-        Ok(total)
+        Ok(LossOutput { total, parts })
     }
 
-    fn evaluate(&self) -> Result<Option<(String, f64)>> {
+    fn data_key(&self) -> String {
+        self.blocks.key.clone()
+    }
+
+    fn dropout_rates(&self) -> DropoutRates {
+        DropoutRates::of(&self.folder.config)
+    }
+
+    fn evaluate(&self) -> Result<Option<Score>> {
         Ok(None)
-    }
-
-    fn loss_parts(&self) -> Vec<(&'static str, f64)> {
-        self.parts.lock().unwrap().clone()
     }
 
     fn varmap(&self) -> &VarMap {
         &self.varmap
     }
 
+    fn fresh(&self) -> &[String] {
+        &self.fresh
+    }
+
     fn save(&self, dir: &Path) -> Result<()> {
-        let (mut backbone, mut head) = (HashMap::new(), HashMap::new());
-        for (name, var) in params::vars(&self.varmap) {
-            match name.strip_prefix("bert.") {
-                Some(b) => backbone.insert(b.to_string(), var.as_tensor().clone()),
-                None => head.insert(name, var.as_tensor().clone()),
-            };
-        }
-        std::fs::create_dir_all(dir).map_err(|e| Error::file(dir, e))?;
-        write_json(
-            &dir.join("config.json"),
-            &config_json(&self.folder, "BertModel")?,
-        )?;
-        params::save_tensors(&backbone, &dir.join("model.safetensors"))?;
-        params::save_tensors(&head, &dir.join(HEAD_FILE))?;
-        copy_tokenizer_files(&self.folder, dir)
+        save_condenser(&self.folder, &params::named(&self.varmap), dir)
     }
 }

@@ -2,66 +2,19 @@
 //! linear warm-up/decay, clipping, evaluation with the best model kept, atomic checkpoints that a
 //! killed run resumes from bit for bit, a NaN stop, progress, train_log.csv and a loss curve.
 use super::checkpoint::{self, TrainState};
+use super::config::TrainConfig;
 use super::optim::{clip_factor, linear_schedule, AdamW};
 use super::params;
+use super::task::{Gradients, TrainTask};
 use crate::error::{Error, Result};
 use crate::hash::mix64;
-use crate::model::Dropout;
-use candle_core::backprop::GradStore;
+use crate::model::{Dropout, DropoutRates};
 use candle_core::Tensor;
-use candle_nn::VarMap;
 use indicatif::ProgressBar;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
-
-#[derive(Clone, Debug)]
-pub struct TrainConfig {
-    pub epochs: usize,
-    pub batch_size: usize,
-    pub lr: f64,
-    /// Fraction of optimizer steps spent warming up.
-    pub warmup: f64,
-    pub weight_decay: f64,
-    pub max_grad_norm: f64,
-    pub grad_accum: usize,
-    pub seed: u64,
-    pub dropout: f32,
-    /// Evaluate every this many optimizer steps (and always at the end).
-    pub eval_steps: Option<u64>,
-    pub checkpoint_steps: u64,
-    /// Stop after this many optimizer steps (a time budget); the schedule spans them.
-    pub max_steps: Option<u64>,
-    /// Threads that split each micro-batch on CPU (tasks whose loss is a per-example mean).
-    pub threads: usize,
-    pub out: PathBuf,
-}
-
-/// What a training command supplies: its examples' loss, its evaluation, its parameters.
-pub trait TrainTask: Sync {
-    fn num_examples(&self) -> usize;
-    /// Whether `loss` is the mean of independent per-example terms (no in-batch negatives, no
-    /// token-weighted mean, no `loss_parts`). Then the trainer may split a micro-batch across
-    /// CPU threads and weight the shards' gradients by size: the same gradient, with every core
-    /// busy through the elementwise work that threaded matmuls leave serial.
-    fn per_example_mean(&self) -> bool {
-        false
-    }
-    /// Mean loss over the training examples `idx`, with dropout when given.
-    fn loss(&self, idx: &[usize], drop: Option<&Dropout>) -> candle_core::Result<Tensor>;
-    /// (metric name, value; higher is better), or None without dev data.
-    fn evaluate(&self) -> Result<Option<(String, f64)>>;
-    /// Named parts of the last `loss` call's value (e.g. Condenser's two MLM losses), logged per
-    /// step beside the total.
-    fn loss_parts(&self) -> Vec<(&'static str, f64)> {
-        Vec::new()
-    }
-    fn varmap(&self) -> &VarMap;
-    /// Write the model folder.
-    fn save(&self, dir: &Path) -> Result<()>;
-}
 
 #[derive(Clone, Debug)]
 pub struct TrainReport {
@@ -73,6 +26,10 @@ pub struct TrainReport {
     pub step_seconds: f64,
     /// Training examples per second of step time.
     pub examples_per_s: f64,
+    /// Threads a micro-batch was split across (1: not split).
+    pub threads: usize,
+    /// The run had already finished: --resume found nothing left to do.
+    pub already_done: bool,
 }
 
 fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
@@ -83,17 +40,45 @@ fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
     order
 }
 
+/// One micro-batch's result: loss value, parts, gradients in the optimizer's order, and the
+/// shards it ran as.
+struct MicroStep {
+    value: f64,
+    parts: Vec<(&'static str, f64)>,
+    grads: Vec<Option<Tensor>>,
+    shards: usize,
+}
+
+/// The loss parts summed over micro-batches, named in the order they first came.
+#[derive(Default)]
+struct Parts {
+    sums: Vec<f64>,
+}
+
+impl Parts {
+    fn add(&mut self, st: &mut TrainState, parts: &[(&'static str, f64)]) {
+        if st.part_names.is_empty() && !parts.is_empty() {
+            st.part_names = parts.iter().map(|p| p.0.to_string()).collect();
+        }
+        self.sums.resize(parts.len(), 0.0);
+        for (a, p) in self.sums.iter_mut().zip(parts) {
+            *a += p.1;
+        }
+    }
+}
+
 pub fn train(
     task: &impl TrainTask,
     cfg: &TrainConfig,
     resume: bool,
     progress: &ProgressBar,
 ) -> Result<TrainReport> {
+    cfg.validate()?;
     let n = task.num_examples();
     if n == 0 {
         return Err(Error::msg("no training examples"));
     }
-    let (batch, accum) = (cfg.batch_size.max(1), cfg.grad_accum.max(1));
+    let (batch, accum) = (cfg.batch_size, cfg.grad_accum);
     let micro_per_epoch = n.div_ceil(batch) as u64;
     let mut total_micro = micro_per_epoch * cfg.epochs as u64;
     if let Some(m) = cfg.max_steps {
@@ -103,25 +88,42 @@ pub fn train(
     let warmup_steps = (total_steps as f64 * cfg.warmup).ceil() as u64;
     let mut opt = AdamW::new(params::vars(task.varmap()), cfg.weight_decay);
     let on_cpu = params::device_of(task.varmap()).is_cpu();
-    let threads = if task.per_example_mean() && on_cpu {
+    let threads = if on_cpu {
         cfg.threads.clamp(1, batch)
     } else {
         1
     };
+    let rates = cfg
+        .dropout
+        .map(DropoutRates::uniform)
+        .unwrap_or_else(|| task.dropout_rates());
+    let settings = cfg.settings(n, &task.data_key());
     let ckpt = cfg.out.join("checkpoint");
     let mut st = TrainState::default();
     if resume {
         st = checkpoint::load(&ckpt, task.varmap(), &mut opt)?;
+        match &st.settings {
+            Some(saved) => settings.check_resume(saved)?,
+            None => {
+                return Err(Error::file(
+                    &ckpt,
+                    "--resume: this checkpoint does not record its run's settings (an older \
+                     condenser wrote it), so continuing it could mix two schedules; start afresh",
+                ))
+            }
+        }
     }
+    st.settings = Some(settings);
     std::fs::create_dir_all(&cfg.out).map_err(|e| Error::file(&cfg.out, e))?;
+    let already_done = resume && st.micro >= total_micro;
     progress.set_length(total_steps);
     progress.set_position(st.step);
     let start = Instant::now();
     let mut order = (0, Vec::new());
     let mut acc: Vec<Option<Tensor>> = Vec::new();
     let (mut acc_n, mut acc_loss) = (0usize, 0f64);
-    let mut acc_parts: Vec<f64> = Vec::new();
-    let (mut step_seconds, mut examples) = (0f64, 0usize);
+    let mut parts = Parts::default();
+    let (mut step_seconds, mut examples, mut split) = (0f64, 0usize, 1usize);
     while st.micro < total_micro {
         let t_step = Instant::now();
         let epoch = (st.micro / micro_per_epoch) as usize;
@@ -130,28 +132,23 @@ pub fn train(
         }
         let pos = (st.micro % micro_per_epoch) as usize * batch;
         let idx = &order.1[pos..(pos + batch).min(n)];
-        // dropout masks from (seed, micro-step): a resumed run draws exactly the same ones
-        let drop_seed = mix64(cfg.seed ^ mix64(st.micro));
-        let (lv, grads) = micro_step(task, &opt, idx, cfg, threads, drop_seed)?;
-        if !lv.is_finite() {
+        // masks and dropout from (seed, micro-step): a resumed run draws exactly the same ones
+        let seed = mix64(cfg.seed ^ mix64(st.micro));
+        let g = micro_step(task, &opt, idx, seed, rates, threads)?;
+        split = split.max(g.shards);
+        if !g.value.is_finite() {
             return Err(Error::msg(format!(
-                "training stopped: loss is {lv} at step {} (micro-batch {}); the last good checkpoint is {}",
+                "training stopped: loss is {} at step {} (micro-batch {}); the last good checkpoint is {}",
+                g.value,
                 st.step,
                 st.micro,
                 ckpt.display()
             )));
         }
-        acc = sum_grads(acc, grads)?;
-        let parts = task.loss_parts();
-        if st.part_names.is_empty() && !parts.is_empty() {
-            st.part_names = parts.iter().map(|p| p.0.to_string()).collect();
-        }
-        acc_parts.resize(parts.len(), 0.0);
-        for (a, p) in acc_parts.iter_mut().zip(&parts) {
-            *a += p.1;
-        }
+        acc = sum_grads(acc, g.grads)?;
+        parts.add(&mut st, &g.parts);
         acc_n += 1;
-        acc_loss += lv;
+        acc_loss += g.value;
         st.micro += 1;
         examples += idx.len();
         step_seconds += t_step.elapsed().as_secs_f64();
@@ -160,36 +157,28 @@ pub fn train(
             let norm = AdamW::grad_norm(&acc)? / k;
             let t_update = Instant::now();
             let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
-            opt.step(&acc, lr, clip_factor(norm, cfg.max_grad_norm) / k)
-                ?;
+            opt.step(&acc, lr, clip_factor(norm, cfg.max_grad_norm) / k)?;
             st.step += 1;
             step_seconds += t_update.elapsed().as_secs_f64();
             let mean_loss = acc_loss / k;
             (acc, acc_n, acc_loss) = (Vec::new(), 0, 0.0);
-            if !acc_parts.is_empty() {
-                st.parts.push(acc_parts.iter().map(|v| v / k).collect());
-                acc_parts.clear();
+            if !parts.sums.is_empty() {
+                st.parts.push(parts.sums.iter().map(|v| v / k).collect());
+                parts.sums.clear();
             }
-            let mut metric = None;
             let last = st.micro == total_micro;
-            if last || cfg.eval_steps.is_some_and(|e| st.step % e == 0) {
-                metric = task.evaluate()?;
-                if let Some((name, v)) = &metric {
-                    if st.best.as_ref().is_none_or(|(_, b)| v > b) {
-                        st.best = Some((name.clone(), *v));
-                        task.save(&cfg.out)?;
-                    }
-                } else if last {
-                    task.save(&cfg.out)?;
-                }
-            }
-            st.log.push((st.step, mean_loss, lr, metric.map(|m| m.1)));
+            let metric = if last || cfg.eval_steps.is_some_and(|e| st.step % e == 0) {
+                evaluate_and_keep_best(task, &mut st, cfg, last)?
+            } else {
+                None
+            };
+            st.log.push((st.step, mean_loss, lr, metric));
             progress.set_message(format!(
                 "loss {mean_loss:.4} lr {lr:.2e} {:.1} ex/s",
                 examples as f64 / step_seconds
             ));
             progress.inc(1);
-            if st.step % cfg.checkpoint_steps.max(1) == 0 || last {
+            if st.step % cfg.checkpoint_steps == 0 || last {
                 checkpoint::save(&ckpt, task.varmap(), &opt, &st)?;
                 // the log and curve follow the checkpoint, so a long run can be watched (the
                 // final one is written once, after the loop)
@@ -199,60 +188,83 @@ pub fn train(
             }
         }
     }
-    checkpoint::write_log(&cfg.out, &st)?;
-    let seconds = start.elapsed().as_secs_f64();
+    if !already_done {
+        checkpoint::write_log(&cfg.out, &st)?;
+    }
     Ok(TrainReport {
         steps: st.step,
         best: st.best,
-        seconds,
+        seconds: start.elapsed().as_secs_f64(),
         step_seconds,
         examples_per_s: examples as f64 / step_seconds.max(1e-9),
+        threads: split,
+        already_done,
     })
 }
 
-/// One micro-batch's loss value and gradients (in the optimizer's order). With `threads` > 1 the
-/// examples are split into that many contiguous shards, each run on its own thread with serial
-/// matmuls and its own dropout masks; shard i's loss is weighted by its share of the examples,
-/// so the gradients sum to the whole micro-batch's.
+/// Evaluate; save the model when it is the best so far (or at the end without dev data).
+fn evaluate_and_keep_best(
+    task: &impl TrainTask,
+    st: &mut TrainState,
+    cfg: &TrainConfig,
+    last: bool,
+) -> Result<Option<f64>> {
+    let metric = task.evaluate()?;
+    match &metric {
+        Some((name, v)) if st.best.as_ref().is_none_or(|(_, b)| v > b) => {
+            st.best = Some((name.clone(), *v));
+            task.save(&cfg.out)?;
+        }
+        None if last => task.save(&cfg.out)?,
+        _ => {}
+    }
+    Ok(metric.map(|m| m.1))
+}
+
+/// One micro-batch's loss value, parts and gradients (in the optimizer's order), and how many
+/// shards it ran as. Where the task allows it and `threads` > 1, the examples are split into that
+/// many contiguous shards, each run on its own thread with serial matmuls and its own dropout
+/// masks; each shard's loss is weighted by its share of the loss's units (examples, masked
+/// tokens), so the gradients sum to the whole micro-batch's.
 fn micro_step(
     task: &impl TrainTask,
     opt: &AdamW,
     idx: &[usize],
-    cfg: &TrainConfig,
+    seed: u64,
+    rates: DropoutRates,
     threads: usize,
-    drop_seed: u64,
-) -> Result<(f64, Vec<Option<Tensor>>)> {
-    let run = |shard: &[usize], seed: u64, weight: f64| -> Result<(f64, GradStore)> {
-        let drop = Dropout::new(cfg.dropout, seed);
-        let loss = task
-            .loss(shard, Some(&drop))
-            .map_err(|e| Error::msg(format!("forward failed: {e}")))?;
-        let to_err = |e: candle_core::Error| Error::msg(e.to_string());
-        let loss = if weight == 1.0 {
-            loss
-        } else {
-            loss.affine(weight, 0.0).map_err(to_err)?
-        };
-        let lv = loss
-            .to_dtype(candle_core::DType::F64)
-            .and_then(|l| l.to_scalar::<f64>())
-            .map_err(to_err)?;
-        Ok((lv, loss.backward().map_err(to_err)?))
+) -> Result<MicroStep> {
+    let drop = Dropout::new(rates, seed);
+    let size = idx.len().div_ceil(threads.max(1));
+    let shards: Vec<&[usize]> = idx.chunks(size.max(1)).collect();
+    let weights: Option<Vec<f64>> = (shards.len() > 1)
+        .then(|| {
+            shards
+                .iter()
+                .map(|s| task.split_weight(s, seed))
+                .collect::<Option<Vec<f64>>>()
+        })
+        .flatten();
+    let Some(weights) = weights.filter(|w| w.iter().sum::<f64>() > 0.0) else {
+        let g = task.gradients(idx, seed, Some(&drop), 1.0)?;
+        return Ok(MicroStep {
+            value: g.value,
+            parts: g.parts,
+            grads: opt.collect(&g.grads),
+            shards: 1,
+        });
     };
-    if threads <= 1 {
-        let (lv, g) = run(idx, drop_seed, 1.0)?;
-        return Ok((lv, opt.collect(&g)));
-    }
-    let size = idx.len().div_ceil(threads);
-    let shards: Vec<Result<(f64, GradStore)>> = crate::model::blas::serial(|| {
+    let total: f64 = weights.iter().sum();
+    let results: Vec<Result<Gradients>> = crate::model::blas::serial(|| {
         std::thread::scope(|s| {
-            let handles: Vec<_> = idx
-                .chunks(size)
+            let handles: Vec<_> = shards
+                .iter()
+                .zip(&weights)
                 .enumerate()
-                .map(|(i, shard)| {
-                    let seed = mix64(drop_seed ^ (i as u64 + 1));
-                    let weight = shard.len() as f64 / idx.len() as f64;
-                    s.spawn(move || run(shard, seed, weight))
+                .map(|(i, (shard, w))| {
+                    let d = drop.fork(i as u64);
+                    let w = w / total;
+                    s.spawn(move || task.gradients(shard, seed, Some(&d), w))
                 })
                 .collect();
             handles
@@ -261,13 +273,24 @@ fn micro_step(
                 .collect()
         })
     });
-    let (mut lv, mut acc) = (0.0, Vec::new());
-    for shard in shards {
-        let (l, g) = shard?;
-        lv += l;
-        acc = sum_grads(acc, opt.collect(&g))?;
+    let (mut value, mut parts, mut acc) = (0.0, Vec::<(&'static str, f64)>::new(), Vec::new());
+    for r in results {
+        let g = r?;
+        value += g.value;
+        if parts.is_empty() {
+            parts = g.parts.iter().map(|(n, _)| (*n, 0.0)).collect();
+        }
+        for (p, (_, v)) in parts.iter_mut().zip(&g.parts) {
+            p.1 += v;
+        }
+        acc = sum_grads(acc, opt.collect(&g.grads))?;
     }
-    Ok((lv, acc))
+    Ok(MicroStep {
+        value,
+        parts,
+        grads: acc,
+        shards: shards.len(),
+    })
 }
 
 /// a + b per parameter; an empty `a` (nothing accumulated yet) gives `b`.
@@ -278,7 +301,7 @@ fn sum_grads(a: Vec<Option<Tensor>>, b: Vec<Option<Tensor>>) -> Result<Vec<Optio
     a.into_iter()
         .zip(b)
         .map(|(x, y)| match (x, y) {
-            (Some(x), Some(y)) => x.add(&y).map(Some).map_err(Error::from),
+            (Some(x), Some(y)) => Ok(Some(x.add(&y)?)),
             (x, y) => Ok(x.or(y)),
         })
         .collect()

@@ -1,6 +1,7 @@
 //! Recipes: a TOML file of steps, each one condenser subcommand with its flags and the outputs
 //! that show it is done. `condenser run` executes them in order and skips finished ones, so an
-//! interrupted recipe resumes (a killed training step continues from its checkpoint).
+//! interrupted recipe resumes (a killed training step continues from its checkpoint), and a step
+//! runs again when its arguments or any file it reads changed (`state`).
 //!
 //! ```toml
 //! [vars]
@@ -11,6 +12,10 @@
 //! outputs = ["{out}/ce/model.safetensors"]
 //! args = { model = "datasets/model/all-MiniLM-L6-v2", train = "...", out = "{out}/ce", both-orders = true }
 //! ```
+mod state;
+
+pub use state::{Decision, State};
+
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,6 +29,32 @@ pub struct Step {
     pub outputs: Vec<PathBuf>,
     /// The step's --out, where a training command keeps its checkpoint.
     pub out: Option<PathBuf>,
+}
+
+impl Step {
+    /// The files and folders the step reads: every argument that names an existing path (or
+    /// NAME=PATH), except its own outputs and what lies under its --out.
+    pub fn inputs(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        for a in self.args.iter().filter(|a| !a.starts_with("--")) {
+            let candidates = [Some(a.as_str()), a.split_once('=').map(|(_, p)| p)];
+            for c in candidates.into_iter().flatten() {
+                let p = PathBuf::from(c);
+                let own = self.outputs.contains(&p)
+                    || self.out.as_ref().is_some_and(|o| p.starts_with(o));
+                if !own && p.exists() && !out.contains(&p) {
+                    out.push(p);
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    /// What the step writes: its --out and its outputs.
+    pub fn products(&self) -> Vec<PathBuf> {
+        self.out.iter().chain(&self.outputs).cloned().collect()
+    }
 }
 
 #[derive(Clone, Debug)]

@@ -1,4 +1,5 @@
-//! Losses, each built from differentiable ops (gradient-checked in tests/gradcheck.rs).
+//! The loss functions the losses and tasks are built from, each from differentiable ops
+//! (gradient-checked in tests/gradcheck.rs).
 use crate::model::l2_normalize;
 use candle_core::{Result, Tensor, D};
 

@@ -1,0 +1,169 @@
+//! AugSBERT's augmentation as one streaming job: read the pairs, sample new ones, label every pair
+//! that has no gold label with the cross-encoder (chunk by chunk, in length-sorted batches) and
+//! write each labelled chunk as it is done, into a Parquet file renamed into place at the end.
+use super::{random_pairs, Bm25, Sampling};
+use crate::data::{self, ColumnSpec, ParquetSink};
+use crate::error::{Error, Result};
+use crate::eval::accuracy::argmax;
+use crate::model::cross_encoder::CrossEncoderModel;
+use arrow_array::{ArrayRef, Float32Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use indicatif::ProgressBar;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Pairs labelled and written per chunk: bounds the memory of scores and output batches.
+const CHUNK: usize = 8192;
+
+pub struct AugmentSpec {
+    pub input: PathBuf,
+    /// sentence1,sentence2[,label]
+    pub columns: ColumnSpec,
+    pub sampling: Sampling,
+    pub top_k: usize,
+    pub seed: u64,
+    /// Label the input's gold pairs with the cross-encoder too.
+    pub relabel_gold: bool,
+    /// Every input row is unlabelled target data (its label column, if any, is ignored).
+    pub unlabeled: bool,
+    pub batch_size: usize,
+    pub out: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AugmentSummary {
+    pub gold: usize,
+    pub target: usize,
+    pub sampled: usize,
+    /// Pairs the cross-encoder labelled.
+    pub labelled: usize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    Gold,
+    Target,
+    Sampled,
+}
+
+impl Origin {
+    fn name(self) -> &'static str {
+        match self {
+            Origin::Gold => "gold",
+            Origin::Target => "target",
+            Origin::Sampled => "sampled",
+        }
+    }
+}
+
+/// The label column to read, if any: a named (non-optional) label column the file lacks is an
+/// error unless the input is declared unlabelled, so a misspelt name never turns gold data into
+/// silver.
+fn label_column(spec: &AugmentSpec) -> Result<Option<String>> {
+    spec.columns.expect(2, 3, "augment")?;
+    let Some(label) = spec.columns.0.get(2) else {
+        return Ok(None);
+    };
+    if spec.unlabeled {
+        return Ok(None);
+    }
+    let have = data::column_names(&spec.input)?;
+    if have.contains(&label.name) {
+        return Ok(Some(label.name.clone()));
+    }
+    if label.optional {
+        return Ok(None);
+    }
+    Err(Error::column(
+        &spec.input,
+        &label.name,
+        format!(
+            "missing label column; the file has: {}. Name the label column with --columns, or pass \
+             --unlabeled to treat every row as unlabelled target data",
+            have.join(", ")
+        ),
+    ))
+}
+
+/// Read, sample, label and write; `progress` counts the pairs labelled.
+pub fn augment(
+    spec: &AugmentSpec,
+    labeler: &CrossEncoderModel,
+    progress: &ProgressBar,
+) -> Result<AugmentSummary> {
+    let label = label_column(spec)?;
+    let names = spec.columns.names();
+    let mut want = vec![names[0], names[1]];
+    want.extend(label.as_deref());
+    let (mut s1, mut s2, mut gold) = (Vec::new(), Vec::new(), Vec::new());
+    for b in data::open(&spec.input, &want)? {
+        let b = b?;
+        s1.extend(b.texts(names[0])?.into_iter().map(String::from));
+        s2.extend(b.texts(names[1])?.into_iter().map(String::from));
+        gold.extend(match &label {
+            Some(l) => b.optional_labels(l)?,
+            None => vec![None; b.num_rows()],
+        });
+    }
+    let (r1, r2): (Vec<&str>, Vec<&str>) = (
+        s1.iter().map(String::as_str).collect(),
+        s2.iter().map(String::as_str).collect(),
+    );
+    let sampled = match spec.sampling {
+        Sampling::Random => random_pairs(&r1, &r2, spec.top_k, spec.seed),
+        Sampling::Bm25 => Bm25::sample(&r1, &r2, spec.top_k),
+        Sampling::None => Vec::new(),
+    };
+    // every row: (s1, s2, gold label kept, origin)
+    let mut rows: Vec<(&str, &str, Option<f64>, Origin)> =
+        Vec::with_capacity(r1.len() + sampled.len());
+    for i in 0..r1.len() {
+        let origin = if gold[i].is_some() {
+            Origin::Gold
+        } else {
+            Origin::Target
+        };
+        rows.push((r1[i], r2[i], gold[i].filter(|_| !spec.relabel_gold), origin));
+    }
+    rows.extend(sampled.iter().map(|&(x, y)| (x, y, None, Origin::Sampled)));
+    let mut summary = AugmentSummary::default();
+    for r in &rows {
+        match r.3 {
+            Origin::Gold => summary.gold += 1,
+            Origin::Target => summary.target += 1,
+            Origin::Sampled => summary.sampled += 1,
+        }
+    }
+    summary.labelled = rows.iter().filter(|r| r.2.is_none()).count();
+    progress.set_length(summary.labelled as u64);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("sentence1", DataType::Utf8, false),
+        Field::new("sentence2", DataType::Utf8, false),
+        Field::new("label", DataType::Float32, false),
+        Field::new("origin", DataType::Utf8, false),
+    ]));
+    let mut sink = ParquetSink::create(&spec.out, schema.clone())?;
+    for chunk in rows.chunks(CHUNK) {
+        let todo: Vec<usize> = (0..chunk.len()).filter(|&i| chunk[i].2.is_none()).collect();
+        let pairs: Vec<(&str, &str)> = todo.iter().map(|&i| (chunk[i].0, chunk[i].1)).collect();
+        let scores = labeler.predict(&pairs, spec.batch_size, progress)?;
+        let mut labels: Vec<f32> = chunk.iter().map(|r| r.2.unwrap_or(0.0) as f32).collect();
+        for (&i, s) in todo.iter().zip(&scores) {
+            // one label: the score; classes: the most probable class id
+            labels[i] = if s.len() == 1 { s[0] } else { argmax(s) as f32 };
+        }
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(chunk.iter().map(|r| r.0))),
+            Arc::new(StringArray::from_iter_values(chunk.iter().map(|r| r.1))),
+            Arc::new(Float32Array::from(labels)),
+            Arc::new(StringArray::from_iter_values(
+                chunk.iter().map(|r| r.3.name()),
+            )),
+        ];
+        sink.write(
+            &RecordBatch::try_new(schema.clone(), arrays).map_err(|e| Error::file(&spec.out, e))?,
+        )?;
+    }
+    sink.finish()?;
+    Ok(summary)
+}

@@ -1,0 +1,36 @@
+//! Flags every command that runs a model for inference shares.
+use condenser::error::Result;
+use condenser::model::{InferenceOptions, PoolingMode};
+use condenser::runtime::{ComputeType, DeviceSpec};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct ModelOpts {
+    /// Override the folder's pooling
+    #[arg(long, value_enum)]
+    pooling: Option<PoolingMode>,
+    /// Override max_seq_length (tokens, including [CLS] and [SEP])
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    max_seq_length: Option<u64>,
+    /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
+    #[arg(long, default_value = "cpu")]
+    device: DeviceSpec,
+    /// Compute type [default: f32 on the CPU, bf16 on a GPU]
+    #[arg(long, value_enum)]
+    dtype: Option<ComputeType>,
+}
+
+impl ModelOpts {
+    pub fn inference(&self) -> Result<InferenceOptions> {
+        Ok(InferenceOptions {
+            device: self.device.open()?,
+            dtype: self.dtype,
+            pooling: self.pooling,
+            max_seq_length: self.max_seq_length.map(|m| m as usize),
+        })
+    }
+
+    /// What runs the matmuls, for the command's summary.
+    pub fn matmuls(&self) -> String {
+        super::train_opts::matmuls(self.device)
+    }
+}

@@ -1,0 +1,70 @@
+//! Encoding a dataset file: every input row with its embedding column(s) added, streamed batch by
+//! batch into a Parquet file renamed into place at the end.
+use crate::data::{self, ColumnSpec};
+use crate::error::{Error, Result};
+use crate::model::SentenceEncoder;
+use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+use indicatif::ProgressBar;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The embedding column for text column `c`: `embedding` when one column is encoded,
+/// `embedding_<c>` for several.
+pub fn embedding_column(c: &str, columns: usize) -> String {
+    if columns == 1 {
+        "embedding".to_string()
+    } else {
+        format!("embedding_{c}")
+    }
+}
+
+/// Encode `columns` of `input` into `out` (Parquet); returns the rows written. `progress`
+/// counts rows.
+pub fn encode_file(
+    enc: &SentenceEncoder,
+    input: &Path,
+    columns: &ColumnSpec,
+    batch_size: usize,
+    out: &Path,
+    progress: &ProgressBar,
+) -> Result<usize> {
+    if columns.is_empty() {
+        return Err(Error::msg("--columns names no column"));
+    }
+    if data::Format::from_path(out)? != data::Format::Parquet {
+        return Err(Error::file(out, "the output must be a .parquet file"));
+    }
+    let text_cols = columns.resolve(input)?;
+    let all = data::column_names(input)?;
+    let cols: Vec<&str> = all.iter().map(String::as_str).collect();
+    let reader = data::open(input, &cols)?;
+    if let Some(n) = reader.total_rows {
+        progress.set_length(n);
+    }
+    let item = Arc::new(Field::new("item", DataType::Float32, false));
+    data::stream_to_parquet(reader, out, progress, |batch| {
+        let mut fields: Vec<Field> = batch
+            .data
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let mut arrays: Vec<ArrayRef> = batch.data.columns().to_vec();
+        for c in &text_cols {
+            let texts = batch.texts(c)?;
+            let e = enc.encode(&texts, batch_size, &ProgressBar::hidden())?;
+            let values = Arc::new(Float32Array::from(e.data));
+            let list = FixedSizeListArray::try_new(item.clone(), e.dim as i32, values, None)
+                .map_err(|err| Error::file(out, err))?;
+            fields.push(Field::new(
+                embedding_column(c, text_cols.len()),
+                list.data_type().clone(),
+                false,
+            ));
+            arrays.push(Arc::new(list));
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(|e| Error::file(out, e))
+    })
+}

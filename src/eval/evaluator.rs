@@ -1,0 +1,129 @@
+//! One evaluator trait for `evaluate` and for dev evaluation during training (as
+//! sentence-transformers' evaluators: each knows its data and declares its primary metric), and
+//! the model it scores: a sentence encoder (with a softmax head when it was trained with one) or
+//! a cross-encoder.
+use crate::error::{Error, Result};
+use crate::model::cross_encoder::CrossEncoderModel;
+use crate::model::{Linear, SentenceEncoder};
+use indicatif::ProgressBar;
+
+/// Metric name and value, in the evaluator's order.
+pub type Metrics = Vec<(String, f64)>;
+
+/// What an evaluation measured; its primary metric is always one of its metrics.
+#[derive(Clone, Debug)]
+pub struct Evaluation {
+    pub primary: String,
+    pub metrics: Metrics,
+}
+
+impl Evaluation {
+    /// Build one, checking that the primary metric is among the metrics.
+    pub fn new(primary: impl Into<String>, metrics: Metrics) -> Result<Evaluation> {
+        let primary = primary.into();
+        if !metrics.iter().any(|(k, _)| *k == primary) {
+            return Err(Error::msg(format!(
+                "evaluator bug: primary metric {primary} not among {:?}",
+                metrics.iter().map(|m| &m.0).collect::<Vec<_>>()
+            )));
+        }
+        Ok(Evaluation { primary, metrics })
+    }
+
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
+    }
+
+    /// (primary metric, value)
+    pub fn score(&self) -> (String, f64) {
+        let v = self.get(&self.primary).expect("checked in new");
+        (self.primary.clone(), v)
+    }
+}
+
+/// The model an evaluator scores.
+pub enum Model<'a> {
+    /// Embeddings compared by similarity; `head` is a SoftmaxLoss classifier where there is one.
+    Encoder {
+        enc: &'a SentenceEncoder,
+        head: Option<&'a Linear>,
+    },
+    /// A cross-encoder scoring each pair.
+    CrossEncoder(&'a CrossEncoderModel),
+}
+
+impl<'a> Model<'a> {
+    pub fn encoder(enc: &'a SentenceEncoder) -> Model<'a> {
+        Model::Encoder { enc, head: None }
+    }
+}
+
+impl<'a> From<&'a crate::model::Loaded> for Model<'a> {
+    fn from(m: &'a crate::model::Loaded) -> Model<'a> {
+        match m {
+            crate::model::Loaded::Encoder { enc, head } => Model::Encoder {
+                enc,
+                head: head.as_ref(),
+            },
+            crate::model::Loaded::CrossEncoder(ce) => Model::CrossEncoder(ce),
+        }
+    }
+}
+
+/// The kind of evaluation, for reports (which metrics headline a row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Task {
+    Sts,
+    Classification,
+    Retrieval,
+    Nli,
+}
+
+impl Task {
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::Sts => "sts",
+            Task::Classification => "classification",
+            Task::Retrieval => "retrieval",
+            Task::Nli => "nli",
+        }
+    }
+
+    /// The metrics shown on the terminal (everything is in the files).
+    pub fn headline(self) -> &'static [&'static str] {
+        match self {
+            Task::Sts => &["spearman_cosine", "pearson_cosine", "spearman", "pearson"],
+            Task::Classification => &["cosine_accuracy", "cosine_f1", "cosine_ap", "ap"],
+            Task::Retrieval => &["ndcg@10", "mrr@10", "recall@100", "map@100"],
+            Task::Nli => &["accuracy"],
+        }
+    }
+}
+
+pub trait Evaluator: Send + Sync {
+    fn task(&self) -> Task;
+    /// Score `model`, encoding or predicting in batches of `batch`.
+    fn run(&self, model: &Model, batch: usize, progress: &ProgressBar) -> Result<Evaluation>;
+}
+
+/// The settings evaluators read their data with.
+#[derive(Clone, Debug, Default)]
+pub struct EvalOptions {
+    pub columns: crate::data::PairColumns,
+    pub score_fn: super::ScoreFn,
+    /// A BEIR folder's qrels split (qrels/<split>.tsv).
+    pub split: Option<String>,
+    /// BEIR's ignore_identical_ids: a document with the query's own id is never a hit.
+    pub ignore_identical_ids: bool,
+}
+
+/// An evaluator kind: its `evaluate` flag (`--<flag> NAME=PATH`), help, and how it reads its data.
+pub struct EvaluatorKind {
+    pub flag: &'static str,
+    pub help: &'static str,
+    pub load: fn(&std::path::Path, &EvalOptions) -> Result<Box<dyn Evaluator>>,
+}

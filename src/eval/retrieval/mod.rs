@@ -1,0 +1,105 @@
+//! Retrieval evaluation as sentence-transformers' InformationRetrievalEvaluator defines it: exact
+//! search over the encoded corpus, hits ordered by (-score, doc id), queries without relevant
+//! documents dropped, and accuracy/precision/recall@k, MRR@10, nDCG@10 (binary gains), MAP@100.
+mod ranking;
+mod search;
+mod set;
+
+pub use ranking::{ranking_metrics, ACCURACY_AT, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
+pub use search::search;
+pub use set::RetrievalSet;
+
+use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
+use crate::error::{Error, Result};
+use crate::model::Embeddings;
+use indicatif::ProgressBar;
+use std::collections::HashSet;
+
+/// How a query scores a document (`--score-fn`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScoreFn {
+    #[default]
+    Cosine,
+    Dot,
+}
+
+impl ScoreFn {
+    pub fn name(self) -> &'static str {
+        match self {
+            ScoreFn::Cosine => "cosine",
+            ScoreFn::Dot => "dot",
+        }
+    }
+}
+
+pub const KIND: EvaluatorKind = EvaluatorKind {
+    flag: "retrieval",
+    help:
+        "retrieval folders (queries, corpus, qrels) as NAME=DIR: nDCG@10, MRR@10, recall@k, MAP@100",
+    load: |path, opts| Ok(Box::new(RetrievalEvaluator::read(path, opts)?)),
+};
+
+pub struct RetrievalEvaluator {
+    pub set: RetrievalSet,
+    pub score_fn: ScoreFn,
+}
+
+impl RetrievalEvaluator {
+    pub fn read(dir: &std::path::Path, opts: &EvalOptions) -> Result<RetrievalEvaluator> {
+        Ok(RetrievalEvaluator {
+            set: RetrievalSet::load(dir)?,
+            score_fn: opts.score_fn,
+        })
+    }
+}
+
+impl Evaluator for RetrievalEvaluator {
+    fn task(&self) -> Task {
+        Task::Retrieval
+    }
+
+    fn run(&self, model: &Model, batch: usize, progress: &ProgressBar) -> Result<Evaluation> {
+        let Model::Encoder { enc, .. } = model else {
+            return Err(Error::msg(
+                "retrieval evaluation needs a sentence encoder (a cross-encoder only reranks)",
+            ));
+        };
+        let set = &self.set;
+        let q: Vec<&str> = set.queries.iter().map(|(_, t)| t.as_str()).collect();
+        let c: Vec<&str> = set.corpus.iter().map(|(_, t)| t.as_str()).collect();
+        progress.set_length((q.len() + c.len()) as u64);
+        let (qe, ce) = (
+            enc.encode(&q, batch, progress)?,
+            enc.encode(&c, batch, progress)?,
+        );
+        let primary = format!("{}_ndcg@{NDCG_AT}", self.score_fn.name());
+        Evaluation::new(primary, retrieval_metrics(set, &qe, &ce, self.score_fn))
+    }
+}
+
+/// Search and score a whole retrieval set from its query and corpus embeddings.
+pub fn retrieval_metrics(
+    set: &RetrievalSet,
+    q: &Embeddings,
+    c: &Embeddings,
+    score: ScoreFn,
+) -> Metrics {
+    let doc_ids: Vec<String> = set.corpus.iter().map(|(id, _)| id.clone()).collect();
+    let depth = PRECISION_RECALL_AT
+        .iter()
+        .chain(&[MAP_AT, MRR_AT, NDCG_AT])
+        .copied()
+        .max()
+        .unwrap();
+    let ranked_idx = search(q, c, &doc_ids, score, depth);
+    let ranked: Vec<Vec<&str>> = ranked_idx
+        .iter()
+        .map(|r| r.iter().map(|&d| doc_ids[d].as_str()).collect())
+        .collect();
+    let relevant: Vec<&HashSet<String>> = set
+        .queries
+        .iter()
+        .map(|(id, _)| &set.relevant[id])
+        .collect();
+    ranking_metrics(&ranked, &relevant, score.name())
+}

@@ -1,0 +1,89 @@
+//! Loading a model folder for inference with the user's overrides, as every command that runs a
+//! model does: a sentence encoder (and the softmax head saved beside it, if any) or, when the
+//! folder is a BertForSequenceClassification, a cross-encoder.
+use super::cross_encoder::{is_cross_encoder, CrossEncoderModel};
+use super::{Linear, ModelFolder, Pooling, PoolingMode, SentenceEncoder};
+use crate::error::{Error, Result};
+use crate::runtime::ComputeType;
+use candle_core::{DType, Device};
+use std::path::Path;
+
+/// The file a SoftmaxLoss classifier is saved to, beside the encoder.
+pub const SOFTMAX_HEAD_FILE: &str = "softmax_head.safetensors";
+
+#[derive(Clone, Debug)]
+pub struct InferenceOptions {
+    pub device: Device,
+    /// Compute type (default: f32 on the CPU, bf16 on a GPU).
+    pub dtype: Option<ComputeType>,
+    /// Override the folder's pooling.
+    pub pooling: Option<PoolingMode>,
+    /// Override the folder's max_seq_length (tokens, [CLS] and [SEP] included).
+    pub max_seq_length: Option<usize>,
+}
+
+impl Default for InferenceOptions {
+    fn default() -> Self {
+        InferenceOptions {
+            device: Device::Cpu,
+            dtype: None,
+            pooling: None,
+            max_seq_length: None,
+        }
+    }
+}
+
+impl InferenceOptions {
+    pub fn dtype(&self) -> DType {
+        ComputeType::or_default(self.dtype, &self.device).dtype()
+    }
+
+    /// A sentence encoder from `dir` with these options applied.
+    pub fn encoder(&self, dir: &Path) -> Result<SentenceEncoder> {
+        let mut enc = SentenceEncoder::load_as(dir, &self.device, self.dtype())?;
+        if let Some(p) = self.pooling {
+            enc.pooling = Pooling::from(p);
+        }
+        if let Some(m) = self.max_seq_length {
+            enc.max_seq_length = m.clamp(2, enc.bert.config.max_position_embeddings);
+        }
+        Ok(enc)
+    }
+}
+
+/// A model folder loaded for evaluation.
+pub enum Loaded {
+    Encoder {
+        enc: SentenceEncoder,
+        head: Option<Linear>,
+    },
+    CrossEncoder(CrossEncoderModel),
+}
+
+impl Loaded {
+    pub fn load(dir: &Path, o: &InferenceOptions) -> Result<Loaded> {
+        let folder = ModelFolder::open(dir)?;
+        if is_cross_encoder(&folder) {
+            return Ok(Loaded::CrossEncoder(CrossEncoderModel::load(
+                dir, &o.device,
+            )?));
+        }
+        let enc = o.encoder(dir)?;
+        let head_file = dir.join(SOFTMAX_HEAD_FILE);
+        let head = if head_file.is_file() {
+            let vb = candle_nn::VarBuilder::from_tensors(
+                crate::train::params::read_weights(&head_file, &o.device)?,
+                DType::F32,
+                &o.device,
+            );
+            let w = vb
+                .get_unchecked("weight")
+                .map_err(|e| Error::file(&head_file, e))?;
+            let (out, inp) = w.dims2().map_err(|e| Error::file(&head_file, e))?;
+            Some(Linear::load(vb, inp, out).map_err(|e| Error::file(&head_file, e))?)
+        } else {
+            None
+        };
+        Ok(Loaded::Encoder { enc, head })
+    }
+}

@@ -1,0 +1,207 @@
+//! Training a sentence encoder (sentence-transformers' SentenceTransformer.fit) with one of the
+//! registry's losses; the result is a sentence-transformers folder.
+mod data;
+
+pub use data::BiData;
+
+use super::losses::{Loss, LossContext, LossSpec, Target};
+use super::params::{self, load_trainable};
+use super::task::{LossOutput, Score, TrainTask};
+use crate::error::{Error, Result};
+use crate::eval::{Evaluator, Model};
+use crate::model::save::{save_sentence_encoder, EncoderLayout};
+use crate::model::{Bert, Dropout, DropoutRates, Linear, ModelFolder, Pooling, SentenceEncoder};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarMap;
+use indicatif::ProgressBar;
+use std::path::Path;
+
+/// A loss's trainable parameters live under this prefix; they alone may start fresh.
+const HEAD_PREFIX: &str = "head";
+
+/// How the bi-encoder is set up besides its starting folder and loss.
+#[derive(Clone, Debug)]
+pub struct BiEncoderOptions {
+    /// The pooling to train with (default: the starting folder's; mean for a plain BERT).
+    pub pooling: Option<Pooling>,
+    pub max_seq_length: usize,
+    /// Classes of a classification head (SoftmaxLoss).
+    pub num_labels: usize,
+    pub seed: u64,
+    pub device: Device,
+}
+
+pub struct BiEncoderTask {
+    pub enc: SentenceEncoder,
+    pub spec: &'static LossSpec,
+    pub loss: Box<dyn Loss>,
+    pub data: BiData,
+    pub dev: Option<Box<dyn Evaluator>>,
+    varmap: VarMap,
+    folder: ModelFolder,
+    fresh: Vec<String>,
+}
+
+impl BiEncoderTask {
+    /// The encoder from any BERT folder: HF, sentence-transformers, a cross-encoder or a Condenser
+    /// checkpoint (only the BERT backbone is read; its heads are ignored).
+    pub fn new(init: &Path, spec: &'static LossSpec, o: &BiEncoderOptions) -> Result<Self> {
+        let folder = ModelFolder::open(init)?;
+        let pooling = o.pooling.unwrap_or(folder.pooling);
+        let cfg = folder.config.clone();
+        let head_prefix = format!("{HEAD_PREFIX}.");
+        let t = load_trainable(
+            &folder.weights,
+            &[],
+            &[&head_prefix],
+            o.seed,
+            &o.device,
+            |vb| {
+                let bert = Bert::load(vb.clone(), &cfg)?;
+                let dim = cfg.hidden_size * pooling.modes();
+                let cx = LossContext {
+                    vb: vb.pp(HEAD_PREFIX),
+                    dim,
+                    num_labels: o.num_labels,
+                };
+                Ok((bert, (spec.build)(&cx)?))
+            },
+        )?;
+        let (bert, loss) = t.model;
+        let max_len = o.max_seq_length.clamp(2, cfg.max_position_embeddings);
+        let enc = SentenceEncoder::new(
+            bert,
+            folder.tokenizer()?,
+            pooling,
+            folder.normalize,
+            max_len,
+            &o.device,
+        )?;
+        Ok(BiEncoderTask {
+            enc,
+            spec,
+            loss,
+            data: BiData::default(),
+            dev: None,
+            varmap: t.varmap,
+            folder,
+            fresh: t.fresh,
+        })
+    }
+
+    /// Embeddings (b, dim) of the rows `idx` of every text column, one forward pass, split back
+    /// into one tensor per column.
+    fn embed_columns(&self, idx: &[usize], drop: Option<&Dropout>) -> Result<Vec<Tensor>> {
+        let seqs: Vec<&[u32]> = self
+            .data
+            .texts
+            .iter()
+            .flat_map(|col| idx.iter().map(move |&i| col[i].as_slice()))
+            .collect();
+        let emb = self.enc.embed_t(&seqs, drop)?;
+        let b = idx.len();
+        Ok((0..self.data.texts.len())
+            .map(|c| emb.narrow(0, c * b, b))
+            .collect::<candle_core::Result<_>>()?)
+    }
+
+    /// The rows' targets as the loss wants them.
+    fn target(&self, idx: &[usize]) -> Result<Option<Tensor>> {
+        let d = self.data.target_dim;
+        if self.spec.target == Target::None || d == 0 {
+            return Ok(None);
+        }
+        let v: Vec<f32> = idx
+            .iter()
+            .flat_map(|&i| self.data.target[i * d..(i + 1) * d].iter().copied())
+            .collect();
+        let dev = &self.enc.device;
+        Ok(Some(if d == 1 {
+            Tensor::from_vec(v, idx.len(), dev)?
+        } else {
+            Tensor::from_vec(v, (idx.len(), d), dev)?
+        }))
+    }
+
+    /// The encoder and head over untracked copies of the weights, for evaluation.
+    fn frozen(&self) -> Result<(SentenceEncoder, Option<Linear>)> {
+        let vb = params::frozen(&self.varmap, &self.enc.device);
+        let bert = Bert::load(vb.clone(), &self.folder.config)?;
+        let head = match self.loss.head() {
+            Some((name, h)) => {
+                let (out, inp) = h.weight.dims2()?;
+                Some(Linear::load(vb.pp(HEAD_PREFIX).pp(name), inp, out)?)
+            }
+            None => None,
+        };
+        Ok((self.enc.with_bert(bert), head))
+    }
+}
+
+impl TrainTask for BiEncoderTask {
+    fn num_examples(&self) -> usize {
+        self.data.len()
+    }
+
+    fn split_weight(&self, idx: &[usize], _seed: u64) -> Option<f64> {
+        self.spec.per_example.then_some(idx.len() as f64)
+    }
+
+    fn loss(&self, idx: &[usize], _seed: u64, drop: Option<&Dropout>) -> Result<LossOutput> {
+        let emb = self.embed_columns(idx, drop)?;
+        let target = self.target(idx)?;
+        Ok(LossOutput::single(
+            self.loss.forward(&emb, target.as_ref())?,
+        ))
+    }
+
+    fn dropout_rates(&self) -> DropoutRates {
+        DropoutRates::of(&self.folder.config)
+    }
+
+    fn evaluate(&self) -> Result<Option<Score>> {
+        let Some(dev) = &self.dev else {
+            return Ok(None);
+        };
+        let (enc, head) = self.frozen()?;
+        let model = Model::Encoder {
+            enc: &enc,
+            head: head.as_ref(),
+        };
+        Ok(Some(dev.run(&model, 64, &ProgressBar::hidden())?.score()))
+    }
+
+    fn varmap(&self) -> &VarMap {
+        &self.varmap
+    }
+
+    fn fresh(&self) -> &[String] {
+        &self.fresh
+    }
+
+    /// The sentence-transformers folder; a loss's head goes beside it as `<name>.safetensors`.
+    fn save(&self, dir: &Path) -> Result<()> {
+        let head_name = self.loss.head().map(|(n, _)| n);
+        let (mut backbone, mut head) = (params::Weights::new(), params::Weights::new());
+        for (name, var) in params::vars(&self.varmap) {
+            let t = var.as_tensor().to_dtype(DType::F32)?;
+            match name.strip_prefix(&format!("{HEAD_PREFIX}.")) {
+                Some(h) => {
+                    let key = head_name
+                        .and_then(|n| h.strip_prefix(&format!("{n}.")))
+                        .unwrap_or(h);
+                    head.insert(key.to_string(), t)
+                }
+                None => backbone.insert(name, t),
+            };
+        }
+        let layout = EncoderLayout {
+            pooling: self.enc.pooling,
+            normalize: self.enc.normalize,
+            max_seq_length: self.enc.max_seq_length,
+        };
+        let head = head_name.filter(|_| !head.is_empty()).map(|n| (n, head));
+        save_sentence_encoder(&self.folder, backbone, &layout, head, dir)
+            .map_err(|e| Error::context(format!("saving {}", dir.display()), e))
+    }
+}

@@ -1,0 +1,23 @@
+//! DPR's contrastive loss: in-batch ranking by dot product (scale 1), with any hard negatives.
+use super::{in_batch_ranking, Loss, LossSpec, Target};
+use candle_core::{Result, Tensor};
+
+pub const SPEC: LossSpec = LossSpec {
+    name: "contrastive",
+    help: "DPR: dot product, in-batch negatives plus any hard negatives",
+    columns: "anchor,positive,negative?",
+    texts: 2,
+    more_texts: true,
+    target: Target::None,
+    per_example: false,
+    cached: false,
+    build: |_| Ok(Box::new(Contrastive)),
+};
+
+struct Contrastive;
+
+impl Loss for Contrastive {
+    fn forward(&self, emb: &[Tensor], _: Option<&Tensor>) -> Result<Tensor> {
+        in_batch_ranking(&emb[0], &Tensor::cat(&emb[1..], 0)?, 1.0, false)
+    }
+}

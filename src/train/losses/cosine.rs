@@ -1,0 +1,23 @@
+//! CosineSimilarityLoss: MSE between cos(u, v) and a [0, 1] label (AugSBERT's bi-encoder loss).
+use super::{cosine_mse, Loss, LossSpec, Target};
+use candle_core::{Result, Tensor};
+
+pub const SPEC: LossSpec = LossSpec {
+    name: "cosine",
+    help: "CosineSimilarityLoss: MSE of cos(u, v) against a [0, 1] score",
+    columns: "sentence1,sentence2,label",
+    texts: 2,
+    more_texts: false,
+    target: Target::Score,
+    per_example: true,
+    cached: false,
+    build: |_| Ok(Box::new(Cosine)),
+};
+
+struct Cosine;
+
+impl Loss for Cosine {
+    fn forward(&self, emb: &[Tensor], target: Option<&Tensor>) -> Result<Tensor> {
+        cosine_mse(&emb[0], &emb[1], target.expect("a score column"))
+    }
+}

@@ -1,0 +1,24 @@
+//! MultipleNegativesRankingLoss: anchor i's positive is candidate i; every other anchor's positive
+//! and every hard negative is a negative. Cross-entropy over 20 x cosine similarity.
+use super::{in_batch_ranking, Loss, LossSpec, Target};
+use candle_core::{Result, Tensor};
+
+pub const SPEC: LossSpec = LossSpec {
+    name: "mnr",
+    help: "MultipleNegativesRankingLoss: 20 x cosine, in-batch negatives plus any hard negatives",
+    columns: "anchor,positive,negative?",
+    texts: 2,
+    more_texts: true,
+    target: Target::None,
+    per_example: false,
+    cached: false,
+    build: |_| Ok(Box::new(Mnr)),
+};
+
+pub struct Mnr;
+
+impl Loss for Mnr {
+    fn forward(&self, emb: &[Tensor], _: Option<&Tensor>) -> Result<Tensor> {
+        in_batch_ranking(&emb[0], &Tensor::cat(&emb[1..], 0)?, 20.0, true)
+    }
+}

@@ -1,0 +1,40 @@
+//! SoftmaxLoss: a linear classifier on (u, v, |u - v|), cross-entropy over the classes (SBERT's
+//! NLI training). The classifier is saved beside the encoder as softmax_head.safetensors.
+use super::{cross_entropy, softmax_features, Loss, LossSpec, Target};
+use crate::model::Linear;
+use candle_core::{DType, Module, Result, Tensor};
+
+pub const HEAD: &str = "softmax_head";
+
+pub const SPEC: LossSpec = LossSpec {
+    name: "softmax",
+    help: "SoftmaxLoss: Linear(3 dim, num_labels) on (u, v, |u - v|), cross-entropy",
+    columns: "sentence1,sentence2,label",
+    texts: 2,
+    more_texts: false,
+    target: Target::Class,
+    per_example: true,
+    cached: false,
+    build: |cx| {
+        let head = Linear::load(cx.vb.pp(HEAD), 3 * cx.dim, cx.num_labels)?;
+        Ok(Box::new(Softmax { head }))
+    },
+};
+
+struct Softmax {
+    head: Linear,
+}
+
+impl Loss for Softmax {
+    fn forward(&self, emb: &[Tensor], target: Option<&Tensor>) -> Result<Tensor> {
+        let logits = self.head.forward(&softmax_features(&emb[0], &emb[1])?)?;
+        cross_entropy(
+            &logits,
+            &target.expect("a class column").to_dtype(DType::U32)?,
+        )
+    }
+
+    fn head(&self) -> Option<(&'static str, &Linear)> {
+        Some((HEAD, &self.head))
+    }
+}

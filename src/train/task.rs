@@ -1,0 +1,103 @@
+//! What a training command hands the trainer: its examples' loss (and gradients), its evaluation,
+//! its parameters and how to save them.
+use crate::error::Result;
+use crate::model::{Dropout, DropoutRates};
+use candle_core::backprop::GradStore;
+use candle_core::{DType, Tensor};
+use candle_nn::VarMap;
+use std::path::Path;
+
+/// A loss value and its named parts (Condenser's two MLM losses, say), each part a scalar tensor.
+pub struct LossOutput {
+    pub total: Tensor,
+    pub parts: Vec<(&'static str, Tensor)>,
+}
+
+impl LossOutput {
+    pub fn single(total: Tensor) -> LossOutput {
+        LossOutput {
+            total,
+            parts: Vec::new(),
+        }
+    }
+}
+
+/// One backward pass: the (weighted) loss value, its parts and the gradients.
+pub struct Gradients {
+    pub value: f64,
+    pub parts: Vec<(&'static str, f64)>,
+    pub grads: GradStore,
+}
+
+/// (metric name, value; higher is better): a dev evaluation's primary metric.
+pub type Score = (String, f64);
+
+fn scalar(t: &Tensor) -> candle_core::Result<f64> {
+    t.to_dtype(DType::F64)?.to_scalar::<f64>()
+}
+
+pub trait TrainTask: Sync {
+    fn num_examples(&self) -> usize;
+
+    /// When the loss is a mean over independent units (examples; masked tokens), the number of
+    /// units the examples `idx` hold: the trainer may then split a micro-batch across CPU threads
+    /// and weight each shard's loss by its share, which gives the whole batch's gradient. None
+    /// (the default): the loss couples the batch (in-batch negatives) and is never split.
+    fn split_weight(&self, _idx: &[usize], _seed: u64) -> Option<f64> {
+        None
+    }
+
+    /// The loss over the training examples `idx`, with dropout when given. `seed` is the
+    /// micro-batch's: any other randomness (masks, spans) derives from it and the example, so a
+    /// resumed or split batch draws exactly the same.
+    fn loss(&self, idx: &[usize], seed: u64, drop: Option<&Dropout>) -> Result<LossOutput>;
+
+    /// The loss times `weight`, and its gradients. Tasks that must run their own backward
+    /// (GradCache) override this.
+    fn gradients(
+        &self,
+        idx: &[usize],
+        seed: u64,
+        drop: Option<&Dropout>,
+        weight: f64,
+    ) -> Result<Gradients> {
+        let out = self.loss(idx, seed, drop)?;
+        let total = if weight == 1.0 {
+            out.total
+        } else {
+            out.total.affine(weight, 0.0)?
+        };
+        let parts = out
+            .parts
+            .iter()
+            .map(|(n, t)| Ok((*n, scalar(t)? * weight)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Gradients {
+            value: scalar(&total)?,
+            parts,
+            grads: total.backward()?,
+        })
+    }
+
+    /// What the training data is beyond its example count (a corpus's block file key), recorded
+    /// in checkpoints so that --resume refuses other data.
+    fn data_key(&self) -> String {
+        String::new()
+    }
+
+    /// The model's dropout rates (config.json's, unless the run overrides them).
+    fn dropout_rates(&self) -> DropoutRates;
+
+    /// The primary dev metric, or None without dev data.
+    fn evaluate(&self) -> Result<Option<Score>>;
+
+    fn varmap(&self) -> &VarMap;
+
+    /// Tensors the starting checkpoint lacked, initialised fresh (task heads), for the run to say.
+    fn fresh(&self) -> &[String] {
+        &[]
+    }
+
+    /// Write the model folder.
+    fn save(&self, dir: &Path) -> Result<()>;
+}
