@@ -89,29 +89,6 @@ fn bm25_scores_by_hand() {
     );
 }
 
-fn cross_encoder(dir: &Path) -> std::path::PathBuf {
-    let tiny = common::tiny_bert(dir);
-    let ce = dir.join("ce");
-    let o = Command::new(env!("CARGO_BIN_EXE_condenser"))
-        .args([
-            "train-cross-encoder",
-            "--model",
-            tiny.to_str().unwrap(),
-            "--out",
-            ce.to_str().unwrap(),
-            "--max-steps",
-            "3",
-        ])
-        .args([
-            "--train",
-            common::data("stsb/dev.parquet").to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    ce
-}
-
 fn augment(ce: &Path, input: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_condenser"))
         .args([
@@ -131,7 +108,7 @@ fn augment(ce: &Path, input: &Path, out: &Path, extra: &[&str]) -> std::process:
 #[test]
 fn augment_end_to_end() {
     let d = tempfile::tempdir().unwrap();
-    let ce = cross_encoder(d.path());
+    let ce = common::cross_encoder(d.path());
     let input = d.path().join("in.csv");
     std::fs::write(&input, "sentence1,sentence2,label\nA man is playing a guitar.,A man plays the guitar.,0.9\nA woman is slicing an onion.,Someone cuts an onion.,\nThe cat sleeps.,A dog barks loudly.,0.1\n").unwrap();
     let out = d.path().join("aug.parquet");

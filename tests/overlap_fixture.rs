@@ -166,7 +166,10 @@ fn cli_writes_json_csv_svg_png() {
         csv.starts_with("dataset,size,stsb,mrpc,rte,medqp\nstsb,36687,1.000000,0.172825"),
         "{csv}"
     );
-    let svg = std::fs::read_to_string(out.path().join("overlap.svg")).unwrap();
+    // the labels and values are SVG text (line breaks around text content do not matter)
+    let svg = std::fs::read_to_string(out.path().join("overlap.svg"))
+        .unwrap()
+        .replace('\n', "");
     assert!(svg.contains(">medqp</text>") && svg.contains(">0.040</text>"));
     let png = std::fs::read(out.path().join("overlap.png")).unwrap();
     assert_eq!(&png[1..4], b"PNG");

@@ -113,6 +113,7 @@ impl AttentionReport {
             "uniform over the tokens".into(),
             (1..=depth).map(|l| (l as f64, self.uniform)).collect(),
         ));
+        use crate::plot::Figure;
         crate::plot::line_chart("entropy of [CLS] attention (nats)", "layer", &series)
             .save(&dir.join("attention_entropy"))
     }

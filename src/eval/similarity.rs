@@ -3,7 +3,7 @@
 use super::metrics::cosine;
 use crate::error::Result;
 use crate::model::SentenceEncoder;
-use crate::plot::heatmap;
+use crate::plot::{heatmap, Figure};
 use indicatif::ProgressBar;
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 use super::{standard_error, Options, Sketch};
 use crate::data::write_atomic;
 use crate::error::Result;
-use crate::plot::heatmap;
+use crate::plot::{heatmap, Figure};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::fmt::Write;

@@ -1,86 +1,80 @@
-use super::{Anchor, Scene};
+use super::{range, DrawResult, Figure, COLORS, FONT};
+use plotters::coord::Shift;
+use plotters::prelude::*;
 
-const COLORS: [[u8; 3]; 4] = [[31, 119, 180], [255, 127, 14], [44, 160, 44], [214, 39, 40]];
+/// A line chart of one or more (x, y) series with axes and a legend (training curves, per-layer
+/// entropies). Non-finite points break a line instead of bending it.
+pub struct LineChart {
+    title: String,
+    x_label: String,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+}
 
-/// A line chart of one or more (x, y) series with axis ranges and a legend.
-pub fn line_chart(title: &str, x_label: &str, series: &[(String, Vec<(f64, f64)>)]) -> Scene {
-    let (w, h, left, right, top, bottom) = (760.0, 440.0, 80.0, 20.0, 50.0, 60.0);
-    let mut s = Scene::new(w as u32, h as u32);
-    s.text(w / 2.0, 22.0, title, 16.0, [0; 3], Anchor::Middle);
-    let pts = series
-        .iter()
-        .flat_map(|(_, p)| p.iter())
-        .filter(|(x, y)| x.is_finite() && y.is_finite());
-    let (mut x0, mut x1, mut y0, mut y1) = (
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-    );
-    for &(x, y) in pts {
-        (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(y), y1.max(y));
+pub fn line_chart(title: &str, x_label: &str, series: &[(String, Vec<(f64, f64)>)]) -> LineChart {
+    LineChart {
+        title: title.to_string(),
+        x_label: x_label.to_string(),
+        series: series.to_vec(),
     }
-    if !x0.is_finite() {
-        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+}
+
+impl Figure for LineChart {
+    fn size(&self) -> (u32, u32) {
+        (800, 480)
     }
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
-    }
-    if y1 <= y0 {
-        y1 = y0 + 1.0;
-    }
-    let (pw, ph) = (w - left - right, h - top - bottom);
-    let px = |x: f64| left + (x - x0) / (x1 - x0) * pw;
-    let py = |y: f64| top + ph - (y - y0) / (y1 - y0) * ph;
-    s.line(left, top + ph, left + pw, top + ph, [0; 3], 1.0);
-    s.line(left, top, left, top + ph, [0; 3], 1.0);
-    for k in 0..=4 {
-        let f = k as f64 / 4.0;
-        let yv = y0 + f * (y1 - y0);
-        s.text(
-            left - 6.0,
-            py(yv),
-            format!("{yv:.3}"),
-            8.0,
-            [0; 3],
-            Anchor::End,
-        );
-        let xv = x0 + f * (x1 - x0);
-        s.text(
-            px(xv),
-            top + ph + 14.0,
-            format!("{xv:.0}"),
-            8.0,
-            [0; 3],
-            Anchor::Middle,
-        );
-    }
-    s.text(
-        left + pw / 2.0,
-        h - 16.0,
-        x_label,
-        8.0,
-        [0; 3],
-        Anchor::Middle,
-    );
-    for (i, (name, p)) in series.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        for win in p.windows(2) {
-            let ((ax, ay), (bx, by)) = (win[0], win[1]);
-            if ay.is_finite() && by.is_finite() {
-                s.line(px(ax), py(ay), px(bx), py(by), c, 1.5);
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+        root.fill(&WHITE)?;
+        let pts = || self.series.iter().flat_map(|(_, p)| p.iter());
+        let (x0, x1) = range(pts().map(|p| p.0));
+        let (y0, y1) = range(pts().map(|p| p.1));
+        let pad = (y1 - y0) * 0.05;
+        let mut chart = ChartBuilder::on(root)
+            .margin(12)
+            .caption(&self.title, (FONT, 20))
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x0..x1, (y0 - pad)..(y1 + pad))?;
+        // steps and layers are whole numbers: no decimals once the axis spans a few
+        let whole = x1 - x0 >= 4.0;
+        let fmt_x = move |v: &f64| {
+            if whole {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.2}")
+            }
+        };
+        chart
+            .configure_mesh()
+            .x_desc(&self.x_label)
+            .x_label_formatter(&fmt_x)
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()?;
+        for (i, (name, p)) in self.series.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let segments = p
+                .split(|(x, y)| !(x.is_finite() && y.is_finite()))
+                .filter(|s| !s.is_empty());
+            let mut labelled = false;
+            for seg in segments {
+                let drawn = chart
+                    .draw_series(LineSeries::new(seg.iter().copied(), color.stroke_width(2)))?;
+                if !labelled {
+                    drawn.label(name.as_str()).legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+                    });
+                    labelled = true;
+                }
             }
         }
-        let ly = top + 8.0 + 14.0 * i as f64;
-        s.line(left + pw - 150.0, ly, left + pw - 130.0, ly, c, 2.0);
-        s.text(
-            left + pw - 124.0,
-            ly,
-            name.as_str(),
-            8.0,
-            [0; 3],
-            Anchor::Start,
-        );
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.4))
+            .draw()
     }
-    s
 }

@@ -6,7 +6,7 @@ use super::optim::AdamW;
 use super::params;
 use crate::data::write_atomic;
 use crate::error::{Error, Result};
-use crate::plot::line_chart;
+use crate::plot::{line_chart, Figure};
 use candle_nn::VarMap;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;

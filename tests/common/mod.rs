@@ -170,3 +170,30 @@ pub fn kill_after_checkpoint(
     child.wait().unwrap();
     checkpoint_step(out)
 }
+
+/// `condenser` with `args`, its output collected.
+pub fn condenser(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_condenser"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A cross-encoder trained 3 steps from the tiny BERT on STSb dev, in `dir/ce`.
+pub fn cross_encoder(dir: &std::path::Path) -> PathBuf {
+    let tiny = tiny_bert(dir);
+    let ce = dir.join("ce");
+    let o = condenser(&[
+        "train-cross-encoder",
+        "--model",
+        tiny.to_str().unwrap(),
+        "--out",
+        ce.to_str().unwrap(),
+        "--max-steps",
+        "3",
+        "--train",
+        data("stsb/dev.parquet").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ce
+}
