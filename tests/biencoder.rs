@@ -8,7 +8,6 @@ use condenser::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
 use condenser::train::losses;
 use condenser::train::{params, AdamW, TrainTask};
 use std::path::Path;
-use std::process::Command;
 
 /// 8 STSb train rows as sentence1, sentence2, label (score/5), anchor, positive, negative
 /// (another row's sentence2) and class (score bucket 0..3), as Parquet.
@@ -41,12 +40,7 @@ fn pairs_file(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-fn run(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_condenser"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use common::condenser as run;
 
 /// Teacher vectors: `condenser encode` of the sentence1 column with the tiny model (dim 8).
 fn teacher_file(dir: &Path, tiny: &Path, pairs: &Path) -> std::path::PathBuf {

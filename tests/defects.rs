@@ -17,8 +17,23 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Training flags shared by the small CLI runs below.
-const SMALL: [&str; 4] = ["--max-seq-length", "32", "--seed", "3"];
+/// A small cosine-loss bi-encoder run from `init` on STSb dev into `out`.
+fn train_cosine(init: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let stsb = common::data("stsb/dev.parquet");
+    let mut a = vec!["train-biencoder", "--init", s(init), "--train", s(&stsb)];
+    a.extend([
+        "--loss",
+        "cosine",
+        "--out",
+        s(out),
+        "--max-seq-length",
+        "32",
+        "--seed",
+        "3",
+    ]);
+    a.extend(extra);
+    condenser(&a)
+}
 
 /// Defect 1: `--eval-steps 0` divided by zero in the trainer (a panic); it is refused up front.
 #[test]
@@ -234,24 +249,8 @@ fn pretrain_block_cache_follows_its_corpus() {
 fn resume_with_other_settings_names_the_flag() {
     let d = tempfile::tempdir().unwrap();
     let tiny = common::tiny_bert(d.path());
-    let stsb = common::data("stsb/dev.parquet");
     let out = d.path().join("bi");
-    let train = |extra: &[&str]| {
-        let mut a = vec![
-            "train-biencoder",
-            "--init",
-            s(&tiny),
-            "--train",
-            s(&stsb),
-            "--loss",
-            "cosine",
-            "--out",
-            s(&out),
-        ];
-        a.extend(SMALL);
-        a.extend(extra);
-        condenser(&a)
-    };
+    let train = |extra: &[&str]| train_cosine(&tiny, &out, extra);
     assert!(train(&["--max-steps", "4", "--batch-size", "8"])
         .status
         .success());
@@ -291,27 +290,11 @@ fn dropout_comes_from_config_json() {
     c["hidden_dropout_prob"] = 0.0.into();
     c["attention_probs_dropout_prob"] = 0.0.into();
     std::fs::write(&cfg, c.to_string()).unwrap();
-    let stsb = common::data("stsb/dev.parquet");
     let train = |name: &str, extra: &[&str]| {
         let out = d.path().join(name);
-        let mut a = vec![
-            "train-biencoder",
-            "--init",
-            s(&tiny),
-            "--train",
-            s(&stsb),
-            "--loss",
-            "cosine",
-            "--out",
-            s(&out),
-            "--max-steps",
-            "5",
-            "--threads",
-            "1",
-        ];
-        a.extend(SMALL);
+        let mut a = vec!["--max-steps", "5", "--threads", "1"];
         a.extend(extra);
-        let o = condenser(&a);
+        let o = train_cosine(&tiny, &out, &a);
         assert!(o.status.success(), "{}", stderr(&o));
         log_rows(&out)
     };

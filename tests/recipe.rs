@@ -14,6 +14,21 @@ fn run(recipe: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// One `[[step]]` table: positional arguments, `args` as TOML (without braces), outputs.
+fn step(name: &str, command: &str, positional: &[&str], args: &str, outputs: &[&str]) -> String {
+    let list = |v: &[&str]| {
+        v.iter()
+            .map(|x| format!("\"{x}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "\n[[step]]\nname = \"{name}\"\ncommand = \"{command}\"\npositional = [{}]\nargs = {{ {args} }}\noutputs = [{}]\n",
+        list(positional),
+        list(outputs)
+    )
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -28,35 +43,20 @@ fn recipe_runs_skips_and_resumes() {
     let tiny = common::tiny_bert(d.path());
     let out = d.path().join("out");
     let recipe = d.path().join("r.toml");
-    std::fs::write(
-        &recipe,
-        format!(
-            r#"
-[vars]
-out = "{out}"
-data = "{data}"
-n = "40"
-train = "{{out}}/small.parquet"
-
-[[step]]
-name = "small"
-command = "convert"
-positional = ["{{data}}", "{{train}}"]
-args = {{ sample = "{{n}}", seed = 3 }}
-outputs = ["{{train}}"]
-
-[[step]]
-name = "bi"
-command = "train-biencoder"
-args = {{ init = "{tiny}", train = "{{train}}", loss = "cosine", out = "{{out}}/bi", batch-size = 8, checkpoint-steps = 2, max-seq-length = 32 }}
-outputs = ["{{out}}/bi/model.safetensors"]
-"#,
-            out = out.display(),
-            data = common::data("stsb/train.parquet").display(),
-            tiny = tiny.display()
-        ),
-    )
-    .unwrap();
+    let tiny = tiny.display().to_string();
+    let recipe_text = format!(
+        "[vars]\nout = \"{}\"\ndata = \"{}\"\nn = \"40\"\ntrain = \"{{out}}/small.parquet\"\n",
+        out.display(),
+        common::data("stsb/train.parquet").display()
+    ) + &step("small", "convert", &["{data}", "{train}"], "sample = \"{n}\", seed = 3", &["{train}"])
+        + &step(
+            "bi",
+            "train-biencoder",
+            &[],
+            &format!("init = \"{tiny}\", train = \"{{train}}\", loss = \"cosine\", out = \"{{out}}/bi\", batch-size = 8, checkpoint-steps = 2, max-seq-length = 32"),
+            &["{out}/bi/model.safetensors"],
+        );
+    std::fs::write(&recipe, recipe_text).unwrap();
     let o = run(&recipe, &[]);
     assert!(o.status.success(), "{}", text(&o));
     let small =
@@ -105,48 +105,40 @@ fn a_changed_input_reruns_every_dependent_step_and_no_other() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("out");
     let recipe = d.path().join("r.toml");
-    std::fs::write(
-        &recipe,
-        format!(
-            r#"
-[vars]
-out = "{out}"
-n = "40"
-
-[[step]]
-name = "gold"
-command = "convert"
-positional = ["{stsb}", "{{out}}/gold.parquet"]
-args = {{ sample = "{{n}}", seed = 3 }}
-outputs = ["{{out}}/gold.parquet"]
-
-[[step]]
-name = "texts"
-command = "convert"
-positional = ["{{out}}/gold.parquet", "{{out}}/texts.parquet"]
-args = {{ columns = "sentence1" }}
-outputs = ["{{out}}/texts.parquet"]
-
-[[step]]
-name = "few"
-command = "convert"
-positional = ["{{out}}/texts.parquet", "{{out}}/few.parquet"]
-args = {{ sample = 5 }}
-outputs = ["{{out}}/few.parquet"]
-
-[[step]]
-name = "other"
-command = "convert"
-positional = ["{mrpc}", "{{out}}/other.parquet"]
-args = {{ sample = 10 }}
-outputs = ["{{out}}/other.parquet"]
-"#,
-            out = out.display(),
-            stsb = common::data("stsb/train.parquet").display(),
-            mrpc = common::data("mrpc/train.parquet").display(),
-        ),
-    )
-    .unwrap();
+    let (stsb, mrpc) = (
+        common::data("stsb/train.parquet").display().to_string(),
+        common::data("mrpc/train.parquet").display().to_string(),
+    );
+    let recipe_text = format!("[vars]\nout = \"{}\"\nn = \"40\"\n", out.display())
+        + &step(
+            "gold",
+            "convert",
+            &[&stsb, "{out}/gold.parquet"],
+            "sample = \"{n}\", seed = 3",
+            &["{out}/gold.parquet"],
+        )
+        + &step(
+            "texts",
+            "convert",
+            &["{out}/gold.parquet", "{out}/texts.parquet"],
+            "columns = \"sentence1\"",
+            &["{out}/texts.parquet"],
+        )
+        + &step(
+            "few",
+            "convert",
+            &["{out}/texts.parquet", "{out}/few.parquet"],
+            "sample = 5",
+            &["{out}/few.parquet"],
+        )
+        + &step(
+            "other",
+            "convert",
+            &[&mrpc, "{out}/other.parquet"],
+            "sample = 10",
+            &["{out}/other.parquet"],
+        );
+    std::fs::write(&recipe, recipe_text).unwrap();
     let o = run(&recipe, &[]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(ran(&text(&o)), ["gold", "texts", "few", "other"]);

@@ -1,17 +1,15 @@
 //! DPR's contrastive loss: in-batch ranking by dot product (scale 1), with any hard negatives.
-use super::{in_batch_ranking, Loss, LossSpec, Target};
+use super::{in_batch_ranking, Loss, LossSpec};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
     name: "contrastive",
     help: "DPR: dot product, in-batch negatives plus any hard negatives",
     columns: "anchor,positive,negative?",
-    texts: 2,
     more_texts: true,
-    target: Target::None,
     per_example: false,
-    cached: false,
     build: |_| Ok(Box::new(Contrastive)),
+    ..LossSpec::BASE
 };
 
 struct Contrastive;

@@ -6,12 +6,9 @@ pub const SPEC: LossSpec = LossSpec {
     name: "cosine",
     help: "CosineSimilarityLoss: MSE of cos(u, v) against a [0, 1] score",
     columns: "sentence1,sentence2,label",
-    texts: 2,
-    more_texts: false,
     target: Target::Score,
-    per_example: true,
-    cached: false,
     build: |_| Ok(Box::new(Cosine)),
+    ..LossSpec::BASE
 };
 
 struct Cosine;

@@ -1,18 +1,16 @@
 //! MultipleNegativesRankingLoss: anchor i's positive is candidate i; every other anchor's positive
 //! and every hard negative is a negative. Cross-entropy over 20 x cosine similarity.
-use super::{in_batch_ranking, Loss, LossSpec, Target};
+use super::{in_batch_ranking, Loss, LossSpec};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
     name: "mnr",
     help: "MultipleNegativesRankingLoss: 20 x cosine, in-batch negatives plus any hard negatives",
     columns: "anchor,positive,negative?",
-    texts: 2,
     more_texts: true,
-    target: Target::None,
     per_example: false,
-    cached: false,
     build: |_| Ok(Box::new(Mnr)),
+    ..LossSpec::BASE
 };
 
 pub struct Mnr;

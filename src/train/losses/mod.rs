@@ -86,6 +86,21 @@ impl PartialEq for LossSpec {
 }
 
 impl LossSpec {
+    /// What most losses are: two text columns, no target, a per-example mean, not cached. A loss
+    /// file states its name, help, columns and build, and only what differs from this
+    /// (`..LossSpec::BASE`).
+    pub const BASE: LossSpec = LossSpec {
+        name: "",
+        help: "",
+        columns: "",
+        texts: 2,
+        more_texts: false,
+        target: Target::None,
+        per_example: true,
+        cached: false,
+        build: |_| Err(candle_core::Error::Msg("a loss spec without build".into())),
+    };
+
     pub fn default_columns(&self) -> ColumnSpec {
         ColumnSpec::of(self.columns)
     }

@@ -7,11 +7,9 @@ pub const SPEC: LossSpec = LossSpec {
     help: "MSELoss: the embedding against a teacher vector (a list column, as `encode` writes)",
     columns: "sentence,embedding",
     texts: 1,
-    more_texts: false,
     target: Target::Vector,
-    per_example: true,
-    cached: false,
     build: |_| Ok(Box::new(Mse)),
+    ..LossSpec::BASE
 };
 
 struct Mse;

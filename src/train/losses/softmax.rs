@@ -10,15 +10,12 @@ pub const SPEC: LossSpec = LossSpec {
     name: "softmax",
     help: "SoftmaxLoss: Linear(3 dim, num_labels) on (u, v, |u - v|), cross-entropy",
     columns: "sentence1,sentence2,label",
-    texts: 2,
-    more_texts: false,
     target: Target::Class,
-    per_example: true,
-    cached: false,
     build: |cx| {
         let head = Linear::load(cx.vb.pp(HEAD), 3 * cx.dim, cx.num_labels)?;
         Ok(Box::new(Softmax { head }))
     },
+    ..LossSpec::BASE
 };
 
 struct Softmax {

@@ -1,5 +1,5 @@
 //! TripletLoss with euclidean distance and margin 5: relu(|a - p| - |a - n| + 5).
-use super::{triplet, Loss, LossSpec, Target};
+use super::{triplet, Loss, LossSpec};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
@@ -7,11 +7,8 @@ pub const SPEC: LossSpec = LossSpec {
     help: "TripletLoss: euclidean distance, margin 5",
     columns: "anchor,positive,negative",
     texts: 3,
-    more_texts: false,
-    target: Target::None,
-    per_example: true,
-    cached: false,
     build: |_| Ok(Box::new(Triplet)),
+    ..LossSpec::BASE
 };
 
 struct Triplet;
