@@ -100,9 +100,14 @@ fn vb_from(names: &[String], ts: &[Tensor]) -> VarBuilder<'static> {
 #[test]
 fn elementwise_and_normalisation_ops() {
     check(
-        "layer_norm",
+        "layer_norm (fused)",
         &[randn(&[3, 5, 8]), randn(&[8]), randn(&[8])],
         |x| LayerNorm::new(x[1].clone(), x[2].clone(), 1e-12).forward(&x[0]),
+    );
+    check(
+        "layer_norm (composed)",
+        &[randn(&[3, 5, 8]), randn(&[8]), randn(&[8])],
+        |x| LayerNorm::new(x[1].clone(), x[2].clone(), 1e-12).composed(&x[0]),
     );
     check("softmax (composed)", &[randn(&[3, 7])], |x| {
         softmax_last_dim(&x[0])
@@ -116,6 +121,159 @@ fn elementwise_and_normalisation_ops() {
         gelu_erf(&x[0])
     });
     check("l2_normalize", &[randn(&[4, 6])], |x| l2_normalize(&x[0]));
+}
+
+/// The composed attention core the fused op replaces: heads split out, softmax with the mask,
+/// dropout as a given mask, context merged back.
+fn attention_composed(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    bias: &Tensor,
+    heads: usize,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Tensor> {
+    let (b, s, h) = q.dims3()?;
+    let split = |x: &Tensor| -> candle_core::Result<Tensor> {
+        x.reshape((b, s, heads, h / heads))?
+            .transpose(1, 2)?
+            .contiguous()
+    };
+    let scores = split(q)?.matmul(&split(k)?.t()?)?;
+    let mut p =
+        softmax_last_dim(&(scores * (1.0 / ((h / heads) as f64).sqrt()))?.broadcast_add(bias)?)?;
+    if let Some(m) = mask {
+        p = (p * m)?;
+    }
+    p.matmul(&split(v)?)?.transpose(1, 2)?.reshape((b, s, h))
+}
+
+/// The fused attention core (model/attention.rs) equals the composed one, context and the
+/// gradients of q, k and v, with padding and a dropout mask, on enough items for its parallel
+/// path; and passes the finite-difference check.
+#[test]
+fn fused_attention_matches_composed() {
+    use condenser::model::attention::attention;
+    let (b, s, h, heads) = (3, 7, 8, 2);
+    let mask = Tensor::new(
+        &[
+            [1u32, 1, 1, 1, 1, 0, 0],
+            [1, 1, 1, 1, 1, 1, 1],
+            [1, 1, 0, 0, 0, 0, 0],
+        ],
+        &Device::Cpu,
+    )
+    .unwrap();
+    let bias = attention_bias(&mask, DType::F32).unwrap();
+    let drop: Vec<f32> = (0..b * heads * s * s)
+        .map(|i| if i % 7 == 3 { 0.0 } else { 1.0 / 0.9 })
+        .collect();
+    let drop_t = Tensor::from_vec(drop.clone(), (b, heads, s, s), &Device::Cpu).unwrap();
+    let vars: Vec<candle_core::Var> = (0..3)
+        .map(|_| candle_core::Var::from_tensor(&randn(&[b, s, h])).unwrap())
+        .collect();
+    let [q, k, v] = [0, 1, 2].map(|i| vars[i].as_tensor().clone());
+    let scale = 1.0 / ((h / heads) as f64).sqrt();
+    let fused = attention(&q, &k, &v, &bias, heads, scale, Some(drop.clone())).unwrap();
+    let composed = attention_composed(&q, &k, &v, &bias, heads, Some(&drop_t)).unwrap();
+    let diff = |a: &Tensor, c: &Tensor| condenser::model::ops::max_abs_diff(a, c).unwrap();
+    assert!(diff(&fused, &composed) < 1e-5);
+    let proj = randn(&[b, s, h]);
+    let g1 = (fused * &proj)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    let g2 = (composed * &proj)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    for (name, var) in ["q", "k", "v"].iter().zip(&vars) {
+        let d = diff(g1.get(var).unwrap(), g2.get(var).unwrap());
+        assert!(d < 1e-5, "d{name}: {d}");
+    }
+    check(
+        "attention (fused)",
+        &[randn(&[b, s, h]), randn(&[b, s, h]), randn(&[b, s, h])],
+        |x| attention(&x[0], &x[1], &x[2], &bias, heads, scale, Some(drop.clone())),
+    );
+}
+
+/// The fused cross-entropy equals the composed one, value and gradient, on logits as wide as a
+/// vocabulary; a class id out of range is an error, not a wrong loss.
+#[test]
+fn fused_cross_entropy_matches_composed() {
+    use condenser::train::losses::{cross_entropy, cross_entropy_composed};
+    let x = candle_core::Var::from_tensor(&randn(&[37, 3000]).affine(4.0, 0.0).unwrap()).unwrap();
+    let ids: Vec<u32> = (0..37u32).map(|i| (i * 811) % 3000).collect();
+    let classes = Tensor::new(ids.as_slice(), &Device::Cpu).unwrap();
+    let fused = cross_entropy(x.as_tensor(), &classes).unwrap();
+    let composed = cross_entropy_composed(x.as_tensor(), &classes).unwrap();
+    let (a, b) = (
+        fused.to_scalar::<f32>().unwrap(),
+        composed.to_scalar::<f32>().unwrap(),
+    );
+    assert!((a - b).abs() < 1e-5 * b.abs(), "{a} vs {b}");
+    let g1 = (fused * 3.0).unwrap().backward().unwrap();
+    let g2 = (composed * 3.0).unwrap().backward().unwrap();
+    let d = condenser::model::ops::max_abs_diff(g1.get(&x).unwrap(), g2.get(&x).unwrap()).unwrap();
+    assert!(d < 1e-6, "gradients differ by {d}");
+    check("cross_entropy (fused)", &[randn(&[5, 9])], |t| {
+        cross_entropy(
+            &t[0],
+            &Tensor::new(&[0u32, 8, 3, 3, 1], &Device::Cpu).unwrap(),
+        )
+    });
+    let bad = Tensor::new(&[0u32, 9, 3, 3, 1], &Device::Cpu).unwrap();
+    assert!(cross_entropy(&randn(&[5, 9]), &bad).is_err());
+}
+
+/// The fused LayerNorm equals the composed one, value and every gradient, on shapes that take
+/// both its serial and its parallel path (BERT's 384 wide, 40 and 600 rows).
+#[test]
+fn fused_layer_norm_matches_composed() {
+    for rows in [40, 600] {
+        let x =
+            candle_core::Var::from_tensor(&randn(&[rows, 384]).affine(3.0, 1.0).unwrap()).unwrap();
+        let w = candle_core::Var::from_tensor(&randn(&[384])).unwrap();
+        let b = candle_core::Var::from_tensor(&randn(&[384])).unwrap();
+        let ln = LayerNorm::new(w.as_tensor().clone(), b.as_tensor().clone(), 1e-12);
+        let proj = randn(&[rows, 384]);
+        let fused = ln.forward(x.as_tensor()).unwrap();
+        let composed = ln.composed(x.as_tensor()).unwrap();
+        let d = condenser::model::ops::max_abs_diff(&fused, &composed).unwrap();
+        assert!(d < 1e-5, "{rows} rows: values differ by {d}");
+        let g1 = (fused * &proj)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let g2 = (composed * &proj)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        for (name, v) in [("x", &x), ("weight", &w), ("bias", &b)] {
+            let (a, c) = (g1.get(v).unwrap(), g2.get(v).unwrap());
+            let scale = c
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            let d = condenser::model::ops::max_abs_diff(a, c).unwrap();
+            assert!(
+                d < 1e-4 * scale,
+                "{rows} rows, d{name}: {d} (scale {scale})"
+            );
+        }
+    }
 }
 
 #[test]

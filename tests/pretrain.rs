@@ -478,3 +478,110 @@ fn cocondenser_adds_the_span_contrast_over_paired_spans() {
     let co = parts[2].1.to_scalar::<f32>().unwrap();
     assert!(co < 1.6, "MiniLM's span contrast {co} vs chance 2.71");
 }
+
+/// A Condenser batch split across shards, each shard's loss weighted by its share of the masked
+/// tokens, has exactly the whole batch's loss, parts and gradient. The batch holds the corpus's
+/// short tail block, so weighting by example count instead would differ (checked).
+#[test]
+fn split_batches_weighted_by_masked_tokens_give_the_whole_gradient() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let t = task(d.path(), &tiny, 3);
+    let last = t.blocks.len - 1;
+    let idx = vec![0, 7, 19, 33, 41, last, 58, 60];
+    let seed = 99;
+    let whole = t.gradients(&idx, seed, None, 1.0).unwrap();
+    let shards: [&[usize]; 3] = [&idx[..3], &idx[3..6], &idx[6..]];
+    let counts: Vec<f64> = shards
+        .iter()
+        .map(|s| t.split_weight(s, seed).unwrap())
+        .collect();
+    let total: f64 = counts.iter().sum();
+    assert_eq!(
+        total,
+        t.split_weight(&idx, seed).unwrap(),
+        "masks per block"
+    );
+    let by_examples: Vec<f64> = shards.iter().map(|s| s.len() as f64 / 8.0).collect();
+    assert!(
+        counts
+            .iter()
+            .zip(&by_examples)
+            .any(|(c, e)| (c / total - e).abs() > 0.01),
+        "the test needs shards whose token and example shares differ: {counts:?}"
+    );
+    let parts: Vec<_> = shards
+        .iter()
+        .zip(&counts)
+        .map(|(s, c)| t.gradients(s, seed, None, c / total).unwrap())
+        .collect();
+    let value: f64 = parts.iter().map(|g| g.value).sum();
+    assert!(
+        (value - whole.value).abs() < 1e-5 * whole.value,
+        "{value} vs {}",
+        whole.value
+    );
+    for (k, (name, v)) in whole.parts.iter().enumerate() {
+        let sum: f64 = parts.iter().map(|g| g.parts[k].1).sum();
+        assert!((sum - v).abs() < 1e-5 * v, "{name}: {sum} vs {v}");
+    }
+    for (name, var) in params::vars(t.varmap()) {
+        let Some(w) = whole.grads.get(&var) else {
+            continue;
+        };
+        let summed = parts
+            .iter()
+            .map(|g| g.grads.get(&var).unwrap().clone())
+            .reduce(|a, b| (a + b).unwrap())
+            .unwrap();
+        let scale = w
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        let diff = condenser::model::ops::max_abs_diff(w, &summed).unwrap();
+        assert!(
+            diff <= 1e-4 * scale.max(1e-6),
+            "{name}: {diff} (scale {scale})"
+        );
+    }
+}
+
+/// The trainer splits Condenser batches across threads: without dropout, every step's losses
+/// equal the single-thread run's.
+#[test]
+fn pretrain_split_across_threads_trains_like_one_thread() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let corpus = common::data("wikitext2/valid.parquet");
+    let run = |threads: &str| {
+        let out = d.path().join(format!("t{threads}"));
+        let mut c = pretrain(
+            &tiny,
+            &corpus,
+            &out,
+            false,
+            &["--dropout", "0", "--threads", threads],
+        );
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let t = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(t.contains(&format!("split across {threads} thread")), "{t}");
+        std::fs::read_to_string(out.join("train_log.csv")).unwrap()
+    };
+    let header = "step,loss,lr,eval,head_mlm,late_mlm";
+    let (a, b) = (log_rows(&run("1"), header), log_rows(&run("3"), header));
+    assert_eq!(a.len(), 120);
+    for (s, (x, y)) in a.iter().zip(&b).enumerate() {
+        // loss, head MLM, late MLM
+        for k in [1, 4, 5] {
+            assert!(
+                (x[k] - y[k]).abs() <= 1e-5 * x[k].abs(),
+                "step {}: {x:?} vs {y:?}",
+                s + 1
+            );
+        }
+    }
+}

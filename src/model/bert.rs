@@ -93,8 +93,26 @@ impl SelfAttention {
             .contiguous()
     }
 
-    /// Attention probabilities (b, heads, s, s) and the layer's output. `bias` is the additive mask
-    /// (b, 1, 1, s): 0 for tokens, a large negative number for padding.
+    /// The layer's output. `bias` is the additive mask (b, 1, 1, s): 0 for tokens, a large
+    /// negative number for padding. On CPU f32 with BLAS the attention core is one fused op
+    /// (model/attention.rs); elsewhere the composed form.
+    pub fn forward_t(&self, x: &Tensor, bias: &Tensor, drop: Option<&Dropout>) -> Result<Tensor> {
+        if !super::attention::usable(x) {
+            return Ok(self.forward_with_probs(x, bias, drop)?.1);
+        }
+        let (b, s, _) = x.dims3()?;
+        let q = self.query.forward(x)?;
+        let k = self.key.forward(x)?;
+        let v = self.value.forward(x)?;
+        let mask = drop.and_then(|d| d.attention_mask(b * self.heads * s * s));
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let ctx = super::attention::attention(&q, &k, &v, bias, self.heads, scale, mask)?;
+        self.norm
+            .forward(&(maybe(drop, self.out.forward(&ctx)?)? + x)?)
+    }
+
+    /// Attention probabilities (b, heads, s, s) and the layer's output, composed from tensor ops
+    /// (the analysis reads the probabilities).
     pub fn forward_with_probs(
         &self,
         x: &Tensor,
@@ -155,15 +173,23 @@ impl BertLayer {
         drop: Option<&Dropout>,
     ) -> Result<(Tensor, Tensor)> {
         let (probs, a) = self.attention.forward_with_probs(x, bias, drop)?;
-        let i = self.act.forward(&self.intermediate.forward(&a)?)?;
-        let y = self
-            .norm
-            .forward(&(maybe(drop, self.output.forward(&i)?)? + a)?)?;
-        Ok((probs, y))
+        Ok((probs, self.feed_forward(&a, drop)?))
+    }
+
+    /// The layer's output, through the fused attention where it applies.
+    pub fn forward_t(&self, x: &Tensor, bias: &Tensor, drop: Option<&Dropout>) -> Result<Tensor> {
+        let a = self.attention.forward_t(x, bias, drop)?;
+        self.feed_forward(&a, drop)
+    }
+
+    fn feed_forward(&self, a: &Tensor, drop: Option<&Dropout>) -> Result<Tensor> {
+        let i = self.act.forward(&self.intermediate.forward(a)?)?;
+        self.norm
+            .forward(&(maybe(drop, self.output.forward(&i)?)? + a)?)
     }
 
     pub fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
-        Ok(self.forward_with_probs(x, bias, None)?.1)
+        self.forward_t(x, bias, None)
     }
 }
 
@@ -224,7 +250,7 @@ impl Bert {
         let bias = attention_bias(mask, self.dtype())?;
         let mut x = self.embeddings.forward_t(ids, type_ids, drop)?;
         for l in &self.layers {
-            x = l.forward_with_probs(&x, &bias, drop)?.1;
+            x = l.forward_t(&x, &bias, drop)?;
         }
         Ok(x)
     }
@@ -240,7 +266,7 @@ impl Bert {
         let bias = attention_bias(mask, self.dtype())?;
         let mut states = vec![self.embeddings.forward_t(ids, type_ids, drop)?];
         for l in &self.layers {
-            let y = l.forward_with_probs(states.last().unwrap(), &bias, drop)?.1;
+            let y = l.forward_t(states.last().unwrap(), &bias, drop)?;
             states.push(y);
         }
         Ok(states)

@@ -207,6 +207,15 @@ pub fn serial<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+impl Blas {
+    /// OpenBLAS runs single-threaded right now (inside `serial`, or set so): callers then
+    /// parallelise themselves.
+    pub fn is_serial(&self) -> bool {
+        // SAFETY: OpenBLAS's thread-count query has no preconditions
+        self.threads.is_some_and(|(_, get)| unsafe { get() } <= 1)
+    }
+}
+
 /// What runs CPU f32 matmuls, for summaries and benchmarks.
 pub fn describe() -> String {
     match blas() {
@@ -236,7 +245,48 @@ impl Blas {
         ldb: usize,
         c: &mut [f32],
     ) {
-        assert!(c.len() >= m * n);
+        self.sgemm_beta(ta, tb, m, n, k, a, lda, b, ldb, 0.0, c)
+    }
+
+    /// C = op(A) op(B) + beta C: with beta 1, C's prior contents (a bias in every row) are added
+    /// by the GEMM itself, without another pass over C.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sgemm_beta(
+        &self,
+        ta: i32,
+        tb: i32,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        lda: usize,
+        b: &[f32],
+        ldb: usize,
+        beta: f32,
+        c: &mut [f32],
+    ) {
+        self.gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, n)
+    }
+
+    /// The general form: C (m x n, leading dimension ldc) = op(A) op(B) + beta C. With ldc wider
+    /// than n, C is a column block of a wider matrix (one attention head inside (s, hidden)).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm(
+        &self,
+        ta: i32,
+        tb: i32,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        lda: usize,
+        b: &[f32],
+        ldb: usize,
+        beta: f32,
+        c: &mut [f32],
+        ldc: usize,
+    ) {
+        assert!(ldc >= n && c.len() >= (m - 1) * ldc + n);
         let need = |t: i32, ld: usize, rows: usize, cols: usize| {
             if t == NO_TRANS {
                 (rows - 1) * ld + cols
@@ -260,9 +310,9 @@ impl Blas {
                 lda as i32,
                 b.as_ptr(),
                 ldb as i32,
-                0.0,
+                beta,
                 c.as_mut_ptr(),
-                n as i32,
+                ldc as i32,
             )
         }
     }

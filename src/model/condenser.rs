@@ -31,10 +31,13 @@ impl MlmHead {
 
     /// Vocabulary logits (n, V) of states (n, h), the decoder tied to `word_embeddings` (V, h).
     pub fn forward(&self, x: &Tensor, word_embeddings: &Tensor) -> Result<Tensor> {
-        let t = self
+        let t = &self
             .norm
             .forward(&self.act.forward(&self.dense.forward(x)?)?)?;
-        super::matmul(&t, &word_embeddings.t()?)?.broadcast_add(&self.bias)
+        // the tied decoder is a Linear whose weight is the word embeddings: the fused op adds the
+        // bias inside the GEMM, and its backward sums the bias gradient with one sgemm (a
+        // broadcast add's backward is a strided column sum over (positions, vocabulary))
+        Linear::new(word_embeddings.clone(), Some(self.bias.clone())).forward(t)
     }
 }
 
@@ -101,7 +104,7 @@ impl Condenser {
         let bias = attention_bias(&b.mask, self.bert.dtype())?;
         let mut x = self.head_input(&states)?;
         for l in &self.head {
-            x = l.forward_with_probs(&x, &bias, drop)?.1;
+            x = l.forward_t(&x, &bias, drop)?;
         }
         let words = self.bert.embeddings.word_embeddings();
         let at = |t: &Tensor| -> Result<Tensor> {
@@ -109,13 +112,20 @@ impl Condenser {
             t.reshape((bs * s, h))?.index_select(positions, 0)
         };
         let last = states.last().unwrap();
+        let (head_logits, late_logits) = if late_mlm {
+            // one pass of the MLM head over both sets of masked states: one vocabulary-sized
+            // GEMM, and one dense gradient of the tied word embeddings instead of two
+            let n = positions.dim(0)?;
+            let both = self
+                .mlm
+                .forward(&Tensor::cat(&[&at(&x)?, &at(last)?], 0)?, words)?;
+            (both.narrow(0, 0, n)?, Some(both.narrow(0, n, n)?))
+        } else {
+            (self.mlm.forward(&at(&x)?, words)?, None)
+        };
         Ok(CondenserOutput {
-            head_logits: self.mlm.forward(&at(&x)?, words)?,
-            late_logits: if late_mlm {
-                Some(self.mlm.forward(&at(last)?, words)?)
-            } else {
-                None
-            },
+            head_logits,
+            late_logits,
             cls: last.narrow(1, 0, 1)?.squeeze(1)?,
         })
     }

@@ -1,10 +1,11 @@
 //! Dropout with masks from a seeded RNG: candle's own draws from an RNG that cannot be seeded,
 //! and a training run must be reproducible bit for bit on CPU (and resumable: the trainer
-//! re-seeds from (seed, step), so no RNG state needs saving).
+//! re-seeds from (seed, step), so no RNG state needs saving). The generator is xoshiro
+//! (rand's SmallRng): masks need no cryptographic strength, and a Condenser step draws ~50M.
 use crate::hash::mix64;
 use candle_core::{Result, Tensor};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
 use std::sync::Mutex;
 
 /// BERT's two dropout rates: on hidden states (embeddings, sublayer outputs, the classifier's
@@ -36,7 +37,7 @@ impl DropoutRates {
 pub struct Dropout {
     pub rates: DropoutRates,
     seed: u64,
-    rng: Mutex<StdRng>,
+    rng: Mutex<SmallRng>,
 }
 
 impl Dropout {
@@ -44,7 +45,7 @@ impl Dropout {
         Dropout {
             rates,
             seed,
-            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            rng: Mutex::new(SmallRng::seed_from_u64(seed)),
         }
     }
 
@@ -64,26 +65,36 @@ impl Dropout {
         self.apply(x, self.rates.attention)
     }
 
-    /// x * mask / (1 - p), mask ~ Bernoulli(1 - p).
-    fn apply(&self, x: &Tensor, p: f32) -> Result<Tensor> {
+    /// A dropout mask of `n` values for attention probabilities (0 or 1/(1 - p)), for ops that
+    /// apply it themselves; None when the rate is 0.
+    pub fn attention_mask(&self, n: usize) -> Option<Vec<f32>> {
+        self.mask(n, self.rates.attention)
+    }
+
+    fn mask(&self, n: usize, p: f32) -> Option<Vec<f32>> {
         if p <= 0.0 {
-            return Ok(x.clone());
+            return None;
         }
         let keep = 1.0 - p;
         let scale = 1.0 / keep;
-        let mask: Vec<f32> = {
-            let mut rng = self.rng.lock().unwrap();
-            (0..x.elem_count())
-                .map(|_| {
-                    if rng.random::<f32>() < keep {
-                        scale
-                    } else {
-                        0.0
-                    }
-                })
-                .collect()
-        };
-        x.mul(&Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?)
+        // keep when a uniform 32-bit draw falls below keep * 2^32
+        let below = (keep as f64 * 4_294_967_296.0).min(u32::MAX as f64) as u32;
+        let mut rng = self.rng.lock().unwrap();
+        Some(
+            (0..n)
+                .map(|_| if rng.next_u32() < below { scale } else { 0.0 })
+                .collect(),
+        )
+    }
+
+    /// x * mask / (1 - p), mask ~ Bernoulli(1 - p).
+    fn apply(&self, x: &Tensor, p: f32) -> Result<Tensor> {
+        match self.mask(x.elem_count(), p) {
+            None => Ok(x.clone()),
+            Some(mask) => {
+                x.mul(&Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?)
+            }
+        }
     }
 }
 

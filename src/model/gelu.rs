@@ -50,7 +50,7 @@ fn gelu(x: f32) -> f32 {
 
 fn gelu_grad(x: f32) -> f32 {
     let cdf = 0.5 * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2));
-    let pdf = (-0.5 * x * x).exp() * 0.398_942_3; // 1/sqrt(2 pi)
+    let pdf = super::fastmath::exp_f32(-0.5 * x * x) * 0.398_942_3; // 1/sqrt(2 pi)
     cdf + x * pdf
 }
 

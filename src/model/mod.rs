@@ -1,4 +1,5 @@
 //! The model: BERT in candle, pooling, and model folders (HF and sentence-transformers).
+pub mod attention;
 mod batch;
 mod bert;
 pub mod blas;
@@ -7,9 +8,11 @@ mod config;
 pub mod cross_encoder;
 pub mod dropout;
 mod encoder;
+pub mod fastmath;
 mod folder;
 pub mod gelu;
 pub mod inference;
+mod layer_norm;
 mod linear;
 pub mod matmul;
 pub mod ops;

@@ -39,6 +39,17 @@ impl LayerNorm {
 
 impl Module for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        if super::layer_norm::usable(x, &self.weight, &self.bias) {
+            return super::layer_norm::layer_norm(x, &self.weight, &self.bias, self.eps);
+        }
+        self.composed(x)
+    }
+}
+
+impl LayerNorm {
+    /// The same LayerNorm from differentiable tensor ops: half precision and GPUs use it, and the
+    /// tests compare the fused op with it.
+    pub fn composed(&self, x: &Tensor) -> Result<Tensor> {
         let dtype = x.dtype();
         // statistics in f32 even for bf16/f16 activations, as PyTorch does
         let x = if dtype == DType::F32 {

@@ -44,7 +44,7 @@ impl CustomOp2 for MaskedSoftmax {
                 }
                 let mut sum = 0f32;
                 for o in yr.iter_mut() {
-                    *o = (*o - max).exp();
+                    *o = super::fastmath::exp_f32(*o - max);
                     sum += *o;
                 }
                 let inv = 1.0 / sum;

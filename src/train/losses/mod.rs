@@ -3,6 +3,7 @@
 //! Adding a loss is its file and one line in `LOSSES`.
 mod contrastive;
 mod cosine;
+mod cross_entropy;
 mod functional;
 mod mnr;
 mod mse;
