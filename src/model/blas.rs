@@ -75,7 +75,7 @@ fn candidates() -> Vec<Candidate> {
         }
     };
     let mut list = Vec::new();
-    if let Some(p) = std::env::var_os("CONDENSER_BLAS_LIB") {
+    if let Some(p) = explicit_lib() {
         let p = PathBuf::from(p);
         list.extend(c(&p.to_string_lossy(), prefix_of(&p)));
         // an explicit library is the only one tried: a typo must not silently fall through
@@ -98,6 +98,11 @@ fn candidates() -> Vec<Candidate> {
     list
 }
 
+/// CONDENSER_BLAS_LIB when set to something (an empty value counts as unset, as shells leave it).
+fn explicit_lib() -> Option<std::ffi::OsString> {
+    std::env::var_os("CONDENSER_BLAS_LIB").filter(|p| !p.is_empty())
+}
+
 fn load() -> Option<Blas> {
     let choice = std::env::var("CONDENSER_BLAS").unwrap_or_default();
     match choice.to_ascii_lowercase().as_str() {
@@ -110,7 +115,17 @@ fn load() -> Option<Blas> {
         }
         core => set_env("OPENBLAS_CORETYPE", core),
     }
-    candidates().into_iter().find_map(|c| open(&c))
+    let found = candidates().into_iter().find_map(|c| open(&c));
+    if found.is_none() {
+        if let Some(p) = explicit_lib() {
+            // the run still works, on candle's slower gemm; say so where the user looks
+            eprintln!(
+                "warning: CONDENSER_BLAS_LIB={} could not be loaded as OpenBLAS; using candle's gemm",
+                PathBuf::from(p).display()
+            );
+        }
+    }
+    found
 }
 
 /// dlopen one candidate and resolve its symbols.
