@@ -20,6 +20,12 @@ pub struct Args {
     /// Retrieval score
     #[arg(long, value_enum, default_value = "cosine")]
     score_fn: ScoreFn,
+    /// Retrieval folders with a qrels/ directory: the qrels split to read (qrels/SPLIT.tsv)
+    #[arg(long)]
+    split: Option<String>,
+    /// Retrieval: a document whose id equals the query's never counts as a hit (BEIR's option)
+    #[arg(long)]
+    ignore_identical_ids: bool,
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
     batch_size: u64,
     /// Output folder for results.json and results.csv
@@ -84,7 +90,8 @@ pub fn run(a: Args) -> Result<()> {
     let opts = EvalOptions {
         columns: a.columns.clone(),
         score_fn: a.score_fn,
-        ..Default::default()
+        split: a.split.clone(),
+        ignore_identical_ids: a.ignore_identical_ids,
     };
     let evaluators = a
         .sets

@@ -32,31 +32,33 @@ impl Batch {
 
     /// The column as text, one &str per row. Nulls and non-UTF-8 bytes are errors.
     pub fn texts(&self, name: &str) -> Result<Vec<&str>> {
+        self.optional_texts(name)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| t.ok_or_else(|| self.cell_error(i, name, "null text")))
+            .collect()
+    }
+
+    /// The column as text, None for a null (an optional field such as a BEIR title).
+    pub fn optional_texts(&self, name: &str) -> Result<Vec<Option<&str>>> {
         let col = self.column(name)?;
-        if let Some(i) = (0..col.len()).find(|&i| col.is_null(i)) {
-            return Err(self.cell_error(i, name, "null text"));
-        }
         Ok(match col.data_type() {
-            DataType::Utf8 => col.as_string::<i32>().iter().map(|s| s.unwrap()).collect(),
-            DataType::LargeUtf8 => col.as_string::<i64>().iter().map(|s| s.unwrap()).collect(),
-            DataType::Utf8View => col.as_string_view().iter().map(|s| s.unwrap()).collect(),
-            DataType::Binary => {
-                self.utf8(col.as_binary::<i32>().iter().map(|s| s.unwrap()), name)?
-            }
-            DataType::LargeBinary => {
-                self.utf8(col.as_binary::<i64>().iter().map(|s| s.unwrap()), name)?
-            }
-            DataType::BinaryView => {
-                self.utf8(col.as_binary_view().iter().map(|s| s.unwrap()), name)?
-            }
+            DataType::Utf8 => col.as_string::<i32>().iter().collect(),
+            DataType::LargeUtf8 => col.as_string::<i64>().iter().collect(),
+            DataType::Utf8View => col.as_string_view().iter().collect(),
+            DataType::Binary => self.utf8(col.as_binary::<i32>().iter(), name)?,
+            DataType::LargeBinary => self.utf8(col.as_binary::<i64>().iter(), name)?,
+            DataType::BinaryView => self.utf8(col.as_binary_view().iter(), name)?,
             DataType::Dictionary(_, v) if **v == DataType::Utf8 => {
                 let d = col.as_any_dictionary();
                 let values = d.values().as_string::<i32>();
-                d.normalized_keys()
-                    .into_iter()
-                    .map(|k| values.value(k))
+                let keys = d.normalized_keys();
+                (0..col.len())
+                    .map(|i| (!col.is_null(i)).then(|| values.value(keys[i])))
                     .collect()
             }
+            // an all-null column (a JSON key whose every value is null) has no text type
+            DataType::Null => vec![None; col.len()],
             t => {
                 return Err(Error::column(
                     &self.path,
@@ -80,12 +82,20 @@ impl Batch {
         }
     }
 
-    fn utf8<'a>(&self, bytes: impl Iterator<Item = &'a [u8]>, name: &str) -> Result<Vec<&'a str>> {
+    fn utf8<'a>(
+        &self,
+        bytes: impl Iterator<Item = Option<&'a [u8]>>,
+        name: &str,
+    ) -> Result<Vec<Option<&'a str>>> {
         bytes
             .enumerate()
             .map(|(i, b)| {
-                std::str::from_utf8(b)
-                    .map_err(|e| self.cell_error(i, name, format!("not valid UTF-8 text ({e})")))
+                b.map(|b| {
+                    std::str::from_utf8(b).map_err(|e| {
+                        self.cell_error(i, name, format!("not valid UTF-8 text ({e})"))
+                    })
+                })
+                .transpose()
             })
             .collect()
     }

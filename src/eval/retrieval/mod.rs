@@ -6,8 +6,8 @@ mod search;
 mod set;
 
 pub use ranking::{ranking_metrics, ACCURACY_AT, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
-pub use search::search;
-pub use set::RetrievalSet;
+pub use search::{search, search_skipping};
+pub use set::{read_texts, RetrievalSet, DEFAULT_SPLIT};
 
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
 use crate::error::{Error, Result};
@@ -42,13 +42,15 @@ pub const KIND: EvaluatorKind = EvaluatorKind {
 pub struct RetrievalEvaluator {
     pub set: RetrievalSet,
     pub score_fn: ScoreFn,
+    pub ignore_identical_ids: bool,
 }
 
 impl RetrievalEvaluator {
     pub fn read(dir: &std::path::Path, opts: &EvalOptions) -> Result<RetrievalEvaluator> {
         Ok(RetrievalEvaluator {
-            set: RetrievalSet::load(dir)?,
+            set: RetrievalSet::load_split(dir, opts.split.as_deref())?,
             score_fn: opts.score_fn,
+            ignore_identical_ids: opts.ignore_identical_ids,
         })
     }
 }
@@ -73,16 +75,22 @@ impl Evaluator for RetrievalEvaluator {
             enc.encode(&c, batch, progress)?,
         );
         let primary = format!("{}_ndcg@{NDCG_AT}", self.score_fn.name());
-        Evaluation::new(primary, retrieval_metrics(set, &qe, &ce, self.score_fn))
+        Evaluation::new(
+            primary,
+            retrieval_metrics(set, &qe, &ce, self.score_fn, self.ignore_identical_ids),
+        )
     }
 }
 
-/// Search and score a whole retrieval set from its query and corpus embeddings.
+/// Search and score a whole retrieval set from its query and corpus embeddings;
+/// `ignore_identical_ids`: a document whose id is the query's is never a hit (BEIR's option, for
+/// sets whose queries are corpus documents).
 pub fn retrieval_metrics(
     set: &RetrievalSet,
     q: &Embeddings,
     c: &Embeddings,
     score: ScoreFn,
+    ignore_identical_ids: bool,
 ) -> Metrics {
     let doc_ids: Vec<String> = set.corpus.iter().map(|(id, _)| id.clone()).collect();
     let depth = PRECISION_RECALL_AT
@@ -91,10 +99,12 @@ pub fn retrieval_metrics(
         .copied()
         .max()
         .unwrap();
-    let ranked_idx = search(q, c, &doc_ids, score, depth);
+    let ranked_idx = search_skipping(q, c, &doc_ids, score, depth, |qi, d| {
+        ignore_identical_ids && set.queries[qi].0 == doc_ids[d]
+    });
     let ranked: Vec<Vec<&str>> = ranked_idx
         .iter()
-        .map(|r| r.iter().map(|&d| doc_ids[d].as_str()).collect())
+        .map(|r| r.iter().map(|&(d, _)| doc_ids[d].as_str()).collect())
         .collect();
     let relevant: Vec<&HashSet<String>> = set
         .queries

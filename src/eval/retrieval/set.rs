@@ -1,15 +1,22 @@
-//! A retrieval folder: queries, corpus and relevance judgements (qrels), each a dataset file.
+//! A retrieval folder: queries, corpus and relevance judgements (qrels), in either layout:
+//! - BEIR's, read unchanged: `corpus.jsonl` (`_id`, `title`, `text`), `queries.jsonl` (`_id`,
+//!   `text`), `qrels/<split>.tsv` (header `query-id corpus-id score`);
+//! - ours: `queries.*` (`id`, `text`), `corpus.*` (`id`, `title?`, `text`), `qrels.*` (`query_id`,
+//!   `doc_id`, `score`), any dataset format; a `qrels/<split>.*` folder works here too.
 use crate::data;
 use crate::error::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+
+/// The qrels split read when a folder has a `qrels/` directory and none is named (BEIR's default).
+pub const DEFAULT_SPLIT: &str = "test";
 
 /// A retrieval folder: queries, corpus and relevance judgements.
 #[derive(Clone, Debug, Default)]
 pub struct RetrievalSet {
     /// (id, text) of the queries that have at least one relevant document.
     pub queries: Vec<(String, String)>,
-    /// (id, text) with text = "title text" where a title column exists.
+    /// (id, text) with text = "title text" where a title column exists (BEIR's join).
     pub corpus: Vec<(String, String)>,
     pub relevant: HashMap<String, HashSet<String>>,
     /// Queries dropped for having no relevant document.
@@ -30,31 +37,49 @@ fn find(dir: &Path, stem: &str) -> Result<PathBuf> {
         })
 }
 
-fn read_texts(path: &Path, with_title: bool) -> Result<Vec<(String, String)>> {
-    let has_title = with_title && data::column_names(path)?.iter().any(|c| c == "title");
-    let cols: Vec<&str> = if has_title {
-        vec!["id", "title", "text"]
-    } else {
-        vec!["id", "text"]
-    };
+/// The first of `names` the file has: the same data under BEIR's and our column names.
+fn pick<'a>(path: &Path, names: &[&'a str]) -> Result<&'a str> {
+    let have = data::column_names(path)?;
+    names
+        .iter()
+        .find(|n| have.iter().any(|h| h == *n))
+        .copied()
+        .ok_or_else(|| {
+            Error::file(
+                path,
+                format!("no column {} (has {})", names.join(" or "), have.join(", ")),
+            )
+        })
+}
+
+/// (id, text) rows; `title text` where the file has a non-empty title.
+pub fn read_texts(path: &Path) -> Result<Vec<(String, String)>> {
+    let id = pick(path, &["_id", "id"])?;
+    let has_title = data::column_names(path)?.iter().any(|c| c == "title");
+    let mut cols = vec![id, "text"];
+    if has_title {
+        cols.push("title");
+    }
     let mut out = Vec::new();
     for b in data::open(path, &cols)? {
         let b = b?;
-        let ids = b.ids("id")?;
+        let ids = b.ids(id)?;
         let texts = b.texts("text")?;
         let titles = if has_title {
-            b.texts("title")?
+            b.optional_texts("title")?
         } else {
-            vec![""; ids.len()]
+            vec![None; ids.len()]
         };
         for ((id, t), title) in ids.into_iter().zip(texts).zip(titles) {
-            let text = if title.is_empty() {
-                t.trim().to_string()
-            } else {
-                format!("{title} {t}").trim().to_string()
+            let text = match title.filter(|t| !t.trim().is_empty()) {
+                Some(title) => format!("{} {}", title.trim(), t.trim()),
+                None => t.trim().to_string(),
             };
             out.push((id, text));
         }
+    }
+    if out.is_empty() {
+        return Err(Error::file(path, "no rows"));
     }
     Ok(out)
 }
@@ -74,45 +99,38 @@ fn check_unique(path: &Path, items: &[(String, String)]) -> Result<HashSet<Strin
     Ok(seen)
 }
 
+/// The qrels file: `qrels/<split>.*` where the folder has a qrels directory, else `qrels.*`.
+fn qrels_path(dir: &Path, split: Option<&str>) -> Result<PathBuf> {
+    let sub = dir.join("qrels");
+    if sub.is_dir() {
+        return find(&sub, split.unwrap_or(DEFAULT_SPLIT));
+    }
+    match split {
+        Some(s) => Err(Error::file(
+            &sub,
+            format!("split '{s}' asked for, but the folder has no qrels/ directory (its qrels are one file)"),
+        )),
+        None => find(dir, "qrels"),
+    }
+}
+
 impl RetrievalSet {
+    /// The folder with the default split.
     pub fn load(dir: &Path) -> Result<RetrievalSet> {
+        RetrievalSet::load_split(dir, None)
+    }
+
+    pub fn load_split(dir: &Path, split: Option<&str>) -> Result<RetrievalSet> {
         let (qp, cp, rp) = (
             find(dir, "queries")?,
             find(dir, "corpus")?,
-            find(dir, "qrels")?,
+            qrels_path(dir, split)?,
         );
-        let queries = read_texts(&qp, false)?;
-        let corpus = read_texts(&cp, true)?;
+        let queries = read_texts(&qp)?;
+        let corpus = read_texts(&cp)?;
         let qids = check_unique(&qp, &queries)?;
         let dids = check_unique(&cp, &corpus)?;
-        let mut relevant: HashMap<String, HashSet<String>> = HashMap::new();
-        let mut row = 0;
-        for b in data::open(&rp, &["query_id", "doc_id", "score"])? {
-            let b = b?;
-            let (q, d, s) = (b.ids("query_id")?, b.ids("doc_id")?, b.labels("score")?);
-            for ((q, d), s) in q.into_iter().zip(d).zip(s) {
-                row += 1;
-                if !qids.contains(&q) {
-                    return Err(Error::cell(
-                        &rp,
-                        row,
-                        "query_id",
-                        format!("unknown query '{q}' (not in {})", qp.display()),
-                    ));
-                }
-                if !dids.contains(&d) {
-                    return Err(Error::cell(
-                        &rp,
-                        row,
-                        "doc_id",
-                        format!("unknown document '{d}' (not in {})", cp.display()),
-                    ));
-                }
-                if s > 0.0 {
-                    relevant.entry(q).or_default().insert(d);
-                }
-            }
-        }
+        let relevant = read_qrels(&rp, (&qp, &qids), (&cp, &dids))?;
         let total = queries.len();
         let queries: Vec<(String, String)> = queries
             .into_iter()
@@ -131,4 +149,43 @@ impl RetrievalSet {
             relevant,
         })
     }
+}
+
+/// query id -> its relevant (score > 0) documents; every id must exist.
+fn read_qrels(
+    rp: &Path,
+    (qp, qids): (&Path, &HashSet<String>),
+    (cp, dids): (&Path, &HashSet<String>),
+) -> Result<HashMap<String, HashSet<String>>> {
+    let qcol = pick(rp, &["query-id", "query_id"])?;
+    let dcol = pick(rp, &["corpus-id", "doc_id"])?;
+    let mut relevant: HashMap<String, HashSet<String>> = HashMap::new();
+    let mut row = 0;
+    for b in data::open(rp, &[qcol, dcol, "score"])? {
+        let b = b?;
+        let (q, d, s) = (b.ids(qcol)?, b.ids(dcol)?, b.labels("score")?);
+        for ((q, d), s) in q.into_iter().zip(d).zip(s) {
+            row += 1;
+            if !qids.contains(&q) {
+                return Err(Error::cell(
+                    rp,
+                    row,
+                    qcol,
+                    format!("unknown query '{q}' (not in {})", qp.display()),
+                ));
+            }
+            if !dids.contains(&d) {
+                return Err(Error::cell(
+                    rp,
+                    row,
+                    dcol,
+                    format!("unknown document '{d}' (not in {})", cp.display()),
+                ));
+            }
+            if s > 0.0 {
+                relevant.entry(q).or_default().insert(d);
+            }
+        }
+    }
+    Ok(relevant)
 }

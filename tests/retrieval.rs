@@ -1,0 +1,152 @@
+//! Retrieval folders (BEIR layout and ours), hard-negative mining and the retrieval losses.
+mod common;
+use common::{condenser, data, tiny_bert};
+use condenser::eval::retrieval::{read_texts, RetrievalSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Cranfield rewritten in BEIR's layout, as BEIR's GenericDataLoader reads it: corpus.jsonl with
+/// `_id`, `title`, `text` (and a metadata object BEIR files carry), queries.jsonl, and
+/// qrels/test.tsv with its `query-id corpus-id score` header.
+fn beir_cranfield(dir: &Path) -> PathBuf {
+    let out = dir.join("cranfield-beir");
+    std::fs::create_dir_all(out.join("qrels")).unwrap();
+    let src = data("cranfield");
+    let mut corpus = std::fs::File::create(out.join("corpus.jsonl")).unwrap();
+    for b in condenser::data::open(&src.join("corpus.parquet"), &["id", "title", "text"]).unwrap() {
+        let b = b.unwrap();
+        let (ids, titles, texts) = (
+            b.ids("id").unwrap(),
+            b.texts("title").unwrap(),
+            b.texts("text").unwrap(),
+        );
+        for ((id, title), text) in ids.iter().zip(titles).zip(texts) {
+            let line = serde_json::json!({"_id": id, "title": title, "text": text, "metadata": {}});
+            writeln!(corpus, "{line}").unwrap();
+        }
+    }
+    let mut queries = std::fs::File::create(out.join("queries.jsonl")).unwrap();
+    for (id, text) in read_texts(&src.join("queries.parquet")).unwrap() {
+        writeln!(
+            queries,
+            "{}",
+            serde_json::json!({"_id": id, "text": text, "metadata": {}})
+        )
+        .unwrap();
+    }
+    let mut qrels = std::fs::File::create(out.join("qrels/test.tsv")).unwrap();
+    writeln!(qrels, "query-id\tcorpus-id\tscore").unwrap();
+    for b in
+        condenser::data::open(&src.join("qrels.parquet"), &["query_id", "doc_id", "score"]).unwrap()
+    {
+        let b = b.unwrap();
+        let (q, d, s) = (
+            b.ids("query_id").unwrap(),
+            b.ids("doc_id").unwrap(),
+            b.labels("score").unwrap(),
+        );
+        for ((q, d), s) in q.iter().zip(d).zip(s) {
+            writeln!(qrels, "{q}\t{d}\t{s}").unwrap();
+        }
+    }
+    out
+}
+
+fn results(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn beir_folder_gives_the_parquet_folders_metrics() {
+    let d = tempfile::tempdir().unwrap();
+    let beir = beir_cranfield(d.path());
+    let (a, b) = (
+        RetrievalSet::load(&data("cranfield")).unwrap(),
+        RetrievalSet::load(&beir).unwrap(),
+    );
+    assert_eq!(
+        (a.queries.len(), a.corpus.len()),
+        (b.queries.len(), b.corpus.len())
+    );
+    assert_eq!(a.corpus, b.corpus, "title + text joined the same way");
+    assert_eq!(a.relevant, b.relevant);
+    let tiny = tiny_bert(d.path());
+    let out = d.path().join("eval");
+    let o = condenser(&[
+        "evaluate",
+        "--model",
+        tiny.to_str().unwrap(),
+        "--retrieval",
+        &format!("parquet={}", data("cranfield").display()),
+        "--retrieval",
+        &format!("beir={}", beir.display()),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = results(&out);
+    let (m1, m2) = (&r["results"][0]["metrics"], &r["results"][1]["metrics"]);
+    assert!(m1["cosine_ndcg@10"].as_f64().unwrap() > 0.0);
+    assert_eq!(m1, m2, "same metrics from both layouts");
+
+    // a split that is not there names the file looked for
+    let o = condenser(&[
+        "evaluate",
+        "--model",
+        tiny.to_str().unwrap(),
+        "--split",
+        "dev",
+        "--retrieval",
+        &format!("beir={}", beir.display()),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("qrels/dev.parquet") && e.contains("no such file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn ignore_identical_ids_removes_the_query_itself_from_the_hits() {
+    // queries that are corpus documents, as in BEIR's ArguAna/Quora: without the option every
+    // query finds itself first
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("self");
+    std::fs::create_dir_all(dir.join("qrels")).unwrap();
+    let docs = read_texts(&data("cranfield/corpus.parquet")).unwrap();
+    let mut corpus = std::fs::File::create(dir.join("corpus.jsonl")).unwrap();
+    let mut queries = std::fs::File::create(dir.join("queries.jsonl")).unwrap();
+    let mut qrels = std::fs::File::create(dir.join("qrels/test.tsv")).unwrap();
+    writeln!(qrels, "query-id\tcorpus-id\tscore").unwrap();
+    for (i, (id, text)) in docs.iter().take(60).enumerate() {
+        writeln!(corpus, "{}", serde_json::json!({"_id": id, "text": text})).unwrap();
+        if i % 2 == 0 {
+            writeln!(queries, "{}", serde_json::json!({"_id": id, "text": text})).unwrap();
+            writeln!(qrels, "{id}\t{}\t1", docs[i + 1].0).unwrap();
+        }
+    }
+    drop((corpus, queries, qrels));
+    let tiny = tiny_bert(d.path());
+    let run = |flag: Option<&str>| {
+        let out = d.path().join(format!("eval{}", flag.is_some()));
+        let mut args = vec![
+            "evaluate",
+            "--model",
+            tiny.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        let set = format!("self={}", dir.display());
+        args.extend(["--retrieval", &set]);
+        args.extend(flag);
+        let o = condenser(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        results(&out)["results"][0]["metrics"].clone()
+    };
+    let (with, without) = (run(None), run(Some("--ignore-identical-ids")));
+    // the query itself is not relevant, but it takes rank 1 from the relevant document
+    assert_eq!(with["cosine_accuracy@1"].as_f64(), Some(0.0));
+    assert!(without["cosine_mrr@10"].as_f64().unwrap() > with["cosine_mrr@10"].as_f64().unwrap());
+}
