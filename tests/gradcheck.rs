@@ -415,6 +415,11 @@ fn bi_encoder_losses() {
         &[randn(&[4, 6]), randn(&[4, 6]), randn(&[4, 6])],
         |x| triplet(&x[0], &x[1], &x[2], 5.0),
     );
+    check(
+        "margin_mse",
+        &[randn(&[4, 6]), randn(&[4, 6]), randn(&[4, 6])],
+        |x| condenser::train::losses::margin_mse(&x[0], &x[1], &x[2], &(&labels * 3.0)?),
+    );
     check("span_contrastive", &[randn(&[6, 5])], |x| {
         condenser::train::losses::span_contrastive(&x[0])
     });
@@ -499,6 +504,15 @@ fn bi_encoder_losses_have_the_right_values() {
     )
     .unwrap());
     close(t, 4.5, "triplet");
+    // q.p - q.n = 2 - 1 = 1 against 3 (sq 4); 0 - 2 = -2 against -2 (0): mean 2
+    let mm = v(condenser::train::losses::margin_mse(
+        &Tensor::new(&[[1f32, 1.0], [0.0, 1.0]], &d).unwrap(),
+        &Tensor::new(&[[2f32, 0.0], [1.0, 0.0]], &d).unwrap(),
+        &Tensor::new(&[[0f32, 1.0], [0.0, 2.0]], &d).unwrap(),
+        &Tensor::new(&[3f32, -2.0], &d).unwrap(),
+    )
+    .unwrap());
+    close(mm, 2.0, "margin_mse");
 }
 
 #[test]

@@ -150,3 +150,135 @@ fn ignore_identical_ids_removes_the_query_itself_from_the_hits() {
     assert_eq!(with["cosine_accuracy@1"].as_f64(), Some(0.0));
     assert!(without["cosine_mrr@10"].as_f64().unwrap() > with["cosine_mrr@10"].as_f64().unwrap());
 }
+
+/// A bi-encoder task from MiniLM on STSb's first `n` train pairs (sentence1 as anchor, sentence2 as
+/// positive), for `loss`.
+fn minilm_task(
+    loss: &str,
+    n: usize,
+    mini: Option<usize>,
+) -> condenser::train::biencoder::BiEncoderTask {
+    use condenser::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
+    let spec = condenser::train::losses::find(loss).unwrap();
+    let opts = BiEncoderOptions {
+        pooling: None,
+        max_seq_length: 128,
+        num_labels: 3,
+        seed: 1,
+        device: candle_core::Device::Cpu,
+        mini_batch_size: mini,
+    };
+    let mut task = BiEncoderTask::new(&common::model(), spec, &opts).unwrap();
+    let cols = condenser::data::PairColumns::default();
+    let mut pairs = condenser::data::Pairs::read(&data("stsb/train.parquet"), &cols).unwrap();
+    pairs.sentence1.truncate(n);
+    pairs.sentence2.truncate(n);
+    pairs.labels.truncate(n);
+    task.data = BiData::from_pairs(&pairs, &task.enc).unwrap();
+    task
+}
+
+#[test]
+fn cached_mnr_gives_plain_mnrs_gradients() {
+    use condenser::train::params::vars;
+    use condenser::train::TrainTask;
+    let idx: Vec<usize> = (0..24).collect();
+    let plain = minilm_task("mnr", 24, None);
+    let cached = minilm_task("cached-mnr", 24, Some(5)); // 5 chunks, the last one short
+    let (gp, gc) = (
+        plain.gradients(&idx, 7, None, 1.0).unwrap(),
+        cached.gradients(&idx, 7, None, 1.0).unwrap(),
+    );
+    assert!(
+        (gp.value - gc.value).abs() < 1e-6,
+        "{} vs {}",
+        gp.value,
+        gc.value
+    );
+    let cached_vars: std::collections::HashMap<String, candle_core::Var> =
+        vars(cached.varmap()).into_iter().collect();
+    let mut checked = 0;
+    let mut worst = 0f32;
+    for (name, var) in vars(plain.varmap()) {
+        let a = gp
+            .grads
+            .get(var.as_tensor())
+            .unwrap_or_else(|| panic!("no gradient for {name}"));
+        let b = gc
+            .grads
+            .get(cached_vars[&name].as_tensor())
+            .unwrap_or_else(|| panic!("cached: no gradient for {name}"));
+        let d = (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        worst = worst.max(d);
+        checked += 1;
+    }
+    assert!(checked > 90, "every parameter compared ({checked})");
+    assert!(worst < 1e-5, "largest gradient difference {worst}");
+
+    // with dropout: the second pass replays the first's masks (one chunk = stream fork 0, which
+    // the plain loss gets handed directly), so the loss and a gradient agree again
+    let rates = condenser::model::DropoutRates::uniform(0.1);
+    let drop = condenser::model::Dropout::new(rates, 3);
+    let one_chunk = minilm_task("cached-mnr", 24, Some(24));
+    let gp = plain.gradients(&idx, 7, Some(&drop.fork(0)), 1.0).unwrap();
+    let gc = one_chunk.gradients(&idx, 7, Some(&drop), 1.0).unwrap();
+    assert!(
+        (gp.value - gc.value).abs() < 1e-6,
+        "{} vs {}",
+        gp.value,
+        gc.value
+    );
+    let name = "embeddings.word_embeddings.weight";
+    let pick = |t: &condenser::train::biencoder::BiEncoderTask, g: &condenser::train::Gradients| {
+        let v: std::collections::HashMap<String, candle_core::Var> =
+            vars(t.varmap()).into_iter().collect();
+        g.grads.get(v[name].as_tensor()).unwrap().clone()
+    };
+    let diff = (pick(&plain, &gp) - pick(&one_chunk, &gc))
+        .unwrap()
+        .abs()
+        .unwrap();
+    assert!(
+        diff.flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+            < 1e-5
+    );
+}
+
+#[test]
+fn mini_batch_size_is_refused_for_a_loss_that_does_not_cache() {
+    let d = tempfile::tempdir().unwrap();
+    let o = condenser(&[
+        "train-biencoder",
+        "--init",
+        common::model().to_str().unwrap(),
+        "--loss",
+        "mnr",
+        "--mini-batch-size",
+        "8",
+        "--train",
+        data("stsb/dev.parquet").to_str().unwrap(),
+        "--columns",
+        "sentence1,sentence2",
+        "--out",
+        d.path().join("o").to_str().unwrap(),
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("--mini-batch-size applies to cached losses"),
+        "{e}"
+    );
+}

@@ -37,6 +37,10 @@ pub struct Args {
     dev_columns: PairColumns,
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(2..))]
     max_seq_length: u64,
+    /// Cached losses (cached-mnr): rows embedded at once; memory is bounded by this, not by
+    /// --batch-size [default: 32]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    mini_batch_size: Option<u64>,
     #[command(flatten)]
     train_opts: TrainOpts,
 }
@@ -49,6 +53,7 @@ pub fn run(a: Args) -> Result<()> {
         num_labels: a.num_labels as usize,
         seed: a.train_opts.seed(),
         device: a.train_opts.device()?,
+        mini_batch_size: a.mini_batch_size.map(|m| m as usize),
     };
     let mut task = BiEncoderTask::new(&a.init, spec, &opts)?;
     task.data = BiData::read(

@@ -54,6 +54,7 @@ pub fn run(a: Args) -> Result<()> {
         num_labels: 3,
         seed: a.train_opts.seed(),
         device: a.train_opts.device()?,
+        mini_batch_size: None,
     };
     let mut task = BiEncoderTask::new(&a.init, spec, &opts)?;
     let (mut pairs, dropped) = read_nli(&a.train, &a.columns)?;

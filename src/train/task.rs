@@ -36,6 +36,25 @@ fn scalar(t: &Tensor) -> candle_core::Result<f64> {
     t.to_dtype(DType::F64)?.to_scalar::<f64>()
 }
 
+/// The loss times `weight`, backpropagated in one pass.
+pub fn backward(out: LossOutput, weight: f64) -> Result<Gradients> {
+    let total = if weight == 1.0 {
+        out.total
+    } else {
+        out.total.affine(weight, 0.0)?
+    };
+    let parts = out
+        .parts
+        .iter()
+        .map(|(n, t)| Ok((*n, scalar(t)? * weight)))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Gradients {
+        value: scalar(&total)?,
+        parts,
+        grads: total.backward()?,
+    })
+}
+
 pub trait TrainTask: Sync {
     fn num_examples(&self) -> usize;
 
@@ -61,22 +80,7 @@ pub trait TrainTask: Sync {
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
-        let out = self.loss(idx, seed, drop)?;
-        let total = if weight == 1.0 {
-            out.total
-        } else {
-            out.total.affine(weight, 0.0)?
-        };
-        let parts = out
-            .parts
-            .iter()
-            .map(|(n, t)| Ok((*n, scalar(t)? * weight)))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Gradients {
-            value: scalar(&total)?,
-            parts,
-            grads: total.backward()?,
-        })
+        backward(self.loss(idx, seed, drop)?, weight)
     }
 
     /// What the training data is beyond its example count (a corpus's block file key), recorded

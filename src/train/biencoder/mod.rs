@@ -1,12 +1,13 @@
 //! Training a sentence encoder (sentence-transformers' SentenceTransformer.fit) with one of the
 //! registry's losses; the result is a sentence-transformers folder.
 mod data;
+mod gradcache;
 
 pub use data::BiData;
 
 use super::losses::{Loss, LossContext, LossSpec, Target};
 use super::params::{self, load_trainable};
-use super::task::{LossOutput, Score, TrainTask};
+use super::task::{Gradients, LossOutput, Score, TrainTask};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
 use crate::model::save::{save_sentence_encoder, EncoderLayout};
@@ -29,7 +30,13 @@ pub struct BiEncoderOptions {
     pub num_labels: usize,
     pub seed: u64,
     pub device: Device,
+    /// Rows embedded at once by a cached loss (GradCache); None: its default. Refused for other
+    /// losses, which embed the whole batch at once.
+    pub mini_batch_size: Option<usize>,
 }
+
+/// sentence-transformers' CachedMultipleNegativesRankingLoss default.
+pub const DEFAULT_MINI_BATCH: usize = 32;
 
 pub struct BiEncoderTask {
     pub enc: SentenceEncoder,
@@ -40,12 +47,24 @@ pub struct BiEncoderTask {
     varmap: VarMap,
     folder: ModelFolder,
     fresh: Vec<String>,
+    /// Some for a cached loss: the GradCache mini-batch.
+    mini_batch: Option<usize>,
 }
 
 impl BiEncoderTask {
     /// The encoder from any BERT folder: HF, sentence-transformers, a cross-encoder or a Condenser
     /// checkpoint (only the BERT backbone is read; its heads are ignored).
     pub fn new(init: &Path, spec: &'static LossSpec, o: &BiEncoderOptions) -> Result<Self> {
+        let mini_batch = match (spec.cached, o.mini_batch_size) {
+            (true, m) => Some(m.unwrap_or(DEFAULT_MINI_BATCH)),
+            (false, None) => None,
+            (false, Some(_)) => {
+                return Err(Error::msg(format!(
+                    "--mini-batch-size applies to cached losses (cached-mnr); loss {} embeds the whole batch at once",
+                    spec.name
+                )))
+            }
+        };
         let folder = ModelFolder::open(init)?;
         let pooling = o.pooling.unwrap_or(folder.pooling);
         let cfg = folder.config.clone();
@@ -86,6 +105,7 @@ impl BiEncoderTask {
             varmap: t.varmap,
             folder,
             fresh: t.fresh,
+            mini_batch,
         })
     }
 
@@ -153,6 +173,19 @@ impl TrainTask for BiEncoderTask {
         Ok(LossOutput::single(
             self.loss.forward(&emb, target.as_ref())?,
         ))
+    }
+
+    fn gradients(
+        &self,
+        idx: &[usize],
+        seed: u64,
+        drop: Option<&Dropout>,
+        weight: f64,
+    ) -> Result<Gradients> {
+        match self.mini_batch {
+            Some(m) => gradcache::gradients(self, idx, drop, weight, m),
+            None => super::task::backward(self.loss(idx, seed, drop)?, weight),
+        }
     }
 
     fn dropout_rates(&self) -> DropoutRates {

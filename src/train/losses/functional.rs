@@ -73,6 +73,11 @@ pub fn in_batch_ranking(
     cross_entropy(&scores, &target)
 }
 
+/// MarginMSE: the student's dot(q, p) - dot(q, n) per row against the teacher's margins, MSE.
+pub fn margin_mse(q: &Tensor, p: &Tensor, n: &Tensor, teacher: &Tensor) -> Result<Tensor> {
+    mse(&(q * (p - n)?)?.sum(1)?, teacher)
+}
+
 /// TripletLoss with euclidean distance: relu(|a - p| - |a - n| + margin), mean; distances as
 /// torch's pairwise_distance (eps 1e-6 added to the difference, so equal vectors keep a gradient).
 pub fn triplet(a: &Tensor, p: &Tensor, n: &Tensor, margin: f64) -> Result<Tensor> {

@@ -1,10 +1,12 @@
 //! Bi-encoder losses, one a file (as sentence-transformers' losses/ folder), behind one trait and
 //! one registry: the registry drives `--loss`'s choices, each loss's default columns and its help.
 //! Adding a loss is its file and one line in `LOSSES`.
+mod cached_mnr;
 mod contrastive;
 mod cosine;
 mod cross_entropy;
 mod functional;
+mod margin_mse;
 mod mnr;
 mod mse;
 mod softmax;
@@ -115,6 +117,8 @@ pub const LOSSES: &[LossSpec] = &[
     mnr::SPEC,
     contrastive::SPEC,
     triplet::SPEC,
+    margin_mse::SPEC,
+    cached_mnr::SPEC,
 ];
 
 /// The loss named `name`.

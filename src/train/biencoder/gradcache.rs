@@ -1,0 +1,81 @@
+//! GradCache (Gao et al. 2021; sentence-transformers' CachedMultipleNegativesRankingLoss): the
+//! gradient of a loss that couples the whole batch (in-batch negatives), in memory bounded by a
+//! mini-batch. (1) Embed every mini-batch without keeping its graph; (2) the loss over all the
+//! embeddings and its gradient with respect to them; (3) embed each mini-batch again, with the same
+//! dropout masks, and backpropagate that gradient through it. The parameter gradients are the
+//! whole batch's, as if it had been embedded at once.
+use super::BiEncoderTask;
+use crate::error::Result;
+use crate::model::Dropout;
+use crate::train::task::Gradients;
+use candle_core::backprop::GradStore;
+use candle_core::{DType, Tensor, Var};
+
+pub fn gradients(
+    task: &BiEncoderTask,
+    idx: &[usize],
+    drop: Option<&Dropout>,
+    weight: f64,
+    mini_batch: usize,
+) -> Result<Gradients> {
+    let chunks: Vec<&[usize]> = idx.chunks(mini_batch.max(1)).collect();
+    // chunk k draws from a fresh fork k stream in both passes: the second sees the first's masks
+    let stream = |k: usize| drop.map(|d| d.fork(k as u64));
+    let columns = task.data.texts.len();
+    let mut cached: Vec<Vec<Tensor>> = vec![Vec::with_capacity(chunks.len()); columns];
+    for (k, chunk) in chunks.iter().enumerate() {
+        // detach drops the chunk's graph as soon as its embeddings are out
+        for (c, e) in task
+            .embed_columns(chunk, stream(k).as_ref())?
+            .into_iter()
+            .enumerate()
+        {
+            cached[c].push(e.detach());
+        }
+    }
+    let leaves: Vec<Var> = cached
+        .iter()
+        .map(|parts| Var::from_tensor(&Tensor::cat(parts, 0)?))
+        .collect::<candle_core::Result<_>>()?;
+    let emb: Vec<Tensor> = leaves.iter().map(|v| v.as_tensor().clone()).collect();
+    let loss = task.loss.forward(&emb, task.target(idx)?.as_ref())?;
+    let loss = if weight == 1.0 {
+        loss
+    } else {
+        loss.affine(weight, 0.0)?
+    };
+    let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    // what is left in the store after taking the embeddings' gradients out is the loss's own
+    // parameters' (none for MNR); the encoder's come from the second pass
+    let mut grads: GradStore = loss.backward()?;
+    let emb_grads: Vec<Tensor> = leaves
+        .iter()
+        .map(|v| {
+            grads
+                .remove(v.as_tensor())
+                .map_or_else(|| v.as_tensor().zeros_like(), Ok)
+        })
+        .collect::<candle_core::Result<_>>()?;
+    let mut start = 0;
+    for (k, chunk) in chunks.iter().enumerate() {
+        let e = task.embed_columns(chunk, stream(k).as_ref())?;
+        let mut surrogate: Option<Tensor> = None;
+        for (c, e) in e.iter().enumerate() {
+            let g = emb_grads[c].narrow(0, start, chunk.len())?;
+            let s = (e * g)?.sum_all()?;
+            surrogate = Some(match surrogate {
+                Some(t) => (t + s)?,
+                None => s,
+            });
+        }
+        start += chunk.len();
+        if let Some(s) = surrogate {
+            grads.extend(s.backward()?)?;
+        }
+    }
+    Ok(Gradients {
+        value,
+        parts: Vec::new(),
+        grads,
+    })
+}

@@ -1,0 +1,26 @@
+//! MarginMSELoss (Hofstätter et al.; GPL's training loss): the student's margin
+//! dot(q, p) - dot(q, n) regressed on a teacher's margin (a cross-encoder's score of (q, p) minus
+//! its score of (q, n)), mean squared error.
+use super::{margin_mse, Loss, LossSpec, Target};
+use candle_core::{Result, Tensor};
+
+pub const SPEC: LossSpec = LossSpec {
+    name: "margin-mse",
+    help: "MarginMSELoss: dot(q,p) - dot(q,n) against the teacher's margin (as GPL)",
+    columns: "anchor,positive,negative,margin",
+    texts: 3,
+    target: Target::Score,
+    build: |_| Ok(Box::new(MarginMse)),
+    ..LossSpec::BASE
+};
+
+struct MarginMse;
+
+impl Loss for MarginMse {
+    fn forward(&self, emb: &[Tensor], target: Option<&Tensor>) -> Result<Tensor> {
+        let teacher = target.ok_or_else(|| {
+            candle_core::Error::Msg("margin-mse needs the teacher's margins".into())
+        })?;
+        margin_mse(&emb[0], &emb[1], &emb[2], teacher)
+    }
+}
