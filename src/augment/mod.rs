@@ -1,6 +1,7 @@
 //! AugSBERT's data augmentation: new target pairs sampled from the input's sentences (random or
 //! BM25 partners), labelled by a cross-encoder (`augment`, streaming).
 mod bm25;
+pub mod mine;
 mod pipeline;
 mod random;
 

@@ -6,11 +6,13 @@ mod convert;
 mod domain_overlap;
 mod encode;
 mod evaluate;
+mod mine;
 mod model_opts;
 mod pretrain;
 mod progress;
 mod run;
 mod similarity;
+mod split;
 mod train_biencoder;
 mod train_cross_encoder;
 mod train_nli;
@@ -48,6 +50,11 @@ enum Command {
     TrainNli(train_nli::Args),
     /// Sample new pairs (random or BM25) and label them with a cross-encoder (AugSBERT)
     Augment(augment::Args),
+    /// Hard negatives for (anchor, positive) pairs: bi-encoder and/or BM25 candidates, optional
+    /// cross-encoder rescoring and false-negative filters (sentence-transformers' mine_hard_negatives)
+    Mine(mine::Args),
+    /// Split a retrieval folder by query, deterministically (xxh3 of the query id with a seed)
+    Split(split::Args),
     /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL, text) to Parquet (zstd)
     Convert(convert::Args),
     /// Condenser pre-training (or continued training) of a BERT on a text corpus
@@ -85,6 +92,8 @@ fn dispatch(c: Command) -> Result<()> {
         Command::TrainBiencoder(a) => train_biencoder::run(a),
         Command::TrainNli(a) => train_nli::run(a),
         Command::Augment(a) => augment::run(a),
+        Command::Mine(a) => mine::run(a),
+        Command::Split(a) => split::run(a),
         Command::Convert(a) => convert::run(a),
         Command::Pretrain(a) => pretrain::run(a),
         Command::Run(a) => run::run(a),

@@ -10,6 +10,7 @@ mod jsonl;
 mod nli;
 mod pairs;
 mod parquet;
+mod split;
 mod text;
 mod texts;
 mod vectors;
@@ -21,6 +22,7 @@ pub use convert::{convert, Rows};
 pub use format::Format;
 pub use nli::{entailments, read_classes, read_nli, NLI_CLASSES};
 pub use pairs::{PairColumns, Pairs};
+pub use split::{hash_order, split_retrieval, RetrievalSplit};
 pub use texts::{for_each_text, read_texts};
 pub use write::{stream_to_parquet, write_atomic, write_parquet, ParquetSink};
 

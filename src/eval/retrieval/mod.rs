@@ -7,7 +7,7 @@ mod set;
 
 pub use ranking::{ranking_metrics, ACCURACY_AT, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
 pub use search::{search, search_skipping};
-pub use set::{read_texts, RetrievalSet, DEFAULT_SPLIT};
+pub use set::{find_file, read_texts, RetrievalSet, DEFAULT_SPLIT};
 
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
 use crate::error::{Error, Result};

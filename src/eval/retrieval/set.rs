@@ -24,7 +24,7 @@ pub struct RetrievalSet {
 }
 
 /// `dir/stem.<ext>` for the first supported extension present.
-fn find(dir: &Path, stem: &str) -> Result<PathBuf> {
+pub fn find_file(dir: &Path, stem: &str) -> Result<PathBuf> {
     ["parquet", "arrow", "jsonl", "csv", "tsv"]
         .iter()
         .map(|e| dir.join(format!("{stem}.{e}")))
@@ -103,14 +103,14 @@ fn check_unique(path: &Path, items: &[(String, String)]) -> Result<HashSet<Strin
 fn qrels_path(dir: &Path, split: Option<&str>) -> Result<PathBuf> {
     let sub = dir.join("qrels");
     if sub.is_dir() {
-        return find(&sub, split.unwrap_or(DEFAULT_SPLIT));
+        return find_file(&sub, split.unwrap_or(DEFAULT_SPLIT));
     }
     match split {
         Some(s) => Err(Error::file(
             &sub,
             format!("split '{s}' asked for, but the folder has no qrels/ directory (its qrels are one file)"),
         )),
-        None => find(dir, "qrels"),
+        None => find_file(dir, "qrels"),
     }
 }
 
@@ -122,8 +122,8 @@ impl RetrievalSet {
 
     pub fn load_split(dir: &Path, split: Option<&str>) -> Result<RetrievalSet> {
         let (qp, cp, rp) = (
-            find(dir, "queries")?,
-            find(dir, "corpus")?,
+            find_file(dir, "queries")?,
+            find_file(dir, "corpus")?,
             qrels_path(dir, split)?,
         );
         let queries = read_texts(&qp)?;

@@ -1,0 +1,111 @@
+//! Candidate negatives for each anchor: the top k of the corpus by the bi-encoder (exact cosine
+//! search), by BM25, or the union of both ranked by the bi-encoder; and the same retriever's
+//! score for each of the anchor's positives (the margins' reference without a cross-encoder).
+use super::{MineOptions, Miners};
+use crate::augment::Bm25;
+use crate::error::{Error, Result};
+use crate::eval::retrieval::{search, ScoreFn};
+use crate::model::Embeddings;
+use indicatif::ProgressBar;
+use rayon::prelude::*;
+
+/// Where candidates come from (`--candidates`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Candidates {
+    /// Nearest documents by the bi-encoder's cosine (exact search).
+    BiEncoder,
+    /// Top documents by BM25 (k1 1.2, b 0.75); scores are BM25's.
+    Bm25,
+    /// Both lists merged, ranked by the bi-encoder's cosine (AugSBERT's BM25 + semantic search).
+    Both,
+}
+
+pub struct Found {
+    /// Per anchor, (corpus index, score) of its top candidates (positives included).
+    pub candidates: Vec<Vec<(usize, f32)>>,
+    /// Per anchor, the score of each of its positives, in `positives` order.
+    pub positive_scores: Vec<Vec<f32>>,
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    dot / (n(a) * n(b))
+}
+
+pub fn find(
+    anchors: &[&str],
+    corpus: &[&str],
+    positives: &[Vec<usize>],
+    models: &Miners,
+    o: &MineOptions,
+    k: usize,
+    progress: &ProgressBar,
+) -> Result<Found> {
+    let embedded = match (o.candidates, models.encoder) {
+        (Candidates::Bm25, _) => None,
+        (_, Some(enc)) => {
+            progress.set_length((anchors.len() + corpus.len()) as u64);
+            Some((
+                enc.encode(anchors, o.batch_size, progress)?,
+                enc.encode(corpus, o.batch_size, progress)?,
+            ))
+        }
+        (_, None) => {
+            return Err(Error::msg(
+                "candidates by the bi-encoder need --model (or --candidates bm25)",
+            ))
+        }
+    };
+    let bm25 = (o.candidates != Candidates::BiEncoder).then(|| Bm25::new(corpus.to_vec()));
+    let ids: Vec<String> = (0..corpus.len()).map(|i| format!("{i:010}")).collect();
+    let dense = |q: &Embeddings, c: &Embeddings| search(q, c, &ids, ScoreFn::Cosine, k);
+    let lexical = |index: &Bm25| -> Vec<Vec<(usize, f32)>> {
+        anchors
+            .par_iter()
+            .map(|a| {
+                let s = index.scores(a);
+                index
+                    .ranked(a)
+                    .into_iter()
+                    .take(k)
+                    .map(|d| (d, s[d]))
+                    .collect()
+            })
+            .collect()
+    };
+    let candidates = match (&embedded, &bm25) {
+        (Some((q, c)), None) => dense(q, c),
+        (None, Some(index)) => lexical(index),
+        (Some((q, c)), Some(index)) => dense(q, c)
+            .into_iter()
+            .zip(lexical(index))
+            .enumerate()
+            .map(|(a, (mut d, l))| {
+                for (doc, _) in l {
+                    if !d.iter().any(|x| x.0 == doc) {
+                        d.push((doc, cosine(q.row(a), c.row(doc))));
+                    }
+                }
+                d
+            })
+            .collect(),
+        (None, None) => unreachable!("bm25 is built whenever there are no embeddings"),
+    };
+    let positive_scores = positives
+        .iter()
+        .enumerate()
+        .map(|(a, ps)| match (&embedded, &bm25) {
+            (Some((q, c)), _) => ps.iter().map(|&p| cosine(q.row(a), c.row(p))).collect(),
+            (None, Some(index)) => {
+                let s = index.scores(anchors[a]);
+                ps.iter().map(|&p| s[p]).collect()
+            }
+            (None, None) => unreachable!(),
+        })
+        .collect();
+    Ok(Found {
+        candidates,
+        positive_scores,
+    })
+}

@@ -1,0 +1,264 @@
+//! Hard-negative mining for (anchor, positive) pairs, as sentence-transformers'
+//! `mine_hard_negatives` defines it: distinct anchors against a distinct-text corpus (the given
+//! corpus plus every positive); candidates by the bi-encoder (exact cosine search) and/or BM25;
+//! every known positive of the anchor skipped; optional cross-encoder rescoring with max/min-score
+//! and absolute/relative margin filters (against the anchor's hardest positive) that remove
+//! likely false negatives; ranks [range_min, range_max); top or seeded random sampling.
+mod candidates;
+mod output;
+mod source;
+
+pub use candidates::Candidates;
+pub use output::write_mined;
+pub use source::{MineSource, MineTexts};
+
+use crate::error::{Error, Result};
+use crate::model::cross_encoder::CrossEncoderModel;
+use crate::model::SentenceEncoder;
+use indicatif::ProgressBar;
+use rand::seq::index::sample;
+use rand::SeedableRng;
+use std::collections::HashMap;
+
+/// How negatives are picked from the candidates that survive the filters (`--sampling`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum NegativeSampling {
+    /// The highest-scored ones.
+    Top,
+    /// Uniformly among them, seeded; then ordered by score.
+    Random,
+}
+
+/// Rows written (`--format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MinedFormat {
+    /// anchor, positive, negative_1..N: only pairs that got all N negatives.
+    NTuple,
+    /// anchor, positive, negative: one row per negative.
+    Triplet,
+}
+
+#[derive(Clone, Debug)]
+pub struct MineOptions {
+    pub candidates: Candidates,
+    pub range_min: usize,
+    /// Default: range_min + num_negatives (+ 10 x num_negatives when a filter may drop some).
+    pub range_max: Option<usize>,
+    pub num_negatives: usize,
+    pub sampling: NegativeSampling,
+    pub seed: u64,
+    pub max_score: Option<f32>,
+    pub min_score: Option<f32>,
+    pub absolute_margin: Option<f32>,
+    pub relative_margin: Option<f32>,
+    pub format: MinedFormat,
+    pub batch_size: usize,
+}
+
+impl MineOptions {
+    fn filters(&self) -> bool {
+        self.max_score.is_some()
+            || self.min_score.is_some()
+            || self.absolute_margin.is_some()
+            || self.relative_margin.is_some()
+    }
+
+    /// range_max as sentence-transformers derives it when not given.
+    pub fn range_max(&self) -> usize {
+        self.range_max.unwrap_or_else(|| {
+            let spare = if self.filters() {
+                10 * self.num_negatives
+            } else {
+                0
+            };
+            self.range_min + self.num_negatives + spare
+        })
+    }
+
+    fn validate(&self, cross_encoder: bool) -> Result<()> {
+        let max = self.range_max();
+        if self.num_negatives == 0 {
+            return Err(Error::msg("--num-negatives must be at least 1"));
+        }
+        if self.range_min >= max || self.num_negatives > max - self.range_min {
+            return Err(Error::msg(format!(
+                "--num-negatives {} does not fit in ranks [{}, {max}) (--range-min, --range-max)",
+                self.num_negatives, self.range_min
+            )));
+        }
+        if self.filters() && self.candidates == Candidates::Bm25 && !cross_encoder {
+            return Err(Error::msg(
+                "--max-score/--min-score/--absolute-margin/--relative-margin compare scores, and BM25 scores \
+                 have no fixed scale: rescore with --cross-encoder or mine with the bi-encoder",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The pairs to mine for and the texts to mine from.
+pub struct MineInput<'a> {
+    pub anchors: Vec<&'a str>,
+    pub positives: Vec<&'a str>,
+    /// Further documents (a retrieval corpus); the positives are always part of the corpus.
+    pub corpus: Vec<&'a str>,
+}
+
+/// One distinct anchor's result: its positives and chosen negatives (corpus indices) with scores.
+pub struct MinedAnchor {
+    pub anchor: usize,
+    pub positives: Vec<(usize, f32)>,
+    pub negatives: Vec<(usize, f32)>,
+}
+
+pub struct Mined<'a> {
+    pub anchors: Vec<&'a str>,
+    pub corpus: Vec<&'a str>,
+    pub rows: Vec<MinedAnchor>,
+    /// Scores come from the cross-encoder (written for MarginMSE) rather than the retriever.
+    pub rescored: bool,
+    /// Candidates removed by the score and margin filters.
+    pub filtered: usize,
+}
+
+/// Distinct values in first-seen order, and each value's index.
+fn index<'a>(values: impl IntoIterator<Item = &'a str>) -> (Vec<&'a str>, HashMap<&'a str, usize>) {
+    let mut at = HashMap::new();
+    let mut list = Vec::new();
+    for v in values {
+        at.entry(v).or_insert_with(|| {
+            list.push(v);
+            list.len() - 1
+        });
+    }
+    (list, at)
+}
+
+/// The models mining uses: a bi-encoder unless candidates are BM25 alone; a cross-encoder to
+/// rescore (its scores drive the filters, the ranking and the written scores).
+pub struct Miners<'m> {
+    pub encoder: Option<&'m SentenceEncoder>,
+    pub cross_encoder: Option<&'m CrossEncoderModel>,
+}
+
+pub fn mine<'a>(
+    input: MineInput<'a>,
+    models: &Miners,
+    o: &MineOptions,
+    progress: &ProgressBar,
+) -> Result<Mined<'a>> {
+    o.validate(models.cross_encoder.is_some())?;
+    if input.anchors.is_empty() {
+        return Err(Error::msg("no (anchor, positive) pairs to mine for"));
+    }
+    let (corpus, doc_at) = index(input.corpus.iter().chain(&input.positives).copied());
+    let (anchors, anchor_at) = index(input.anchors.iter().copied());
+    let mut positives: Vec<Vec<usize>> = vec![Vec::new(); anchors.len()];
+    for (a, p) in input.anchors.iter().zip(&input.positives) {
+        let (a, p) = (anchor_at[a], doc_at[p]);
+        if !positives[a].contains(&p) {
+            positives[a].push(p);
+        }
+    }
+    let max_positives = positives.iter().map(Vec::len).max().unwrap_or(0);
+    let k = o.range_max() + max_positives;
+    let found = candidates::find(&anchors, &corpus, &positives, models, o, k, progress)?;
+    let mut cands = found.candidates;
+    let mut pos_scores: Vec<Vec<(usize, f32)>> = positives
+        .iter()
+        .zip(found.positive_scores)
+        .map(|(p, s)| p.iter().copied().zip(s).collect())
+        .collect();
+    // with a filter the cross-encoder's scores decide (sentence-transformers rescoring)
+    let ce = models.cross_encoder;
+    if let Some(ce) = ce.filter(|_| o.filters()) {
+        let lists = cands.iter_mut().chain(pos_scores.iter_mut()).enumerate();
+        let lists = lists.map(|(i, l)| (i % anchors.len(), l)).collect();
+        rescore(ce, &anchors, &corpus, lists, o.batch_size, progress)?;
+    }
+    let mut filtered = 0;
+    let mut rows = Vec::with_capacity(anchors.len());
+    for (a, (mut c, ps)) in cands.into_iter().zip(pos_scores).enumerate() {
+        c.retain(|(d, _)| !positives[a].contains(d));
+        let hardest = ps.iter().map(|p| p.1).fold(f32::INFINITY, f32::min);
+        let before = c.len();
+        c.retain(|&(_, s)| keep(s, hardest, o));
+        filtered += before - c.len();
+        c.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+        c.truncate(o.range_max());
+        let window: Vec<(usize, f32)> = c.into_iter().skip(o.range_min).collect();
+        let negatives = pick(window, a, o);
+        rows.push(MinedAnchor {
+            anchor: a,
+            positives: ps,
+            negatives,
+        });
+    }
+    // without a filter the retriever's ranking stands, as in sentence-transformers, but the
+    // written scores are still the cross-encoder's (MarginMSE's teacher)
+    if let Some(ce) = ce.filter(|_| !o.filters()) {
+        let lists = rows
+            .iter_mut()
+            .flat_map(|r| [(r.anchor, &mut r.positives), (r.anchor, &mut r.negatives)])
+            .collect();
+        rescore(ce, &anchors, &corpus, lists, o.batch_size, progress)?;
+    }
+    Ok(Mined {
+        anchors,
+        corpus,
+        rows,
+        rescored: ce.is_some(),
+        filtered,
+    })
+}
+
+/// The filters, as sentence-transformers applies them (margins against the hardest positive).
+fn keep(s: f32, hardest: f32, o: &MineOptions) -> bool {
+    let margin_ok = o.absolute_margin.is_none_or(|m| s + m <= hardest);
+    let relative_ok = o
+        .relative_margin
+        .is_none_or(|r| s <= hardest - hardest.abs() * r);
+    margin_ok
+        && relative_ok
+        && o.max_score.is_none_or(|m| s <= m)
+        && o.min_score.is_none_or(|m| s >= m)
+}
+
+/// `num_negatives` from the window (already ordered by score): the first, or a seeded random
+/// subset put back in score order.
+fn pick(window: Vec<(usize, f32)>, anchor: usize, o: &MineOptions) -> Vec<(usize, f32)> {
+    let n = o.num_negatives.min(window.len());
+    match o.sampling {
+        NegativeSampling::Top => window.into_iter().take(n).collect(),
+        NegativeSampling::Random => {
+            // one stream per anchor: a result does not depend on the other anchors
+            let mut rng = rand::rngs::StdRng::seed_from_u64(crate::hash::mix64(
+                o.seed ^ crate::hash::mix64(anchor as u64),
+            ));
+            let mut chosen = sample(&mut rng, window.len(), n).into_vec();
+            chosen.sort_unstable();
+            chosen.into_iter().map(|i| window[i]).collect()
+        }
+    }
+}
+
+/// Replace the scores of each (anchor, documents) list by the cross-encoder's, in one batched run.
+fn rescore(
+    ce: &CrossEncoderModel,
+    anchors: &[&str],
+    corpus: &[&str],
+    mut lists: Vec<(usize, &mut Vec<(usize, f32)>)>,
+    batch: usize,
+    progress: &ProgressBar,
+) -> Result<()> {
+    let pairs: Vec<(&str, &str)> = lists
+        .iter()
+        .flat_map(|(a, l)| l.iter().map(move |&(d, _)| (anchors[*a], corpus[d])))
+        .collect();
+    progress.set_length(progress.length().unwrap_or(0) + pairs.len() as u64);
+    let mut scores = ce.scores(&pairs, batch, progress)?.into_iter();
+    for x in lists.iter_mut().flat_map(|(_, l)| l.iter_mut()) {
+        x.1 = scores.next().expect("one score per pair") as f32;
+    }
+    Ok(())
+}

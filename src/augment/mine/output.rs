@@ -1,0 +1,93 @@
+//! Mined rows to Parquet, in sentence-transformers' layouts: `anchor, positive, negative_1..N`
+//! (n-tuple: pairs that got all N) or `anchor, positive, negative` (one row per negative); with
+//! scores, a `scores` list [positive, negatives...] per row as sentence-transformers writes it, and
+//! for triplets a `margin` (positive minus negative: MarginMSE's target).
+use super::{Mined, MinedFormat};
+use crate::data::write_parquet;
+use crate::error::Result;
+use arrow_array::builder::{Float32Builder, ListBuilder};
+use arrow_array::{Array, ArrayRef, Float32Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use std::path::Path;
+use std::sync::Arc;
+
+/// (anchor, positive, negatives, scores [positive, negatives...]) per output row.
+type Row<'a> = (&'a str, &'a str, Vec<&'a str>, Vec<f32>);
+
+fn rows<'a>(m: &Mined<'a>, format: MinedFormat, n: usize) -> Vec<Row<'a>> {
+    let mut out = Vec::new();
+    for r in &m.rows {
+        for &(p, ps) in &r.positives {
+            let (a, p) = (m.anchors[r.anchor], m.corpus[p]);
+            match format {
+                MinedFormat::NTuple if r.negatives.len() == n => {
+                    let negs = r.negatives.iter().map(|&(d, _)| m.corpus[d]).collect();
+                    let scores = std::iter::once(ps)
+                        .chain(r.negatives.iter().map(|x| x.1))
+                        .collect();
+                    out.push((a, p, negs, scores));
+                }
+                MinedFormat::NTuple => {}
+                MinedFormat::Triplet => out.extend(
+                    r.negatives
+                        .iter()
+                        .map(|&(d, s)| (a, p, vec![m.corpus[d]], vec![ps, s])),
+                ),
+            }
+        }
+    }
+    out
+}
+
+/// Write the mined rows; returns how many.
+pub fn write_mined(
+    m: &Mined,
+    format: MinedFormat,
+    num_negatives: usize,
+    with_scores: bool,
+    dest: &Path,
+) -> Result<usize> {
+    let rows = rows(m, format, num_negatives);
+    fn text<'a>(rows: &[Row<'a>], f: impl Fn(&Row<'a>) -> &'a str) -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(rows.iter().map(f)))
+    }
+    let mut fields = vec![
+        Field::new("anchor", DataType::Utf8, false),
+        Field::new("positive", DataType::Utf8, false),
+    ];
+    let mut cols: Vec<ArrayRef> = vec![text(&rows, |r| r.0), text(&rows, |r| r.1)];
+    let negs = if format == MinedFormat::Triplet {
+        1
+    } else {
+        num_negatives
+    };
+    for i in 0..negs {
+        let name = match format {
+            MinedFormat::Triplet => "negative".to_string(),
+            MinedFormat::NTuple => format!("negative_{}", i + 1),
+        };
+        fields.push(Field::new(name, DataType::Utf8, false));
+        cols.push(text(&rows, |r| r.2[i]));
+    }
+    if with_scores {
+        let mut list = ListBuilder::new(Float32Builder::new());
+        for r in &rows {
+            list.values().append_slice(&r.3);
+            list.append(true);
+        }
+        let list = list.finish();
+        fields.push(Field::new("scores", list.data_type().clone(), true));
+        cols.push(Arc::new(list));
+        if format == MinedFormat::Triplet {
+            fields.push(Field::new("margin", DataType::Float32, false));
+            cols.push(Arc::new(Float32Array::from_iter_values(
+                rows.iter().map(|r| r.3[0] - r.3[1]),
+            )));
+        }
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let batch = RecordBatch::try_new(schema.clone(), cols)
+        .map_err(|e| crate::error::Error::file(dest, e))?;
+    write_parquet(dest, schema, [&batch])?;
+    Ok(rows.len())
+}
