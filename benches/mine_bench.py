@@ -38,19 +38,34 @@ def main():
     ap.add_argument("--cross-encoder")
     ap.add_argument("--absolute-margin", type=float, default=0.0)
     ap.add_argument("--num-negatives", type=int, default=3)
+    ap.add_argument("--snli", action="store_true",
+                    help="short texts instead: SNLI dev entailment pairs (premise, hypothesis), corpus = the hypotheses")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
+    if a.snli:
+        import pyarrow as pa
+        t = pq.read_table(os.path.join(ROOT, "datasets/data/snli/dev.parquet")).to_pydict()
+        keep = [i for i, l in enumerate(t["label"]) if l == 0]
+        pairs = {"anchor": [t["sentence1"][i] for i in keep], "positive": [t["sentence2"][i] for i in keep]}
+        src = os.path.join(tmp, "snli-pairs.parquet")
+        pq.write_table(pa.table(pairs), src)
+        return compare(a, tmp, ["--input", src], pairs, None)
     folder = a.pairs
     if folder is None:
         folder = os.path.join(tmp, "cranfield")
         run(["split", "--retrieval", os.path.join(ROOT, "datasets/data/cranfield"), "--train-queries", "100",
              "--out", folder])
+    return compare(a, tmp, ["--retrieval", folder, "--split", "train"], *read_folder(folder))
+
+
+def compare(a, tmp, source, pairs, corpus):
+    """Mine with condenser (`source` flags) and with sentence-transformers (`pairs`, `corpus`)."""
     common = ["--num-negatives", str(a.num_negatives), "--format", "n-tuple"]
     if a.cross_encoder:
         common += ["--cross-encoder", a.cross_encoder, "--absolute-margin", str(a.absolute_margin)]
     ours_out = os.path.join(tmp, "ours.parquet")
     t0 = time.perf_counter()
-    log = run(["mine", "--model", MODEL, "--retrieval", folder, "--split", "train", "--out", ours_out] + common)
+    log = run(["mine", "--model", MODEL, "--out", ours_out] + source + common)
     ours_s = time.perf_counter() - t0
     print("condenser:", log.strip().splitlines()[0])
 
@@ -60,7 +75,6 @@ def main():
     from sentence_transformers import CrossEncoder, SentenceTransformer
     from sentence_transformers.util import mine_hard_negatives
     torch.set_num_threads(2)
-    pairs, corpus = read_folder(folder)
     t0 = time.perf_counter()
     model = SentenceTransformer(MODEL, device="cpu")
     kw = dict(num_negatives=a.num_negatives, sampling_strategy="top", output_format="n-tuple", batch_size=32,

@@ -1,6 +1,6 @@
 //! Okapi BM25 (k1 1.2, b 0.75, Lucene's idf) over a set of sentences, for AugSBERT's BM25
 //! sampling: each query sentence's top-scoring partners.
-use super::{distinct, PairFilter};
+use super::distinct;
 use crate::hash::FastMap;
 use rayon::prelude::*;
 
@@ -78,24 +78,20 @@ impl<'a> Bm25<'a> {
         self.docs[i]
     }
 
-    /// AugSBERT's BM25 sampling: for each distinct sentence1, its top-`k` sentence2 partners by
-    /// BM25 that pass the dedup rules.
-    pub fn sample(s1: &[&'a str], s2: &[&'a str], k: usize) -> Vec<(&'a str, &'a str)> {
+    /// For each distinct sentence1 (first-seen order), the distinct sentence2 values it shares a
+    /// term with, by descending BM25: AugSBERT's BM25 sampling takes the top k that pass the dedup
+    /// rules (`take_ranked`).
+    /// Each list keeps its first `depth` (see `ranking_depth`).
+    pub fn ranking(s1: &[&'a str], s2: &[&'a str], depth: usize) -> Vec<(&'a str, Vec<&'a str>)> {
         let index = Bm25::new(distinct(s2.iter().copied()));
         let queries = distinct(s1.iter().copied());
-        let ranked: Vec<Vec<usize>> = queries.par_iter().map(|q| index.ranked(q)).collect();
-        let mut filter = PairFilter::new(s1.iter().copied().zip(s2.iter().copied()));
-        let mut out = Vec::with_capacity(queries.len() * k);
-        for (q, r) in queries.iter().zip(ranked) {
-            out.extend(
-                r.into_iter()
-                    .map(|d| index.doc(d))
-                    .filter(|c| filter.accept(q, c))
-                    .take(k)
-                    .map(|c| (*q, c)),
-            );
-        }
-        out
+        queries
+            .par_iter()
+            .map(|q| {
+                let ranked = index.ranked(q).into_iter().take(depth);
+                (*q, ranked.map(|d| index.doc(d)).collect())
+            })
+            .collect()
     }
 }
 

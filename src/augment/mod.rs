@@ -1,13 +1,16 @@
 //! AugSBERT's data augmentation: new target pairs sampled from the input's sentences (random or
-//! BM25 partners), labelled by a cross-encoder (`augment`, streaming).
+//! BM25 or semantic-search partners), labelled by a cross-encoder (`augment`, streaming); and
+//! hard-negative mining (`mine`).
 mod bm25;
 pub mod mine;
 mod pipeline;
 mod random;
+mod semantic;
 
 pub use bm25::Bm25;
 pub use pipeline::{augment, AugmentSpec, AugmentSummary};
 pub use random::random_pairs;
+pub use semantic::{ranking_depth, semantic_ranking, take_ranked};
 
 use std::collections::HashSet;
 
@@ -18,6 +21,11 @@ pub enum Sampling {
     Random,
     /// Each sentence's top partners by BM25 (k1 1.2, b 0.75).
     Bm25,
+    /// Each sentence's nearest partners by a bi-encoder (--model; exact cosine search).
+    Semantic,
+    /// Top k by BM25 and top k by the bi-encoder, together (up to 2k partners).
+    #[value(name = "bm25+semantic")]
+    Bm25Semantic,
     /// No new pairs: only label the input.
     None,
 }

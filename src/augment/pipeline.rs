@@ -1,7 +1,8 @@
 //! AugSBERT's augmentation as one streaming job: read the pairs, sample new ones, label every pair
 //! that has no gold label with the cross-encoder (chunk by chunk, in length-sorted batches) and
 //! write each labelled chunk as it is done, into a Parquet file renamed into place at the end.
-use super::{random_pairs, Bm25, Sampling};
+use super::{random_pairs, ranking_depth, semantic_ranking, take_ranked, Bm25, Sampling};
+use crate::model::SentenceEncoder;
 use crate::data::{self, ColumnSpec, ParquetSink};
 use crate::error::{Error, Result};
 use crate::eval::accuracy::argmax;
@@ -89,8 +90,17 @@ fn label_column(spec: &AugmentSpec) -> Result<Option<String>> {
 pub fn augment(
     spec: &AugmentSpec,
     labeler: &CrossEncoderModel,
+    sampler: Option<&SentenceEncoder>,
     progress: &ProgressBar,
 ) -> Result<AugmentSummary> {
+    let semantic = matches!(spec.sampling, Sampling::Semantic | Sampling::Bm25Semantic);
+    if semantic != sampler.is_some() {
+        return Err(Error::msg(if semantic {
+            "semantic sampling needs a bi-encoder (--model)"
+        } else {
+            "--model (the semantic sampler) is only used with --sample semantic or bm25+semantic"
+        }));
+    }
     let label = label_column(spec)?;
     let names = spec.columns.names();
     let mut want = vec![names[0], names[1]];
@@ -109,10 +119,20 @@ pub fn augment(
         s1.iter().map(String::as_str).collect(),
         s2.iter().map(String::as_str).collect(),
     );
+    let depth = ranking_depth(&r1, &r2, spec.top_k);
+    let mut rankings = Vec::new();
+    if matches!(spec.sampling, Sampling::Bm25 | Sampling::Bm25Semantic) {
+        rankings.push(Bm25::ranking(&r1, &r2, depth));
+    }
+    if let Some(enc) = sampler {
+        let bar = ProgressBar::hidden();
+        rankings.push(semantic_ranking(&r1, &r2, spec.top_k, enc, spec.batch_size, &bar)?);
+    }
+    let existing = r1.iter().copied().zip(r2.iter().copied());
     let sampled = match spec.sampling {
         Sampling::Random => random_pairs(&r1, &r2, spec.top_k, spec.seed),
-        Sampling::Bm25 => Bm25::sample(&r1, &r2, spec.top_k),
         Sampling::None => Vec::new(),
+        _ => take_ranked(&rankings, existing, spec.top_k),
     };
     // every row: (s1, s2, gold label kept, origin)
     let mut rows: Vec<(&str, &str, Option<f64>, Origin)> =

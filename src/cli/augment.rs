@@ -18,6 +18,9 @@ pub struct Args {
     /// How new pairs are drawn
     #[arg(long, value_enum, default_value = "random")]
     sample: Sampling,
+    /// The bi-encoder of semantic sampling (--sample semantic or bm25+semantic)
+    #[arg(long)]
+    model: Option<PathBuf>,
     /// New partners per sentence
     #[arg(long, default_value_t = 3)]
     top_k: usize,
@@ -55,9 +58,15 @@ pub fn run(a: Args) -> Result<()> {
         batch_size: a.batch_size as usize,
         out: a.out,
     };
-    let labeler = CrossEncoderModel::load(&a.cross_encoder, &a.device.open()?)?;
+    let device = a.device.open()?;
+    let labeler = CrossEncoderModel::load(&a.cross_encoder, &device)?;
+    let sampler = a
+        .model
+        .as_ref()
+        .map(|m| condenser::model::SentenceEncoder::load(m, &device))
+        .transpose()?;
     let bar = progress::bar(Some(0), "pairs labelled");
-    let s = augment(&spec, &labeler, &bar)?;
+    let s = augment(&spec, &labeler, sampler.as_ref(), &bar)?;
     bar.finish_and_clear();
     out(&format!(
         "wrote {} pairs ({} gold, {} target, {} sampled; {} labelled by the cross-encoder) to {}\n{}\n",

@@ -58,6 +58,12 @@ pub fn backward(out: LossOutput, weight: f64) -> Result<Gradients> {
 pub trait TrainTask: Sync {
     fn num_examples(&self) -> usize;
 
+    /// The examples of epoch `epoch`, in the order they are batched (consecutive `batch`-sized
+    /// runs): by default a seeded shuffle.
+    fn epoch_order(&self, seed: u64, epoch: usize, _batch: usize) -> Vec<usize> {
+        super::trainer::epoch_order(self.num_examples(), seed, epoch)
+    }
+
     /// When the loss is a mean over independent units (examples; masked tokens), the number of
     /// units the examples `idx` hold: the trainer may then split a micro-batch across CPU threads
     /// and weight each shard's loss by its share, which gives the whole batch's gradient. None

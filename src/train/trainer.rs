@@ -32,7 +32,8 @@ pub struct TrainReport {
     pub already_done: bool,
 }
 
-fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
+/// The examples of an epoch in a seeded random order (the default of `TrainTask::epoch_order`).
+pub fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
     order.shuffle(&mut StdRng::seed_from_u64(mix64(
         seed ^ (epoch as u64).wrapping_mul(0x9e37_79b9),
@@ -128,7 +129,7 @@ pub fn train(
         let t_step = Instant::now();
         let epoch = (st.micro / micro_per_epoch) as usize;
         if order.1.is_empty() || order.0 != epoch {
-            order = (epoch, epoch_order(n, cfg.seed, epoch));
+            order = (epoch, task.epoch_order(cfg.seed, epoch, batch));
         }
         let pos = (st.micro % micro_per_epoch) as usize * batch;
         let idx = &order.1[pos..(pos + batch).min(n)];

@@ -36,6 +36,9 @@ pub enum MinedFormat {
     NTuple,
     /// anchor, positive, negative: one row per negative.
     Triplet,
+    /// anchor, positive, label: each positive (label 1) then each negative (label 0) of an anchor
+    /// once: cross-encoder training data.
+    LabeledPair,
 }
 
 #[derive(Clone, Debug)]

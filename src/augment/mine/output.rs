@@ -17,6 +17,16 @@ type Row<'a> = (&'a str, &'a str, Vec<&'a str>, Vec<f32>);
 fn rows<'a>(m: &Mined<'a>, format: MinedFormat, n: usize) -> Vec<Row<'a>> {
     let mut out = Vec::new();
     for r in &m.rows {
+        if format == MinedFormat::LabeledPair {
+            // the second text is the candidate; the scores column holds [label]
+            let a = m.anchors[r.anchor];
+            let label = |docs: &[(usize, f32)], l: f32| -> Vec<Row<'a>> {
+                docs.iter().map(|&(d, _)| (a, m.corpus[d], Vec::new(), vec![l])).collect()
+            };
+            out.extend(label(&r.positives, 1.0));
+            out.extend(label(&r.negatives, 0.0));
+            continue;
+        }
         for &(p, ps) in &r.positives {
             let (a, p) = (m.anchors[r.anchor], m.corpus[p]);
             match format {
@@ -27,7 +37,7 @@ fn rows<'a>(m: &Mined<'a>, format: MinedFormat, n: usize) -> Vec<Row<'a>> {
                         .collect();
                     out.push((a, p, negs, scores));
                 }
-                MinedFormat::NTuple => {}
+                MinedFormat::NTuple | MinedFormat::LabeledPair => {}
                 MinedFormat::Triplet => out.extend(
                     r.negatives
                         .iter()
@@ -56,20 +66,19 @@ pub fn write_mined(
         Field::new("positive", DataType::Utf8, false),
     ];
     let mut cols: Vec<ArrayRef> = vec![text(&rows, |r| r.0), text(&rows, |r| r.1)];
-    let negs = if format == MinedFormat::Triplet {
-        1
-    } else {
-        num_negatives
+    let names: Vec<String> = match format {
+        MinedFormat::Triplet => vec!["negative".into()],
+        MinedFormat::NTuple => (1..=num_negatives).map(|i| format!("negative_{i}")).collect(),
+        MinedFormat::LabeledPair => Vec::new(),
     };
-    for i in 0..negs {
-        let name = match format {
-            MinedFormat::Triplet => "negative".to_string(),
-            MinedFormat::NTuple => format!("negative_{}", i + 1),
-        };
+    for (i, name) in names.into_iter().enumerate() {
         fields.push(Field::new(name, DataType::Utf8, false));
         cols.push(text(&rows, |r| r.2[i]));
     }
-    if with_scores {
+    if format == MinedFormat::LabeledPair {
+        fields.push(Field::new("label", DataType::Float32, false));
+        cols.push(Arc::new(Float32Array::from_iter_values(rows.iter().map(|r| r.3[0]))));
+    } else if with_scores {
         let mut list = ListBuilder::new(Float32Builder::new());
         for r in &rows {
             list.values().append_slice(&r.3);

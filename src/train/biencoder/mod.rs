@@ -2,6 +2,7 @@
 //! registry's losses; the result is a sentence-transformers folder.
 mod data;
 mod gradcache;
+mod no_duplicates;
 
 pub use data::BiData;
 
@@ -109,20 +110,17 @@ impl BiEncoderTask {
         })
     }
 
-    /// Embeddings (b, dim) of the rows `idx` of every text column, one forward pass, split back
-    /// into one tensor per column.
+    /// Embeddings (b, dim) of the rows `idx` of every text column, one forward pass per column
+    /// (as sentence-transformers does): short queries are not padded to their documents' length.
     fn embed_columns(&self, idx: &[usize], drop: Option<&Dropout>) -> Result<Vec<Tensor>> {
-        let seqs: Vec<&[u32]> = self
-            .data
+        self.data
             .texts
             .iter()
-            .flat_map(|col| idx.iter().map(move |&i| col[i].as_slice()))
-            .collect();
-        let emb = self.enc.embed_t(&seqs, drop)?;
-        let b = idx.len();
-        Ok((0..self.data.texts.len())
-            .map(|c| emb.narrow(0, c * b, b))
-            .collect::<candle_core::Result<_>>()?)
+            .map(|col| {
+                let seqs: Vec<&[u32]> = idx.iter().map(|&i| col[i].as_slice()).collect();
+                Ok(self.enc.embed_t(&seqs, drop)?)
+            })
+            .collect()
     }
 
     /// The rows' targets as the loss wants them.
@@ -161,6 +159,15 @@ impl BiEncoderTask {
 impl TrainTask for BiEncoderTask {
     fn num_examples(&self) -> usize {
         self.data.len()
+    }
+
+    /// Losses with in-batch negatives get batches without repeated texts (NO_DUPLICATES).
+    fn epoch_order(&self, seed: u64, epoch: usize, batch: usize) -> Vec<usize> {
+        let order = super::trainer::epoch_order(self.num_examples(), seed, epoch);
+        if self.spec.per_example {
+            return order;
+        }
+        no_duplicates::arrange(order, &self.data.texts, batch)
     }
 
     fn split_weight(&self, idx: &[usize], _seed: u64) -> Option<f64> {
