@@ -59,7 +59,11 @@ fn bm25_sampling_rules() {
         b.iter().map(String::as_str).collect(),
     );
     let depth = condenser::augment::ranking_depth(&s1, &s2, 3);
-    let out = condenser::augment::take_ranked(&[Bm25::ranking(&s1, &s2, depth)], s1.iter().copied().zip(s2.iter().copied()), 3);
+    let out = condenser::augment::take_ranked(
+        &[Bm25::ranking(&s1, &s2, depth)],
+        s1.iter().copied().zip(s2.iter().copied()),
+        3,
+    );
     check_rules(&s1, &s2, &out, 3);
     // partners share a word with their sentence (BM25 scores only matching terms)
     let words = |s: &str| {
@@ -168,23 +172,43 @@ fn semantic_sampling_rules_and_nearness() {
         a.iter().map(String::as_str).collect(),
         b.iter().map(String::as_str).collect(),
     );
-    let enc = condenser::model::SentenceEncoder::load(&common::model(), &candle_core::Device::Cpu).unwrap();
+    let enc = condenser::model::SentenceEncoder::load(&common::model(), &candle_core::Device::Cpu)
+        .unwrap();
     let bar = indicatif::ProgressBar::hidden();
     let existing = || s1.iter().copied().zip(s2.iter().copied());
     let ss = semantic_ranking(&s1, &s2, 3, &enc, 64, &bar).unwrap();
     let semantic = take_ranked(std::slice::from_ref(&ss), existing(), 3);
     check_rules(&s1, &s2, &semantic, 3);
     let distinct: HashSet<&str> = s1.iter().copied().collect();
-    assert_eq!(semantic.len(), 3 * distinct.len(), "every sentence gets its k partners");
+    assert_eq!(
+        semantic.len(),
+        3 * distinct.len(),
+        "every sentence gets its k partners"
+    );
     // the partners are the nearest ones: closer on average than random partners
     let cos = |pairs: &[(&str, &str)]| {
         let (x, y): (Vec<&str>, Vec<&str>) = pairs.iter().copied().unzip();
-        let (ex, ey) = (enc.encode(&x, 64, &bar).unwrap(), enc.encode(&y, 64, &bar).unwrap());
-        (0..ex.len()).map(|i| ex.row(i).iter().zip(ey.row(i)).map(|(p, q)| p * q).sum::<f32>()).sum::<f32>() / ex.len() as f32
+        let (ex, ey) = (
+            enc.encode(&x, 64, &bar).unwrap(),
+            enc.encode(&y, 64, &bar).unwrap(),
+        );
+        (0..ex.len())
+            .map(|i| {
+                ex.row(i)
+                    .iter()
+                    .zip(ey.row(i))
+                    .map(|(p, q)| p * q)
+                    .sum::<f32>()
+            })
+            .sum::<f32>()
+            / ex.len() as f32
     };
     let random = random_pairs(&s1, &s2, 3, 42);
     let (c_sem, c_rand) = (cos(&semantic), cos(&random));
-    assert!(c_sem > c_rand + 0.2, "semantic partners {c_sem} vs random {c_rand}");
+    assert!(
+        c_sem > c_rand + 0.2,
+        "semantic partners {c_sem} vs random {c_rand}"
+    );
     // BM25 + SS: both samplers' partners through one filter, up to 2k a sentence
     let depth = ranking_depth(&s1, &s2, 3);
     let both = take_ranked(&[Bm25::ranking(&s1, &s2, depth), ss], existing(), 3);

@@ -287,8 +287,13 @@ fn mini_batch_size_is_refused_for_a_loss_that_does_not_cache() {
 fn cranfield_split(dir: &Path) -> PathBuf {
     let out = dir.join("cran");
     let o = condenser(&[
-        "split", "--retrieval", data("cranfield").to_str().unwrap(), "--train-queries", "100",
-        "--out", out.to_str().unwrap(),
+        "split",
+        "--retrieval",
+        data("cranfield").to_str().unwrap(),
+        "--train-queries",
+        "100",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     out
@@ -327,10 +332,18 @@ fn split_is_deterministic_and_disjoint() {
         RetrievalSet::load_split(&a, Some("test")).unwrap(),
     );
     assert_eq!((train.queries.len(), test.queries.len()), (100, 125));
-    let ids = |s: &RetrievalSet| s.queries.iter().map(|q| q.0.clone()).collect::<std::collections::HashSet<_>>();
+    let ids = |s: &RetrievalSet| {
+        s.queries
+            .iter()
+            .map(|q| q.0.clone())
+            .collect::<std::collections::HashSet<_>>()
+    };
     assert!(ids(&train).is_disjoint(&ids(&test)));
     let b = cranfield_split(&d.path().join("again"));
-    assert_eq!(ids(&RetrievalSet::load_split(&b, Some("train")).unwrap()), ids(&train));
+    assert_eq!(
+        ids(&RetrievalSet::load_split(&b, Some("train")).unwrap()),
+        ids(&train)
+    );
 }
 
 #[test]
@@ -340,13 +353,28 @@ fn mined_negatives_skip_positives_respect_filters_and_repeat_for_a_seed() {
     let tiny = tiny_bert(d.path());
     let ce = common::cross_encoder(d.path());
     let set = RetrievalSet::load_split(&cran, Some("train")).unwrap();
-    let text: std::collections::HashMap<&str, &str> = set.corpus.iter().map(|(i, t)| (i.as_str(), t.as_str())).collect();
-    let query: std::collections::HashMap<&str, &str> = set.queries.iter().map(|(i, t)| (t.as_str(), i.as_str())).collect();
+    let text: std::collections::HashMap<&str, &str> = set
+        .corpus
+        .iter()
+        .map(|(i, t)| (i.as_str(), t.as_str()))
+        .collect();
+    let query: std::collections::HashMap<&str, &str> = set
+        .queries
+        .iter()
+        .map(|(i, t)| (t.as_str(), i.as_str()))
+        .collect();
     let mine = |name: &str, extra: &[&str]| {
         let out = d.path().join(name);
         let mut args = vec![
-            "mine", "--model", tiny.to_str().unwrap(), "--retrieval", cran.to_str().unwrap(), "--split", "train",
-            "--out", out.to_str().unwrap(),
+            "mine",
+            "--model",
+            tiny.to_str().unwrap(),
+            "--retrieval",
+            cran.to_str().unwrap(),
+            "--split",
+            "train",
+            "--out",
+            out.to_str().unwrap(),
         ];
         args.extend(extra);
         let o = condenser(&args);
@@ -359,7 +387,10 @@ fn mined_negatives_skip_positives_respect_filters_and_repeat_for_a_seed() {
         let q = query[r["anchor"].as_str().unwrap()];
         let positives: Vec<&str> = set.relevant[q].iter().map(|d| text[d.as_str()]).collect();
         for k in ["negative_1", "negative_2", "negative_3"] {
-            assert!(!positives.contains(&r[k].as_str().unwrap()), "a known positive mined as a negative");
+            assert!(
+                !positives.contains(&r[k].as_str().unwrap()),
+                "a known positive mined as a negative"
+            );
         }
     }
     // random sampling: the same seed gives the same rows, another seed others
@@ -371,16 +402,30 @@ fn mined_negatives_skip_positives_respect_filters_and_repeat_for_a_seed() {
     // anchor's hardest positive, by the cross-encoder's scores (written per row)
     let ce_rows = mine(
         "ce.parquet",
-        &["--cross-encoder", ce.to_str().unwrap(), "--absolute-margin", "0.001", "--format", "triplet", "--range-max", "15"],
+        &[
+            "--cross-encoder",
+            ce.to_str().unwrap(),
+            "--absolute-margin",
+            "0.001",
+            "--format",
+            "triplet",
+            "--range-max",
+            "15",
+        ],
     );
     let mut hardest: std::collections::HashMap<&str, f64> = Default::default();
     for r in &ce_rows {
         let p = r["scores"][0].as_f64().unwrap();
-        let h = hardest.entry(r["anchor"].as_str().unwrap()).or_insert(f64::INFINITY);
+        let h = hardest
+            .entry(r["anchor"].as_str().unwrap())
+            .or_insert(f64::INFINITY);
         *h = h.min(p);
     }
     for r in &ce_rows {
-        let (p, n) = (r["scores"][0].as_f64().unwrap(), r["scores"][1].as_f64().unwrap());
+        let (p, n) = (
+            r["scores"][0].as_f64().unwrap(),
+            r["scores"][1].as_f64().unwrap(),
+        );
         assert!(n + 0.001 <= hardest[r["anchor"].as_str().unwrap()] + 1e-6);
         assert!((r["margin"].as_f64().unwrap() - (p - n)).abs() < 1e-5);
     }
@@ -401,24 +446,62 @@ fn mining_bad_input_names_the_file() {
     let out = out.to_str().unwrap();
     // a positive the corpus lacks
     let pairs = d.path().join("pairs.jsonl");
-    std::fs::write(&pairs, "{\"anchor\": \"wing flutter\", \"positive\": \"a text nowhere else\"}\n").unwrap();
+    std::fs::write(
+        &pairs,
+        "{\"anchor\": \"wing flutter\", \"positive\": \"a text nowhere else\"}\n",
+    )
+    .unwrap();
     let corpus = data("cranfield/corpus.parquet");
-    let e = fail(&["--input", pairs.to_str().unwrap(), "--corpus", corpus.to_str().unwrap(), "--out", out]);
-    assert!(e.contains("pairs.jsonl: row 1, column 'positive'") && e.contains("not found in the corpus"), "{e}");
+    let e = fail(&[
+        "--input",
+        pairs.to_str().unwrap(),
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--out",
+        out,
+    ]);
+    assert!(
+        e.contains("pairs.jsonl: row 1, column 'positive'")
+            && e.contains("not found in the corpus"),
+        "{e}"
+    );
     // an empty corpus
     let empty = d.path().join("corpus.jsonl");
     std::fs::write(&empty, "").unwrap();
-    let e = fail(&["--input", pairs.to_str().unwrap(), "--corpus", empty.to_str().unwrap(), "--out", out]);
+    let e = fail(&[
+        "--input",
+        pairs.to_str().unwrap(),
+        "--corpus",
+        empty.to_str().unwrap(),
+        "--out",
+        out,
+    ]);
     assert!(e.contains("corpus.jsonl"), "{e}");
     // qrels naming an unknown document
     let beir = beir_cranfield(d.path());
-    let mut q = std::fs::OpenOptions::new().append(true).open(beir.join("qrels/test.tsv")).unwrap();
+    let mut q = std::fs::OpenOptions::new()
+        .append(true)
+        .open(beir.join("qrels/test.tsv"))
+        .unwrap();
     writeln!(q, "1\tno-such-doc\t1").unwrap();
     let e = fail(&["--retrieval", beir.to_str().unwrap(), "--out", out]);
-    assert!(e.contains("test.tsv") && e.contains("unknown document 'no-such-doc'"), "{e}");
+    assert!(
+        e.contains("test.tsv") && e.contains("unknown document 'no-such-doc'"),
+        "{e}"
+    );
     // a bi-encoder folder passed as the cross-encoder
     let cran = data("cranfield");
-    let e = fail(&["--retrieval", cran.to_str().unwrap(), "--cross-encoder", tiny.to_str().unwrap(), "--out", out]);
-    assert!(e.contains("model.safetensors") && e.contains("not a cross-encoder"), "{e}");
+    let e = fail(&[
+        "--retrieval",
+        cran.to_str().unwrap(),
+        "--cross-encoder",
+        tiny.to_str().unwrap(),
+        "--out",
+        out,
+    ]);
+    assert!(
+        e.contains("model.safetensors") && e.contains("not a cross-encoder"),
+        "{e}"
+    );
     assert!(!Path::new(out).exists(), "no output from a failed run");
 }

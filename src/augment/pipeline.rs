@@ -2,11 +2,11 @@
 //! that has no gold label with the cross-encoder (chunk by chunk, in length-sorted batches) and
 //! write each labelled chunk as it is done, into a Parquet file renamed into place at the end.
 use super::{random_pairs, ranking_depth, semantic_ranking, take_ranked, Bm25, Sampling};
-use crate::model::SentenceEncoder;
 use crate::data::{self, ColumnSpec, ParquetSink};
 use crate::error::{Error, Result};
 use crate::eval::accuracy::argmax;
 use crate::model::cross_encoder::CrossEncoderModel;
+use crate::model::SentenceEncoder;
 use arrow_array::{ArrayRef, Float32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use indicatif::ProgressBar;
@@ -126,7 +126,14 @@ pub fn augment(
     }
     if let Some(enc) = sampler {
         let bar = ProgressBar::hidden();
-        rankings.push(semantic_ranking(&r1, &r2, spec.top_k, enc, spec.batch_size, &bar)?);
+        rankings.push(semantic_ranking(
+            &r1,
+            &r2,
+            spec.top_k,
+            enc,
+            spec.batch_size,
+            &bar,
+        )?);
     }
     let existing = r1.iter().copied().zip(r2.iter().copied());
     let sampled = match spec.sampling {

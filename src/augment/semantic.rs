@@ -1,11 +1,11 @@
 //! AugSBERT's semantic-search sampling (SS): each distinct sentence1's nearest sentence2 values by
 //! a bi-encoder (exact cosine search), under the dedup rules random sampling obeys.
 use super::{distinct, PairFilter};
-use std::collections::HashMap;
 use crate::error::Result;
 use crate::eval::retrieval::{search, ScoreFn};
 use crate::model::SentenceEncoder;
 use indicatif::ProgressBar;
+use std::collections::HashMap;
 
 /// For each distinct sentence1 (first-seen order), its `ranking_depth` nearest sentence2 values.
 pub fn semantic_ranking<'a>(

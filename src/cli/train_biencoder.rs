@@ -1,3 +1,4 @@
+use super::out;
 use super::train_opts::TrainOpts;
 use condenser::data::{ColumnSpec, PairColumns};
 use condenser::error::Result;
@@ -69,6 +70,20 @@ pub fn run(a: Args) -> Result<()> {
             ..Default::default()
         };
         task.dev = Some(dev_evaluator(d, &eo, spec.target == Target::Class)?);
+    }
+    if !spec.per_example {
+        out(&format!(
+            "loss {} uses in-batch negatives: batches are arranged without repeated texts{}\n",
+            spec.name,
+            if spec.cached {
+                format!(
+                    ", embedded {} rows at a time (GradCache)",
+                    task.mini_batch().unwrap_or(0)
+                )
+            } else {
+                String::new()
+            }
+        ));
     }
     a.train_opts.run(&task, &a.out, 2e-5)
 }

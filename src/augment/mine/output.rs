@@ -21,7 +21,9 @@ fn rows<'a>(m: &Mined<'a>, format: MinedFormat, n: usize) -> Vec<Row<'a>> {
             // the second text is the candidate; the scores column holds [label]
             let a = m.anchors[r.anchor];
             let label = |docs: &[(usize, f32)], l: f32| -> Vec<Row<'a>> {
-                docs.iter().map(|&(d, _)| (a, m.corpus[d], Vec::new(), vec![l])).collect()
+                docs.iter()
+                    .map(|&(d, _)| (a, m.corpus[d], Vec::new(), vec![l]))
+                    .collect()
             };
             out.extend(label(&r.positives, 1.0));
             out.extend(label(&r.negatives, 0.0));
@@ -68,7 +70,9 @@ pub fn write_mined(
     let mut cols: Vec<ArrayRef> = vec![text(&rows, |r| r.0), text(&rows, |r| r.1)];
     let names: Vec<String> = match format {
         MinedFormat::Triplet => vec!["negative".into()],
-        MinedFormat::NTuple => (1..=num_negatives).map(|i| format!("negative_{i}")).collect(),
+        MinedFormat::NTuple => (1..=num_negatives)
+            .map(|i| format!("negative_{i}"))
+            .collect(),
         MinedFormat::LabeledPair => Vec::new(),
     };
     for (i, name) in names.into_iter().enumerate() {
@@ -77,7 +81,9 @@ pub fn write_mined(
     }
     if format == MinedFormat::LabeledPair {
         fields.push(Field::new("label", DataType::Float32, false));
-        cols.push(Arc::new(Float32Array::from_iter_values(rows.iter().map(|r| r.3[0]))));
+        cols.push(Arc::new(Float32Array::from_iter_values(
+            rows.iter().map(|r| r.3[0]),
+        )));
     } else if with_scores {
         let mut list = ListBuilder::new(Float32Builder::new());
         for r in &rows {

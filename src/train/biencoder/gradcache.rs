@@ -56,6 +56,23 @@ pub fn gradients(
                 .map_or_else(|| v.as_tensor().zeros_like(), Ok)
         })
         .collect::<candle_core::Result<_>>()?;
+    // candle's store holds a gradient for every node of a graph, activations-sized: keep only the
+    // parameters' from each mini-batch, or memory grows with the whole batch again
+    let params = crate::train::params::vars(&task.varmap);
+    let keep = |grads: &mut GradStore, g: GradStore| -> Result<()> {
+        for (_, v) in &params {
+            if let Some(t) = g.get(v.as_tensor()) {
+                let sum = match grads.remove(v.as_tensor()) {
+                    Some(old) => (old + t)?,
+                    None => t.clone(),
+                };
+                grads.insert(v.as_tensor(), sum);
+            }
+        }
+        Ok(())
+    };
+    let all = std::mem::take(&mut grads);
+    keep(&mut grads, all)?;
     let mut start = 0;
     for (k, chunk) in chunks.iter().enumerate() {
         let e = task.embed_columns(chunk, stream(k).as_ref())?;
@@ -70,7 +87,8 @@ pub fn gradients(
         }
         start += chunk.len();
         if let Some(s) = surrogate {
-            grads.extend(s.backward()?)?;
+            let g = s.backward()?;
+            keep(&mut grads, g)?;
         }
     }
     Ok(Gradients {

@@ -123,6 +123,11 @@ impl BiEncoderTask {
             .collect()
     }
 
+    /// The GradCache mini-batch of a cached loss.
+    pub fn mini_batch(&self) -> Option<usize> {
+        self.mini_batch
+    }
+
     /// The rows' targets as the loss wants them.
     fn target(&self, idx: &[usize]) -> Result<Option<Tensor>> {
         let d = self.data.target_dim;

@@ -20,7 +20,14 @@ pub fn arrange(order: Vec<usize>, texts: &[Vec<Vec<u32>>], batch: usize) -> Vec<
         .map(|row| {
             texts
                 .iter()
-                .map(|col| xxh3_64(&col[row].iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<u8>>()))
+                .map(|col| {
+                    xxh3_64(
+                        &col[row]
+                            .iter()
+                            .flat_map(|t| t.to_le_bytes())
+                            .collect::<Vec<u8>>(),
+                    )
+                })
                 .collect()
         })
         .collect();
@@ -34,7 +41,13 @@ pub fn arrange(order: Vec<usize>, texts: &[Vec<Vec<u32>>], batch: usize) -> Vec<
     let mut rows = order;
     rows.sort_by_key(|&r| std::cmp::Reverse(weight(r))); // stable: shuffled within a weight
     let nb = n.div_ceil(batch);
-    let cap = |b: usize| if b + 1 == nb { n - batch * (nb - 1) } else { batch };
+    let cap = |b: usize| {
+        if b + 1 == nb {
+            n - batch * (nb - 1)
+        } else {
+            batch
+        }
+    };
     let mut batches: Vec<Vec<usize>> = vec![Vec::with_capacity(batch); nb];
     let mut seen: Vec<FastSet<u64>> = vec![FastSet::default(); nb];
     let mut next = 0;
