@@ -82,6 +82,7 @@ fn bi_task(
         num_labels: 3,
         seed,
         device: candle_core::Device::Cpu,
+        mini_batch_size: None,
     };
     BiEncoderTask::new(init, losses::find(name).unwrap(), &opts).unwrap()
 }
