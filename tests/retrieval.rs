@@ -351,7 +351,6 @@ fn mined_negatives_skip_positives_respect_filters_and_repeat_for_a_seed() {
     let d = tempfile::tempdir().unwrap();
     let cran = cranfield_split(d.path());
     let tiny = tiny_bert(d.path());
-    let ce = common::cross_encoder(d.path());
     let set = RetrievalSet::load_split(&cran, Some("train")).unwrap();
     let text: std::collections::HashMap<&str, &str> = set
         .corpus
@@ -398,37 +397,6 @@ fn mined_negatives_skip_positives_respect_filters_and_repeat_for_a_seed() {
     let r1 = mine("r1.parquet", &args("1"));
     assert_eq!(r1, mine("r1b.parquet", &args("1")));
     assert_ne!(r1, mine("r2.parquet", &args("2")));
-    // cross-encoder rescoring with a margin: every negative scores at least the margin below the
-    // anchor's hardest positive, by the cross-encoder's scores (written per row)
-    let ce_rows = mine(
-        "ce.parquet",
-        &[
-            "--cross-encoder",
-            ce.to_str().unwrap(),
-            "--absolute-margin",
-            "0.001",
-            "--format",
-            "triplet",
-            "--range-max",
-            "15",
-        ],
-    );
-    let mut hardest: std::collections::HashMap<&str, f64> = Default::default();
-    for r in &ce_rows {
-        let p = r["scores"][0].as_f64().unwrap();
-        let h = hardest
-            .entry(r["anchor"].as_str().unwrap())
-            .or_insert(f64::INFINITY);
-        *h = h.min(p);
-    }
-    for r in &ce_rows {
-        let (p, n) = (
-            r["scores"][0].as_f64().unwrap(),
-            r["scores"][1].as_f64().unwrap(),
-        );
-        assert!(n + 0.001 <= hardest[r["anchor"].as_str().unwrap()] + 1e-6);
-        assert!((r["margin"].as_f64().unwrap() - (p - n)).abs() < 1e-5);
-    }
 }
 
 #[test]
