@@ -18,6 +18,9 @@ pub struct Args {
     /// Seed of --sample
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Replace a 0/1 (or [0, 1]) label column by 1 - label, e.g. RTE's 0 = entailment into 1 = similar
+    #[arg(long, value_name = "COLUMN")]
+    invert_label: Option<String>,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -26,7 +29,14 @@ pub fn run(a: Args) -> Result<()> {
         None => Rows::All,
     };
     let bar = progress::bar(None, "rows");
-    let n = convert(&a.input, &a.output, a.columns.as_ref(), rows, &bar)?;
+    let n = convert(
+        &a.input,
+        &a.output,
+        a.columns.as_ref(),
+        rows,
+        a.invert_label.as_deref(),
+        &bar,
+    )?;
     bar.finish_and_clear();
     out(&format!("wrote {n} rows to {}\n", a.output.display()));
     Ok(())

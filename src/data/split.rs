@@ -1,6 +1,6 @@
 //! Deterministic train/test splits any user can re-run: items ordered by xxh3 of their key with a
 //! seed (ties by key), the first ones to train. The rule depends only on the keys and the seed, not
-//! on file order or the machine.
+//! on file order or the machine. Retrieval folders split by query; pair files split by row.
 use crate::data::write_parquet;
 use crate::error::{Context, Error, Result};
 use crate::eval::retrieval::RetrievalSet;
@@ -69,5 +69,80 @@ pub fn split_retrieval(dir: &Path, out: &Path, train: usize, seed: u64) -> Resul
     Ok(RetrievalSplit {
         train_queries: train,
         test_queries: ids.len() - train,
+    })
+}
+
+/// What a file split wrote.
+pub struct FileSplit {
+    pub train_rows: usize,
+    pub test_rows: usize,
+}
+
+/// Split a dataset file's rows into `out/train.parquet` and `out/test.parquet`: rows in hash order
+/// of their key (the `key` columns' texts joined by U+001F), the first `n - round(n * test_fraction)`
+/// to train, the rest to test; each file keeps the input's row order and every column. Rows with
+/// the same key sort by input position, so the rule stays deterministic with duplicates.
+pub fn split_file(
+    input: &Path,
+    out: &Path,
+    key: &[&str],
+    test_fraction: f64,
+    seed: u64,
+) -> Result<FileSplit> {
+    if !(test_fraction > 0.0 && test_fraction < 1.0) {
+        return Err(Error::msg(format!(
+            "--test-fraction {test_fraction}: must lie strictly between 0 and 1"
+        )));
+    }
+    let names = super::column_names(input)?;
+    let cols: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut batches = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
+    for b in super::open(input, &cols)? {
+        let b = b?;
+        let texts = key.iter().map(|c| b.texts(c)).collect::<Result<Vec<_>>>()?;
+        keys.extend((0..b.num_rows()).map(|i| {
+            texts
+                .iter()
+                .map(|t| t[i])
+                .collect::<Vec<_>>()
+                .join("\u{1f}")
+        }));
+        batches.push(b.data);
+    }
+    let n = keys.len();
+    let test = (n as f64 * test_fraction).round() as usize;
+    if test == 0 || test == n {
+        return Err(Error::file(
+            input,
+            format!("{n} rows: --test-fraction {test_fraction} leaves one split empty"),
+        ));
+    }
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let order = hash_order(&refs, seed);
+    let mut to_train = vec![false; n];
+    for &i in &order[..n - test] {
+        to_train[i] = true;
+    }
+    let schema = batches[0].schema();
+    let all = arrow_select::concat::concat_batches(&schema, &batches)
+        .map_err(|e| Error::file(input, e))?;
+    std::fs::create_dir_all(out).in_file(out)?;
+    for (name, want) in [("train", true), ("test", false)] {
+        let idx: Vec<u32> = (0..n as u32)
+            .filter(|&i| to_train[i as usize] == want)
+            .collect();
+        let take = arrow_array::UInt32Array::from(idx);
+        let part = arrow_select::take::take_record_batch(&all, &take)
+            .map_err(|e| Error::file(input, e))?;
+        write_parquet(
+            &out.join(format!("{name}.parquet")),
+            schema.clone(),
+            [&part],
+        )?;
+    }
+    Ok(FileSplit {
+        train_rows: n - test,
+        test_rows: test,
     })
 }

@@ -4,6 +4,7 @@
 pub mod accuracy;
 pub mod attention;
 pub mod classification;
+pub mod correlation;
 mod evaluator;
 pub mod metrics;
 mod report;

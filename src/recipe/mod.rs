@@ -12,6 +12,7 @@
 //! outputs = ["{out}/ce/model.safetensors"]
 //! args = { model = "datasets/model/all-MiniLM-L6-v2", train = "...", out = "{out}/ce", both-orders = true }
 //! ```
+pub mod grid;
 mod state;
 
 pub use state::{Decision, State};
@@ -69,10 +70,20 @@ pub struct Recipe {
 impl Recipe {
     /// Read a recipe; `overrides` (NAME=VALUE) replace its [vars].
     pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<Recipe> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
-        let doc: toml::Table = text
-            .parse()
-            .map_err(|e| Error::file(path, format!("invalid TOML: {e}")))?;
+        let recipe = Recipe::from_table(path, &read_toml(path)?, overrides)?;
+        if recipe.steps.is_empty() {
+            return Err(Error::file(path, "no [[step]] tables"));
+        }
+        Ok(recipe)
+    }
+
+    /// A recipe from a parsed file whose [[step]] tables may be absent (a grid file's
+    /// preparation steps); other tables are left to the caller.
+    pub fn from_table(
+        path: &Path,
+        doc: &toml::Table,
+        overrides: &[(String, String)],
+    ) -> Result<Recipe> {
         let bad = |m: String| Error::file(path, m);
         let mut vars = BTreeMap::new();
         if let Some(v) = doc.get("vars") {
@@ -93,10 +104,13 @@ impl Recipe {
         }
         let vars = resolve_vars(vars).map_err(bad)?;
         let mut steps = Vec::new();
-        let list = doc
-            .get("step")
-            .and_then(|s| s.as_array())
-            .ok_or_else(|| bad("no [[step]] tables".into()))?;
+        let empty = Vec::new();
+        let list = match doc.get("step") {
+            None => &empty,
+            Some(s) => s
+                .as_array()
+                .ok_or_else(|| bad("step: expected [[step]] tables".into()))?,
+        };
         for (i, s) in list.iter().enumerate() {
             let s = s
                 .as_table()
@@ -189,6 +203,13 @@ impl Recipe {
             state_dir,
         })
     }
+}
+
+/// A TOML file, parsed.
+pub fn read_toml(path: &Path) -> Result<toml::Table> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+    text.parse()
+        .map_err(|e| Error::file(path, format!("invalid TOML: {e}")))
 }
 
 fn scalar(v: &toml::Value) -> Option<String> {

@@ -76,7 +76,10 @@ impl State {
             .iter()
             .find(|i| dirty.iter().any(|d| i.starts_with(d)))
         {
-            return Ok(run(&format!("its input {} is made again", up.display())));
+            return Ok(run(&format!(
+                "its input {} is made by a step that runs before it",
+                up.display()
+            )));
         }
         let Some(rec) = self.steps.get(&step.name) else {
             return Ok(if outputs_exist {

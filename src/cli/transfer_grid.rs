@@ -1,0 +1,48 @@
+use super::out;
+use super::run::{RunOpts, Runner};
+use condenser::error::Result;
+use condenser::recipe::grid::{Grid, GridReport};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Grid file (TOML): preparation [[step]]s, a [grid] table and [[domain]] tables, e.g.
+    /// recipes/transfer-grid.toml
+    grid: PathBuf,
+    #[command(flatten)]
+    opts: RunOpts,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let grid = Grid::load(&a.grid, &a.opts.set)?;
+    let mut runner = Runner::new(&grid.recipe, &a.opts)?;
+    runner.run(&grid.recipe.steps, "prepare ")?;
+    let steps = match grid.steps() {
+        Err(e) if a.opts.dry_run => {
+            out(&format!(
+                "the grid's steps are planned once the preparation has run: {e}\n"
+            ));
+            return Ok(());
+        }
+        r => r?,
+    };
+    runner.run(&steps, "")?;
+    if a.opts.dry_run {
+        return Ok(());
+    }
+    let report = GridReport::build(&grid)?;
+    let dir = grid.report_dir();
+    report.save(&dir)?;
+    out(&report.table());
+    let beat: Vec<String> = report
+        .beating_zero_shot()
+        .iter()
+        .map(|c| format!("{}>{}", c.source, c.target))
+        .collect();
+    out(&format!(
+        "cells beating zero-shot with (i) or (ii): {}\nwrote {}/grid.{{json,csv}}, gain{{,_aug}}.{{svg,png}}, overlap_vs_gain{{,_aug}}.{{svg,png}}\n",
+        if beat.is_empty() { "none".to_string() } else { beat.join(", ") },
+        dir.display()
+    ));
+    Ok(())
+}
