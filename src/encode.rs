@@ -1,8 +1,10 @@
-//! Encoding a dataset file: every input row with its embedding column(s) added, streamed batch by
-//! batch into a Parquet file renamed into place at the end.
+//! Encoding a dataset file: every input row with its embedding column(s) added, streamed block by
+//! block (global blocks of `shard::BLOCK` rows, so a shard's rows are embedded exactly as in a
+//! whole run) into a Parquet file renamed into place at the end.
 use crate::data::{self, ColumnSpec};
 use crate::error::{Error, Result};
 use crate::model::SentenceEncoder;
+use crate::shard::{ShardRun, BLOCK};
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use indicatif::ProgressBar;
@@ -19,16 +21,17 @@ pub fn embedding_column(c: &str, columns: usize) -> String {
     }
 }
 
-/// Encode `columns` of `input` into `out` (Parquet); returns the rows written. `progress`
-/// counts rows.
+/// Encode `columns` of `input` into `out` (Parquet), or only a shard's rows into the shard's
+/// file; returns the rows written and the file. `progress` counts rows.
 pub fn encode_file(
     enc: &SentenceEncoder,
     input: &Path,
     columns: &ColumnSpec,
     batch_size: usize,
     out: &Path,
+    shard: Option<&ShardRun>,
     progress: &ProgressBar,
-) -> Result<usize> {
+) -> Result<(usize, std::path::PathBuf)> {
     if columns.is_empty() {
         return Err(Error::msg("--columns names no column"));
     }
@@ -38,12 +41,14 @@ pub fn encode_file(
     let text_cols = columns.resolve(input)?;
     let all = data::column_names(input)?;
     let cols: Vec<&str> = all.iter().map(String::as_str).collect();
-    let reader = data::open(input, &cols)?;
-    if let Some(n) = reader.total_rows {
-        progress.set_length(n);
-    }
+    let total = data::count_rows(input)?;
+    let range = shard.map_or(0..total, |s| s.shard.rows(total));
+    let dest = shard.map_or(out.to_path_buf(), |s| s.shard.file(out));
+    progress.set_length(range.len() as u64);
     let item = Arc::new(Field::new("item", DataType::Float32, false));
-    data::stream_to_parquet(reader, out, progress, |batch| {
+    let mut sink: Option<data::ParquetSink> = None;
+    for batch in data::blocks(data::open(input, &cols)?, range.clone(), BLOCK) {
+        let batch = batch?;
         let mut fields: Vec<Field> = batch
             .data
             .schema()
@@ -65,6 +70,20 @@ pub fn encode_file(
             ));
             arrays.push(Arc::new(list));
         }
-        RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(|e| Error::file(out, e))
-    })
+        let rb = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
+            .map_err(|e| Error::file(out, e))?;
+        if sink.is_none() {
+            sink = Some(data::ParquetSink::create(&dest, rb.schema())?);
+        }
+        sink.as_mut().expect("created").write(&rb)?;
+        progress.inc(batch.num_rows() as u64);
+    }
+    let wrote = sink.is_some();
+    if let Some(s) = sink {
+        s.finish()?;
+    }
+    if let Some(s) = shard {
+        s.finish("encode", &dest, total, range.clone(), wrote)?;
+    }
+    Ok((range.len(), dest))
 }

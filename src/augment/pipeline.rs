@@ -1,6 +1,7 @@
 //! AugSBERT's augmentation as one streaming job: read the pairs, sample new ones, label every pair
-//! that has no gold label with the cross-encoder (chunk by chunk, in length-sorted batches) and
-//! write each labelled chunk as it is done, into a Parquet file renamed into place at the end.
+//! that has no gold label with the cross-encoder (block by block, in length-sorted batches) and
+//! write each labelled block as it is done, into a Parquet file renamed into place at the end.
+//! A shard draws the same sample (it is seeded) and labels only its blocks of the pair list.
 use super::{random_pairs, ranking_depth, semantic_ranking, take_ranked, Bm25, Sampling};
 use crate::data::{self, ColumnSpec, ParquetSink};
 use crate::error::{Error, Result};
@@ -13,8 +14,9 @@ use indicatif::ProgressBar;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Pairs labelled and written per chunk: bounds the memory of scores and output batches.
-const CHUNK: usize = 8192;
+/// Pairs labelled and written per block (global blocks, the same in a shard and a whole run):
+/// bounds the memory of scores and output batches.
+const CHUNK: usize = crate::shard::BLOCK;
 
 pub struct AugmentSpec {
     pub input: PathBuf,
@@ -29,15 +31,19 @@ pub struct AugmentSpec {
     pub unlabeled: bool,
     pub batch_size: usize,
     pub out: PathBuf,
+    /// Label only this shard's pairs, into the shard's file.
+    pub shard: Option<crate::shard::ShardRun>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AugmentSummary {
     pub gold: usize,
     pub target: usize,
     pub sampled: usize,
     /// Pairs the cross-encoder labelled.
     pub labelled: usize,
+    /// The file written (the shard's when sharded).
+    pub out: PathBuf,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -153,8 +159,21 @@ pub fn augment(
         rows.push((r1[i], r2[i], gold[i].filter(|_| !spec.relabel_gold), origin));
     }
     rows.extend(sampled.iter().map(|&(x, y)| (x, y, None, Origin::Sampled)));
-    let mut summary = AugmentSummary::default();
-    for r in &rows {
+    let total = rows.len();
+    let range = spec
+        .shard
+        .as_ref()
+        .map_or(0..total, |s| s.shard.rows(total));
+    let dest = spec
+        .shard
+        .as_ref()
+        .map_or(spec.out.clone(), |s| s.shard.file(&spec.out));
+    let rows = &rows[range.clone()];
+    let mut summary = AugmentSummary {
+        out: dest.clone(),
+        ..AugmentSummary::default()
+    };
+    for r in rows {
         match r.3 {
             Origin::Gold => summary.gold += 1,
             Origin::Target => summary.target += 1,
@@ -169,7 +188,7 @@ pub fn augment(
         Field::new("label", DataType::Float32, false),
         Field::new("origin", DataType::Utf8, false),
     ]));
-    let mut sink = ParquetSink::create(&spec.out, schema.clone())?;
+    let mut sink = ParquetSink::create(&dest, schema.clone())?;
     for chunk in rows.chunks(CHUNK) {
         let todo: Vec<usize> = (0..chunk.len()).filter(|&i| chunk[i].2.is_none()).collect();
         let pairs: Vec<(&str, &str)> = todo.iter().map(|&i| (chunk[i].0, chunk[i].1)).collect();
@@ -192,5 +211,8 @@ pub fn augment(
         )?;
     }
     sink.finish()?;
+    if let Some(run) = &spec.shard {
+        run.finish("augment", &dest, total, range, true)?;
+    }
     Ok(summary)
 }

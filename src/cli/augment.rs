@@ -1,3 +1,4 @@
+use super::shard_opts::{shard_note, ShardOpts};
 use super::train_opts::matmuls;
 use super::{out, progress};
 use condenser::augment::{augment, AugmentSpec, Sampling};
@@ -5,6 +6,7 @@ use condenser::data::ColumnSpec;
 use condenser::error::Result;
 use condenser::model::cross_encoder::CrossEncoderModel;
 use condenser::runtime::DeviceSpec;
+use condenser::shard::model_fingerprint;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -44,9 +46,31 @@ pub struct Args {
     /// Output .parquet: sentence1, sentence2, label (Float32), origin (gold|target|sampled)
     #[arg(long)]
     out: PathBuf,
+    /// A shard draws the whole (seeded) sample and labels its blocks of the pair list
+    #[command(flatten)]
+    shard: ShardOpts,
 }
 
 pub fn run(a: Args) -> Result<()> {
+    let mut settings = vec![
+        ("cross_encoder", a.cross_encoder.display().to_string()),
+        (
+            "cross_encoder_fingerprint",
+            model_fingerprint(&a.cross_encoder)?,
+        ),
+        ("input", a.input.display().to_string()),
+        ("sample", format!("{:?}", a.sample)),
+        ("top_k", a.top_k.to_string()),
+        ("seed", a.seed.to_string()),
+        ("columns", a.columns.to_string()),
+        ("relabel_gold", a.relabel_gold.to_string()),
+        ("unlabeled", a.unlabeled.to_string()),
+        ("batch_size", a.batch_size.to_string()),
+    ];
+    if let Some(m) = &a.model {
+        settings.push(("model_fingerprint", model_fingerprint(m)?));
+    }
+    let shard = a.shard.resolve(&settings)?;
     let spec = AugmentSpec {
         input: a.input,
         columns: a.columns,
@@ -57,6 +81,7 @@ pub fn run(a: Args) -> Result<()> {
         unlabeled: a.unlabeled,
         batch_size: a.batch_size as usize,
         out: a.out,
+        shard: shard.clone(),
     };
     let device = a.device.open()?;
     let labeler = CrossEncoderModel::load(&a.cross_encoder, &device)?;
@@ -68,14 +93,15 @@ pub fn run(a: Args) -> Result<()> {
     let bar = progress::bar(Some(0), "pairs labelled");
     let s = augment(&spec, &labeler, sampler.as_ref(), &bar)?;
     bar.finish_and_clear();
+    let rows = s.gold + s.target + s.sampled;
     out(&format!(
-        "wrote {} pairs ({} gold, {} target, {} sampled; {} labelled by the cross-encoder) to {}\n{}\n",
-        s.gold + s.target + s.sampled,
+        "wrote {rows} pairs ({} gold, {} target, {} sampled; {} labelled by the cross-encoder) to {}\n{}{}\n",
         s.gold,
         s.target,
         s.sampled,
         s.labelled,
-        spec.out.display(),
+        s.out.display(),
+        shard_note(shard.as_ref(), rows, "pairs"),
         matmuls(a.device)
     ));
     Ok(())

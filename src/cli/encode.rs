@@ -1,8 +1,10 @@
 use super::model_opts::ModelOpts;
+use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
 use condenser::data::ColumnSpec;
 use condenser::encode::encode_file;
 use condenser::error::Result;
+use condenser::shard::model_fingerprint;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -22,24 +24,36 @@ pub struct Args {
     out: PathBuf,
     #[command(flatten)]
     model_opts: ModelOpts,
+    #[command(flatten)]
+    shard: ShardOpts,
 }
 
 pub fn run(a: Args) -> Result<()> {
+    let shard = a.shard.resolve(&[
+        ("model", a.model.display().to_string()),
+        ("model_fingerprint", model_fingerprint(&a.model)?),
+        ("input", a.input.display().to_string()),
+        ("columns", a.columns.to_string()),
+        ("batch_size", a.batch_size.to_string()),
+        ("model_opts", format!("{:?}", a.model_opts)),
+    ])?;
     let enc = a.model_opts.inference()?.encoder(&a.model)?;
     let bar = progress::bar(None, "rows");
-    let rows = encode_file(
+    let (rows, dest) = encode_file(
         &enc,
         &a.input,
         &a.columns,
         a.batch_size as usize,
         &a.out,
+        shard.as_ref(),
         &bar,
     )?;
     bar.finish_and_clear();
     out(&format!(
-        "wrote {rows} rows with {} embeddings to {}\n{}\n",
+        "wrote {rows} rows with {} embeddings to {}\n{}{}\n",
         enc.dim(),
-        a.out.display(),
+        dest.display(),
+        shard_note(shard.as_ref(), rows, "rows"),
         a.model_opts.matmuls()
     ));
     Ok(())

@@ -1,4 +1,5 @@
 use super::model_opts::ModelOpts;
+use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
 use condenser::augment::mine::{
     mine, write_mined, Candidates, MineOptions, MineSource, MinedFormat, Miners, NegativeSampling,
@@ -6,6 +7,7 @@ use condenser::augment::mine::{
 use condenser::data::ColumnSpec;
 use condenser::error::{Error, Result};
 use condenser::model::cross_encoder::CrossEncoderModel;
+use condenser::shard::model_fingerprint;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -70,9 +72,55 @@ pub struct Args {
     out: PathBuf,
     #[command(flatten)]
     model_opts: ModelOpts,
+    /// A shard mines its blocks of 64 (unique) anchors against the whole corpus
+    #[command(flatten)]
+    shard: ShardOpts,
 }
 
 pub fn run(a: Args) -> Result<()> {
+    let fingerprint = |m: &Option<PathBuf>| -> Result<String> {
+        m.as_ref().map_or(Ok("-".into()), |p| model_fingerprint(p))
+    };
+    let shard = a.shard.resolve(&[
+        (
+            "sources",
+            format!(
+                "{:?}",
+                (
+                    &a.model,
+                    &a.retrieval,
+                    &a.split,
+                    &a.input,
+                    &a.columns.to_string(),
+                    &a.corpus,
+                    &a.cross_encoder
+                )
+            ),
+        ),
+        (
+            "mining",
+            format!(
+                "{:?}",
+                (
+                    a.candidates,
+                    a.range_min,
+                    a.range_max,
+                    a.max_score,
+                    a.min_score,
+                    a.absolute_margin,
+                    a.relative_margin,
+                    a.num_negatives,
+                    a.sampling,
+                    a.seed,
+                    a.format,
+                    a.output_scores
+                )
+            ),
+        ),
+        ("batch", format!("{:?}", (a.batch_size, &a.model_opts))),
+        ("model_fingerprint", fingerprint(&a.model)?),
+        ("cross_encoder_fingerprint", fingerprint(&a.cross_encoder)?),
+    ])?;
     let source = match (&a.retrieval, &a.input) {
         (Some(dir), _) => MineSource::Retrieval {
             dir: dir.clone(),
@@ -118,20 +166,43 @@ pub fn run(a: Args) -> Result<()> {
         encoder: encoder.as_ref(),
         cross_encoder: ce.as_ref(),
     };
-    let mined = mine(texts.input(), &models, &o, &bar)?;
+    let mined = mine(
+        texts.input(),
+        &models,
+        &o,
+        shard.as_ref().map(|r| r.shard),
+        &bar,
+    )?;
     bar.finish_and_clear();
     let scores = a.output_scores || mined.rescored;
-    let rows = write_mined(&mined, o.format, o.num_negatives, scores, &a.out)?;
+    let dest = shard
+        .as_ref()
+        .map_or(a.out.clone(), |r| r.shard.file(&a.out));
+    let rows = if mined.rows.is_empty() && shard.is_some() {
+        0 // a shard without anchors writes only its manifest
+    } else {
+        write_mined(&mined, o.format, o.num_negatives, scores, &dest)?
+    };
+    if let Some(r) = &shard {
+        r.finish(
+            "mine",
+            &dest,
+            mined.anchors.len(),
+            mined.range.clone(),
+            rows > 0,
+        )?;
+    }
     let got: usize = mined.rows.iter().map(|r| r.negatives.len()).sum();
     out(&format!(
         "{} anchors, {} corpus texts; {got} negatives ({:.2} per anchor, {} candidates filtered); \
-         {rows} rows -> {} in {:.1} s\n{}\n",
-        mined.anchors.len(),
+         {rows} rows -> {} in {:.1} s\n{}{}\n",
+        mined.range.len(),
         mined.corpus.len(),
-        got as f64 / mined.anchors.len() as f64,
+        got as f64 / mined.range.len().max(1) as f64,
         mined.filtered,
-        a.out.display(),
+        dest.display(),
         t0.elapsed().as_secs_f64(),
+        shard_note(shard.as_ref(), mined.range.len(), "anchors"),
         a.model_opts.matmuls()
     ));
     Ok(())

@@ -6,17 +6,20 @@ mod convert;
 mod domain_overlap;
 mod encode;
 mod evaluate;
+mod merge;
 mod mine;
 mod model_opts;
 mod pretrain;
 mod progress;
 mod run;
+mod shard_opts;
 mod similarity;
 mod split;
 mod train_biencoder;
 mod train_cross_encoder;
 mod train_nli;
 mod train_opts;
+mod transfer_grid;
 
 use clap::{Parser, Subcommand};
 use condenser::error::{Error, Result};
@@ -53,14 +56,20 @@ enum Command {
     /// Hard negatives for (anchor, positive) pairs: bi-encoder and/or BM25 candidates, optional
     /// cross-encoder rescoring and false-negative filters (sentence-transformers' mine_hard_negatives)
     Mine(mine::Args),
-    /// Split a retrieval folder by query, deterministically (xxh3 of the query id with a seed)
+    /// Split a retrieval folder by query, or a pair file by row, deterministically (xxh3 with a seed)
     Split(split::Args),
+    /// Merge the shards of a sharded encode, augment, mine or domain-overlap run into the whole
+    /// run's output (checked: every shard present, the same settings and N)
+    Merge(merge::Args),
     /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL, text) to Parquet (zstd)
     Convert(convert::Args),
     /// Condenser pre-training (or continued training) of a BERT on a text corpus
     Pretrain(pretrain::Args),
     /// Run a recipe (TOML steps), skipping finished steps: a re-run resumes
     Run(run::Args),
+    /// The domain-transfer grid: every source's cross-encoder labels every target, bi-encoders on
+    /// the silver targets, all scored per target, and whether bigram overlap forecasts the gain
+    TransferGrid(transfer_grid::Args),
     /// Analyses of a model (attention: how broadly [CLS] attends, per layer)
     #[command(subcommand)]
     Analyze(analyze::Analysis),
@@ -95,8 +104,10 @@ fn dispatch(c: Command) -> Result<()> {
         Command::Mine(a) => mine::run(a),
         Command::Split(a) => split::run(a),
         Command::Convert(a) => convert::run(a),
+        Command::Merge(a) => merge::run(a),
         Command::Pretrain(a) => pretrain::run(a),
         Command::Run(a) => run::run(a),
+        Command::TransferGrid(a) => transfer_grid::run(a),
         Command::Analyze(a) => analyze::run(a),
     }
 }

@@ -1,6 +1,7 @@
 //! Datasets in, datasets out. Every reader yields Arrow record batches, streamed, whatever the file
 //! format; `Batch` turns columns into texts or labels with errors that name file, row and column.
 mod batch;
+mod blocks;
 mod columns;
 mod convert;
 mod delimited;
@@ -17,12 +18,13 @@ mod vectors;
 mod write;
 
 pub use batch::Batch;
+pub use blocks::{blocks, Blocks};
 pub use columns::{Column, ColumnSpec};
 pub use convert::{convert, Rows};
 pub use format::Format;
 pub use nli::{entailments, read_classes, read_nli, NLI_CLASSES};
 pub use pairs::{PairColumns, Pairs};
-pub use split::{hash_order, split_retrieval, RetrievalSplit};
+pub use split::{hash_order, split_file, split_retrieval, FileSplit, RetrievalSplit};
 pub use texts::{for_each_text, read_texts};
 pub use write::{stream_to_parquet, write_atomic, write_parquet, ParquetSink};
 
@@ -150,4 +152,17 @@ pub(crate) fn missing_column(path: &Path, column: &str, have: &[String]) -> Erro
         column,
         format!("missing column; the file has: {}", have.join(", ")),
     )
+}
+
+/// The number of rows of a dataset file (from Parquet/Arrow metadata where it has it).
+pub fn count_rows(path: &Path) -> Result<usize> {
+    let names = column_names(path)?;
+    let first = names
+        .first()
+        .ok_or_else(|| Error::file(path, "no columns"))?;
+    let reader = open(path, &[first.as_str()])?;
+    match reader.total_rows {
+        Some(n) => Ok(n as usize),
+        None => reader.map(|b| b.map(|b| b.num_rows())).sum(),
+    }
 }

@@ -3,11 +3,13 @@
 mod exact;
 mod minhash;
 mod ngrams;
+mod parts;
 mod report;
 
 pub use exact::{shared_matrix, NgramSet};
 pub use minhash::{standard_error, MinHasher, Sketch};
 pub use ngrams::NgramPacker;
+pub use parts::{merge_parts, Parts};
 pub use report::{Approx, OverlapReport};
 
 use crate::data::{self, ColumnSpec};
@@ -15,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::tokenize::Tokenizer;
 use indicatif::ProgressBar;
 use rayon::prelude::*;
+use std::ops::Range;
 use std::path::PathBuf;
 
 /// One dataset: its name in the report, its file, and the text columns whose rows count.
@@ -77,10 +80,11 @@ pub struct Options {
 /// Rows tokenized per parallel task: big enough to amortize scheduling, small enough to balance.
 const CHUNK: usize = 256;
 
-/// Stream every text of `src` through the tokenizer, hand each chunk's n-gram keys to `per_chunk`
-/// (in parallel) and fold the results in order with `fold`.
+/// Stream every text of `rows` of `src` through the tokenizer, hand each chunk's n-gram keys to
+/// `per_chunk` (in parallel) and fold the results in order with `fold`.
 fn scan<T: Send>(
     src: &Source,
+    rows: Range<usize>,
     tok: &Tokenizer,
     packer: &NgramPacker,
     progress: &ProgressBar,
@@ -88,7 +92,7 @@ fn scan<T: Send>(
     mut fold: impl FnMut(T),
 ) -> Result<()> {
     let cols: Vec<&str> = src.columns.iter().map(String::as_str).collect();
-    for batch in data::open(&src.path, &cols)? {
+    for batch in data::blocks(data::open(&src.path, &cols)?, rows, data::BATCH_ROWS) {
         let batch = batch?;
         let mut texts = Vec::with_capacity(batch.num_rows() * cols.len());
         for c in &cols {
@@ -131,15 +135,32 @@ pub fn compute(
     opts: &Options,
     progress: &ProgressBar,
 ) -> Result<OverlapReport> {
+    let all = sources
+        .iter()
+        .map(|s| Ok(0..data::count_rows(&s.path)?))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(compute_parts(sources, &all, tok, opts, progress)?.report())
+}
+
+/// The n-gram sets (or sketches) of `rows[i]` of each source `i`: a whole run's, or a shard's
+/// part of it.
+pub fn compute_parts(
+    sources: &[Source],
+    rows: &[Range<usize>],
+    tok: &Tokenizer,
+    opts: &Options,
+    progress: &ProgressBar,
+) -> Result<Parts> {
     let packer = NgramPacker::new(opts.ngram, opts.stride, tok.vocab_size())?;
     let names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
     match opts.mode {
         Mode::Exact => {
             let mut sets = Vec::with_capacity(sources.len());
-            for src in sources {
+            for (src, r) in sources.iter().zip(rows) {
                 let mut set = NgramSet::default();
                 scan(
                     src,
+                    r.clone(),
                     tok,
                     &packer,
                     progress,
@@ -148,12 +169,12 @@ pub fn compute(
                 )?;
                 sets.push(set);
             }
-            Ok(OverlapReport::exact(names, opts, &shared_matrix(&sets)))
+            Ok(Parts::exact(names, *opts, sets))
         }
         Mode::Approx { num_perm, seed } => {
             let hasher = MinHasher::new(num_perm, seed);
             let mut sketches = Vec::with_capacity(sources.len());
-            for src in sources {
+            for (src, r) in sources.iter().zip(rows) {
                 let mut sketch = hasher.empty();
                 let per_chunk = |mut keys: Vec<u128>| {
                     // duplicates cannot change a minimum: drop them before the k hashes per key
@@ -163,12 +184,12 @@ pub fn compute(
                     hasher.update(&mut s, &keys);
                     s
                 };
-                scan(src, tok, &packer, progress, per_chunk, |s| sketch.merge(&s))?;
+                scan(src, r.clone(), tok, &packer, progress, per_chunk, |s| {
+                    sketch.merge(&s)
+                })?;
                 sketches.push(sketch);
             }
-            Ok(OverlapReport::approx(
-                names, opts, num_perm, seed, &sketches,
-            ))
+            Ok(Parts::approx(names, *opts, sketches))
         }
     }
 }

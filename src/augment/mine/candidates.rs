@@ -33,79 +33,103 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     dot / (n(a) * n(b))
 }
 
-pub fn find(
-    anchors: &[&str],
-    corpus: &[&str],
-    positives: &[Vec<usize>],
-    models: &Miners,
-    o: &MineOptions,
-    k: usize,
-    progress: &ProgressBar,
-) -> Result<Found> {
-    let embedded = match (o.candidates, models.encoder) {
-        (Candidates::Bm25, _) => None,
-        (_, Some(enc)) => {
-            progress.set_length((anchors.len() + corpus.len()) as u64);
-            Some((
-                enc.encode(anchors, o.batch_size, progress)?,
-                enc.encode(corpus, o.batch_size, progress)?,
-            ))
-        }
-        (_, None) => {
-            return Err(Error::msg(
-                "candidates by the bi-encoder need --model (or --candidates bm25)",
-            ))
-        }
-    };
-    let bm25 = (o.candidates != Candidates::BiEncoder).then(|| Bm25::new(corpus.to_vec()));
-    let ids: Vec<String> = (0..corpus.len()).map(|i| format!("{i:010}")).collect();
-    let dense = |q: &Embeddings, c: &Embeddings| search(q, c, &ids, ScoreFn::Cosine, k);
-    let lexical = |index: &Bm25| -> Vec<Vec<(usize, f32)>> {
-        anchors
-            .par_iter()
-            .map(|a| {
-                let s = index.scores(a);
-                index
-                    .ranked(a)
-                    .into_iter()
-                    .take(k)
-                    .map(|d| (d, s[d]))
-                    .collect()
-            })
-            .collect()
-    };
-    let candidates = match (&embedded, &bm25) {
-        (Some((q, c)), None) => dense(q, c),
-        (None, Some(index)) => lexical(index),
-        (Some((q, c)), Some(index)) => dense(q, c)
-            .into_iter()
-            .zip(lexical(index))
-            .enumerate()
-            .map(|(a, (mut d, l))| {
-                for (doc, _) in l {
-                    if !d.iter().any(|x| x.0 == doc) {
-                        d.push((doc, cosine(q.row(a), c.row(doc))));
-                    }
-                }
-                d
-            })
-            .collect(),
-        (None, None) => unreachable!("bm25 is built whenever there are no embeddings"),
-    };
-    let positive_scores = positives
-        .iter()
-        .enumerate()
-        .map(|(a, ps)| match (&embedded, &bm25) {
-            (Some((q, c)), _) => ps.iter().map(|&p| cosine(q.row(a), c.row(p))).collect(),
-            (None, Some(index)) => {
-                let s = index.scores(anchors[a]);
-                ps.iter().map(|&p| s[p]).collect()
+/// The corpus side, built once: its embeddings and/or its BM25 index.
+pub struct CorpusIndex<'c> {
+    embedded: Option<Embeddings>,
+    bm25: Option<Bm25<'c>>,
+    ids: Vec<String>,
+}
+
+impl<'c> CorpusIndex<'c> {
+    pub fn build(
+        corpus: &[&'c str],
+        models: &Miners,
+        o: &MineOptions,
+        progress: &ProgressBar,
+    ) -> Result<CorpusIndex<'c>> {
+        let embedded = match (o.candidates, models.encoder) {
+            (Candidates::Bm25, _) => None,
+            (_, Some(enc)) => {
+                progress.set_length(progress.length().unwrap_or(0) + corpus.len() as u64);
+                Some(enc.encode(corpus, o.batch_size, progress)?)
             }
-            (None, None) => unreachable!(),
+            (_, None) => {
+                return Err(Error::msg(
+                    "candidates by the bi-encoder need --model (or --candidates bm25)",
+                ))
+            }
+        };
+        let bm25 = (o.candidates != Candidates::BiEncoder).then(|| Bm25::new(corpus.to_vec()));
+        Ok(CorpusIndex {
+            embedded,
+            bm25,
+            ids: (0..corpus.len()).map(|i| format!("{i:010}")).collect(),
         })
-        .collect();
-    Ok(Found {
-        candidates,
-        positive_scores,
-    })
+    }
+
+    /// The top `k` candidates of each anchor, and its positives' scores.
+    pub fn find(
+        &self,
+        anchors: &[&str],
+        positives: &[Vec<usize>],
+        models: &Miners,
+        o: &MineOptions,
+        k: usize,
+        progress: &ProgressBar,
+    ) -> Result<Found> {
+        let queries = match (&self.embedded, models.encoder) {
+            (Some(_), Some(enc)) => Some(enc.encode(anchors, o.batch_size, progress)?),
+            _ => None,
+        };
+        let embedded = queries.as_ref().zip(self.embedded.as_ref());
+        let dense = |q: &Embeddings, c: &Embeddings| search(q, c, &self.ids, ScoreFn::Cosine, k);
+        let lexical = |index: &Bm25| -> Vec<Vec<(usize, f32)>> {
+            anchors
+                .par_iter()
+                .map(|a| {
+                    let s = index.scores(a);
+                    index
+                        .ranked(a)
+                        .into_iter()
+                        .take(k)
+                        .map(|d| (d, s[d]))
+                        .collect()
+                })
+                .collect()
+        };
+        let candidates = match (embedded, &self.bm25) {
+            (Some((q, c)), None) => dense(q, c),
+            (None, Some(index)) => lexical(index),
+            (Some((q, c)), Some(index)) => dense(q, c)
+                .into_iter()
+                .zip(lexical(index))
+                .enumerate()
+                .map(|(a, (mut d, l))| {
+                    for (doc, _) in l {
+                        if !d.iter().any(|x| x.0 == doc) {
+                            d.push((doc, cosine(q.row(a), c.row(doc))));
+                        }
+                    }
+                    d
+                })
+                .collect(),
+            (None, None) => unreachable!("bm25 is built whenever there are no embeddings"),
+        };
+        let positive_scores = positives
+            .iter()
+            .enumerate()
+            .map(|(a, ps)| match (embedded, &self.bm25) {
+                (Some((q, c)), _) => ps.iter().map(|&p| cosine(q.row(a), c.row(p))).collect(),
+                (None, Some(index)) => {
+                    let s = index.scores(anchors[a]);
+                    ps.iter().map(|&p| s[p]).collect()
+                }
+                (None, None) => unreachable!(),
+            })
+            .collect();
+        Ok(Found {
+            candidates,
+            positive_scores,
+        })
+    }
 }

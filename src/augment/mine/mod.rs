@@ -15,10 +15,12 @@ pub use source::{MineSource, MineTexts};
 use crate::error::{Error, Result};
 use crate::model::cross_encoder::CrossEncoderModel;
 use crate::model::SentenceEncoder;
+use crate::shard::Shard;
 use indicatif::ProgressBar;
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use std::collections::HashMap;
+use std::ops::Range;
 
 /// How negatives are picked from the candidates that survive the filters (`--sampling`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -114,6 +116,10 @@ pub struct MinedAnchor {
     pub negatives: Vec<(usize, f32)>,
 }
 
+/// Anchors mined per block: a shard is a run of whole blocks, embedded and rescored as in a whole
+/// run. Small, because an anchor costs a search and up to range-max cross-encoder pairs.
+pub const BLOCK: usize = 64;
+
 pub struct Mined<'a> {
     pub anchors: Vec<&'a str>,
     pub corpus: Vec<&'a str>,
@@ -122,6 +128,8 @@ pub struct Mined<'a> {
     pub rescored: bool,
     /// Candidates removed by the score and margin filters.
     pub filtered: usize,
+    /// The (unique) anchors mined: all of them, or a shard's range.
+    pub range: Range<usize>,
 }
 
 /// Distinct values in first-seen order, and each value's index.
@@ -148,6 +156,7 @@ pub fn mine<'a>(
     input: MineInput<'a>,
     models: &Miners,
     o: &MineOptions,
+    shard: Option<Shard>,
     progress: &ProgressBar,
 ) -> Result<Mined<'a>> {
     o.validate(models.cross_encoder.is_some())?;
@@ -165,23 +174,68 @@ pub fn mine<'a>(
     }
     let max_positives = positives.iter().map(Vec::len).max().unwrap_or(0);
     let k = o.range_max() + max_positives;
-    let found = candidates::find(&anchors, &corpus, &positives, models, o, k, progress)?;
+    let index = candidates::CorpusIndex::build(&corpus, models, o, progress)?;
+    let range = shard.map_or(0..anchors.len(), |s| s.rows_in(anchors.len(), BLOCK));
+    progress.set_length(progress.length().unwrap_or(0) + range.len() as u64);
+    let mut rows = Vec::with_capacity(range.len());
+    let mut filtered = 0;
+    // global blocks of anchors: a shard embeds and rescores exactly as the whole run does
+    for start in range.clone().step_by(BLOCK) {
+        let block = start..(start + BLOCK).min(range.end);
+        let (r, f) = mine_block(
+            block, &anchors, &corpus, &positives, &index, models, o, k, progress,
+        )?;
+        rows.extend(r);
+        filtered += f;
+    }
+    Ok(Mined {
+        anchors,
+        corpus,
+        rows,
+        rescored: models.cross_encoder.is_some(),
+        filtered,
+        range,
+    })
+}
+
+/// Candidates, filters and negatives of the anchors in `block` (global indices).
+#[allow(clippy::too_many_arguments)]
+fn mine_block(
+    block: Range<usize>,
+    anchors: &[&str],
+    corpus: &[&str],
+    positives: &[Vec<usize>],
+    index: &candidates::CorpusIndex,
+    models: &Miners,
+    o: &MineOptions,
+    k: usize,
+    progress: &ProgressBar,
+) -> Result<(Vec<MinedAnchor>, usize)> {
+    let (b, n) = (block.start, block.len());
+    let found = index.find(
+        &anchors[block.clone()],
+        &positives[block.clone()],
+        models,
+        o,
+        k,
+        progress,
+    )?;
     let mut cands = found.candidates;
-    let mut pos_scores: Vec<Vec<(usize, f32)>> = positives
+    let mut pos_scores: Vec<Vec<(usize, f32)>> = positives[block]
         .iter()
         .zip(found.positive_scores)
         .map(|(p, s)| p.iter().copied().zip(s).collect())
         .collect();
-    // with a filter the cross-encoder's scores decide (sentence-transformers rescoring)
     let ce = models.cross_encoder;
     if let Some(ce) = ce.filter(|_| o.filters()) {
         let lists = cands.iter_mut().chain(pos_scores.iter_mut()).enumerate();
-        let lists = lists.map(|(i, l)| (i % anchors.len(), l)).collect();
-        rescore(ce, &anchors, &corpus, lists, o.batch_size, progress)?;
+        let lists = lists.map(|(i, l)| (b + i % n, l)).collect();
+        rescore(ce, anchors, corpus, lists, o.batch_size, progress)?;
     }
     let mut filtered = 0;
-    let mut rows = Vec::with_capacity(anchors.len());
-    for (a, (mut c, ps)) in cands.into_iter().zip(pos_scores).enumerate() {
+    let mut rows = Vec::with_capacity(n);
+    for (i, (mut c, ps)) in cands.into_iter().zip(pos_scores).enumerate() {
+        let a = b + i;
         c.retain(|(d, _)| !positives[a].contains(d));
         let hardest = ps.iter().map(|p| p.1).fold(f32::INFINITY, f32::min);
         let before = c.len();
@@ -197,25 +251,15 @@ pub fn mine<'a>(
             negatives,
         });
     }
-    // without a filter the retriever's ranking stands, as in sentence-transformers, but the
-    // written scores are still the cross-encoder's (MarginMSE's teacher)
     if let Some(ce) = ce.filter(|_| !o.filters()) {
         let lists = rows
             .iter_mut()
             .flat_map(|r| [(r.anchor, &mut r.positives), (r.anchor, &mut r.negatives)])
             .collect();
-        rescore(ce, &anchors, &corpus, lists, o.batch_size, progress)?;
+        rescore(ce, anchors, corpus, lists, o.batch_size, progress)?;
     }
-    Ok(Mined {
-        anchors,
-        corpus,
-        rows,
-        rescored: ce.is_some(),
-        filtered,
-    })
+    Ok((rows, filtered))
 }
-
-/// The filters, as sentence-transformers applies them (margins against the hardest positive).
 fn keep(s: f32, hardest: f32, o: &MineOptions) -> bool {
     let margin_ok = o.absolute_margin.is_none_or(|m| s + m <= hardest);
     let relative_ok = o
