@@ -41,13 +41,25 @@ pub fn encode_file(
     let text_cols = columns.resolve(input)?;
     let all = data::column_names(input)?;
     let cols: Vec<&str> = all.iter().map(String::as_str).collect();
-    let total = data::count_rows(input)?;
-    let range = shard.map_or(0..total, |s| s.shard.rows(total));
+    let reader = data::open(input, &cols)?;
+    // a whole run reads to the end (no counting pass); a shard needs the count for its range
+    let (total, range) = match shard {
+        Some(s) => {
+            let total = data::count_rows(input)?;
+            let range = s.shard.rows(total);
+            progress.set_length(range.len() as u64);
+            (total, range)
+        }
+        None => {
+            progress.set_length(reader.total_rows.unwrap_or(0));
+            (0, 0..usize::MAX)
+        }
+    };
     let dest = shard.map_or(out.to_path_buf(), |s| s.shard.file(out));
-    progress.set_length(range.len() as u64);
+    let mut written = 0;
     let item = Arc::new(Field::new("item", DataType::Float32, false));
     let mut sink: Option<data::ParquetSink> = None;
-    for batch in data::blocks(data::open(input, &cols)?, range.clone(), BLOCK) {
+    for batch in data::blocks(reader, range.clone(), BLOCK) {
         let batch = batch?;
         let mut fields: Vec<Field> = batch
             .data
@@ -77,6 +89,7 @@ pub fn encode_file(
         }
         sink.as_mut().expect("created").write(&rb)?;
         progress.inc(batch.num_rows() as u64);
+        written += batch.num_rows();
     }
     let wrote = sink.is_some();
     if let Some(s) = sink {
@@ -85,5 +98,5 @@ pub fn encode_file(
     if let Some(s) = shard {
         s.finish("encode", &dest, total, range.clone(), wrote)?;
     }
-    Ok((range.len(), dest))
+    Ok((written, dest))
 }

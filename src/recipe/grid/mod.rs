@@ -139,7 +139,7 @@ impl Grid {
             if domains[..i].iter().any(|o| o.name == d.name) {
                 return Err(bad(format!("domain '{}' appears twice", d.name)));
             }
-            if !(d.lr > 0.0) || !(0.0..1.0).contains(&d.warmup) {
+            if d.lr.is_nan() || d.lr <= 0.0 || !(0.0..1.0).contains(&d.warmup) {
                 return Err(bad(format!(
                     "domain '{}': lr must be > 0 and warmup in [0, 1)",
                     d.name
