@@ -1,8 +1,10 @@
 //! Encode throughput of all-MiniLM-L6-v2 on STSb test (both columns, 2,758 sentences, batch 32):
 //! sentences/s and GFLOP/s of the model's matmuls. Run by benches/encode_bench.py beside
-//! sentence-transformers, or alone: `cargo bench --bench encode`.
+//! sentence-transformers, or alone: `cargo bench --bench encode`. DTYPE=bf16 runs the Linears'
+//! products in bf16 (model/precision.rs).
 use candle_core::Device;
 use condenser::data::{PairColumns, Pairs};
+use condenser::model::precision::Precision;
 use condenser::model::SentenceEncoder;
 use indicatif::ProgressBar;
 use std::path::Path;
@@ -11,8 +13,16 @@ use std::time::Instant;
 fn main() {
     condenser::runtime::tune_allocator(); // as the binary does
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let enc = SentenceEncoder::load(&root.join("datasets/model/all-MiniLM-L6-v2"), &Device::Cpu)
-        .expect("run datasets/fetch.sh");
+    let mut enc =
+        SentenceEncoder::load(&root.join("datasets/model/all-MiniLM-L6-v2"), &Device::Cpu)
+            .expect("run datasets/fetch.sh");
+    let precision = match std::env::var("DTYPE").as_deref() {
+        Ok("bf16") => Precision::Bf16,
+        Ok("f16") => Precision::F16,
+        _ => Precision::F32,
+    };
+    precision.check_cpu("DTYPE").unwrap();
+    enc.bert.set_precision(precision).unwrap();
     let p = Pairs::read(
         &root.join("datasets/data/stsb/test.parquet"),
         &PairColumns::default(),
@@ -57,9 +67,10 @@ fn main() {
         best = best.min(t.elapsed().as_secs_f64());
     }
     println!(
-        "{{\"cpu\": {:?}, \"matmul\": {:?}, \"sentences\": {}, \"batch\": {batch}, \"seconds\": {best:.4}, \"sentences_per_s\": {:.1}, \"gflops\": {:.1}}}",
+        "{{\"cpu\": {:?}, \"matmul\": {:?}, \"precision\": {:?}, \"sentences\": {}, \"batch\": {batch}, \"seconds\": {best:.4}, \"sentences_per_s\": {:.1}, \"gflops\": {:.1}}}",
         condenser::runtime::cpu_model(),
         condenser::model::blas::describe(),
+        precision.name(),
         texts.len(),
         texts.len() as f64 / best,
         flops / best / 1e9

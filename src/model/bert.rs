@@ -2,6 +2,7 @@
 //! every layer's hidden states readable (Condenser reads layer k's tokens and the last CLS).
 use super::dropout::{maybe, maybe_attention, Dropout};
 use super::ops::LayerNorm;
+use super::precision::Precision;
 use super::{masked_softmax, matmul, Activation, BertConfig, Linear};
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, VarBuilder};
@@ -85,6 +86,18 @@ impl SelfAttention {
         })
     }
 
+    pub fn set_precision(&mut self, p: Precision) -> Result<()> {
+        for l in [
+            &mut self.query,
+            &mut self.key,
+            &mut self.value,
+            &mut self.out,
+        ] {
+            l.set_precision(p)?;
+        }
+        Ok(())
+    }
+
     /// (b, s, h) -> (b, heads, s, head_dim)
     fn split(&self, x: &Tensor) -> Result<Tensor> {
         let (b, s, _) = x.dims3()?;
@@ -166,6 +179,12 @@ impl BertLayer {
         })
     }
 
+    pub fn set_precision(&mut self, p: Precision) -> Result<()> {
+        self.attention.set_precision(p)?;
+        self.intermediate.set_precision(p)?;
+        self.output.set_precision(p)
+    }
+
     pub fn forward_with_probs(
         &self,
         x: &Tensor,
@@ -228,6 +247,18 @@ impl Bert {
             layers,
             config: c.clone(),
         })
+    }
+
+    /// Every encoder Linear's precision (model/precision.rs); embeddings and norms stay f32.
+    pub fn set_precision(&mut self, p: Precision) -> Result<()> {
+        self.layers.iter_mut().try_for_each(|l| l.set_precision(p))
+    }
+
+    /// The precision of the encoder's products.
+    pub fn precision(&self) -> Precision {
+        self.layers
+            .first()
+            .map_or(Precision::F32, |l| l.intermediate.precision())
     }
 
     pub fn dtype(&self) -> DType {

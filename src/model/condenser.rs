@@ -5,6 +5,7 @@
 //! late-layer loss.
 use super::dropout::Dropout;
 use super::ops::LayerNorm;
+use super::precision::Precision;
 use super::{attention_bias, Activation, Bert, BertConfig, BertLayer, Linear, TokenBatch};
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
@@ -16,6 +17,7 @@ pub struct MlmHead {
     norm: LayerNorm,
     bias: Tensor,
     act: Activation,
+    precision: Precision,
 }
 
 impl MlmHead {
@@ -26,6 +28,7 @@ impl MlmHead {
             norm: LayerNorm::load(vb.pp("transform.LayerNorm"), h, c.layer_norm_eps)?,
             bias: vb.get_with_hints(c.vocab_size, "bias", candle_nn::Init::Const(0.0))?,
             act: c.hidden_act,
+            precision: Precision::F32,
         })
     }
 
@@ -37,7 +40,14 @@ impl MlmHead {
         // the tied decoder is a Linear whose weight is the word embeddings: the fused op adds the
         // bias inside the GEMM, and its backward sums the bias gradient with one sgemm (a
         // broadcast add's backward is a strided column sum over (positions, vocabulary))
-        Linear::new(word_embeddings.clone(), Some(self.bias.clone())).forward(t)
+        Linear::new(word_embeddings.clone(), Some(self.bias.clone()))
+            .with_precision(self.precision)?
+            .forward(t)
+    }
+
+    pub fn set_precision(&mut self, p: Precision) -> Result<()> {
+        self.precision = p;
+        self.dense.set_precision(p)
     }
 }
 
@@ -58,6 +68,13 @@ pub struct CondenserOutput {
 }
 
 impl Condenser {
+    /// Backbone, head layers and MLM head in precision `p` (model/precision.rs).
+    pub fn set_precision(&mut self, p: Precision) -> Result<()> {
+        self.bert.set_precision(p)?;
+        self.head.iter_mut().try_for_each(|l| l.set_precision(p))?;
+        self.mlm.set_precision(p)
+    }
+
     /// Backbone under `bert.`, head layers under `c_head.{i}.`, MLM head under `cls.predictions.`
     /// (the names of the reference implementation and of BertForMaskedLM).
     pub fn load(

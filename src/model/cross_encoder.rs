@@ -31,6 +31,13 @@ impl CrossEncoder {
         })
     }
 
+    /// The products' precision (model/precision.rs) of BERT, pooler and classifier.
+    pub fn set_precision(&mut self, p: super::precision::Precision) -> candle_core::Result<()> {
+        self.bert.set_precision(p)?;
+        self.pooler.set_precision(p)?;
+        self.classifier.set_precision(p)
+    }
+
     /// Logits (b, num_labels).
     pub fn forward_t(&self, b: &TokenBatch, drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
         let states = self.bert.forward_t(&b.ids, &b.type_ids, &b.mask, drop)?;

@@ -2,6 +2,7 @@
 //! model does: a sentence encoder (and the softmax head saved beside it, if any) or, when the
 //! folder is a BertForSequenceClassification, a cross-encoder.
 use super::cross_encoder::{is_cross_encoder, CrossEncoderModel};
+use super::precision::Precision;
 use super::{Linear, ModelFolder, Pooling, PoolingMode, SentenceEncoder};
 use crate::error::{Error, Result};
 use crate::runtime::ComputeType;
@@ -34,13 +35,34 @@ impl Default for InferenceOptions {
 }
 
 impl InferenceOptions {
+    /// The weights' dtype: the compute type on a GPU; on the CPU always f32, a lower --dtype
+    /// running the Linears' products in it instead (`precision`).
     pub fn dtype(&self) -> DType {
+        if self.device.is_cpu() {
+            return DType::F32;
+        }
         ComputeType::or_default(self.dtype, &self.device).dtype()
+    }
+
+    /// The Linears' precision on the CPU (f32 elsewhere), refused where this CPU lacks it.
+    pub fn precision(&self) -> Result<Precision> {
+        if !self.device.is_cpu() {
+            return Ok(Precision::F32);
+        }
+        let p = match ComputeType::or_default(self.dtype, &self.device) {
+            ComputeType::F32 => Precision::F32,
+            ComputeType::Bf16 => Precision::Bf16,
+            ComputeType::F16 => Precision::F16,
+        };
+        p.check_cpu("--dtype")?;
+        Ok(p)
     }
 
     /// A sentence encoder from `dir` with these options applied.
     pub fn encoder(&self, dir: &Path) -> Result<SentenceEncoder> {
+        let precision = self.precision()?;
         let mut enc = SentenceEncoder::load_as(dir, &self.device, self.dtype())?;
+        enc.bert.set_precision(precision)?;
         if let Some(p) = self.pooling {
             enc.pooling = Pooling::from(p);
         }
@@ -64,9 +86,9 @@ impl Loaded {
     pub fn load(dir: &Path, o: &InferenceOptions) -> Result<Loaded> {
         let folder = ModelFolder::open(dir)?;
         if is_cross_encoder(&folder) {
-            return Ok(Loaded::CrossEncoder(CrossEncoderModel::load(
-                dir, &o.device,
-            )?));
+            let mut ce = CrossEncoderModel::load(dir, &o.device)?;
+            ce.model.set_precision(o.precision()?)?;
+            return Ok(Loaded::CrossEncoder(ce));
         }
         let enc = o.encoder(dir)?;
         let head_file = dir.join(SOFTMAX_HEAD_FILE);

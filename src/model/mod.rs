@@ -2,6 +2,7 @@
 pub mod attention;
 mod batch;
 mod bert;
+pub mod bf16;
 pub mod blas;
 pub mod condenser;
 mod config;
@@ -17,6 +18,7 @@ mod linear;
 pub mod matmul;
 pub mod ops;
 mod pooling;
+pub mod precision;
 pub mod save;
 mod softmax;
 

@@ -1,0 +1,186 @@
+//! The precision of a model's Linear layers on the CPU: f32, or bf16 / f16 operands with f32
+//! accumulation and f32 outputs. Only the Linears' products (~90% of BERT's FLOPs at sentence
+//! lengths) change; attention scores, softmax, LayerNorm, GELU, losses and the optimizer stay f32,
+//! as under PyTorch's CPU autocast (which also keeps those in f32), so the weights a Linear keeps
+//! are f32 masters and only its products are rounded.
+//!
+//! bf16 runs on the AVX512-BF16 kernel (`super::bf16`), ~2x sgemm's speed. f16 has no product
+//! instruction on these CPUs: its operands are rounded to f16 (overflow to inf, underflow to
+//! subnormals and zero, as on a GPU) and multiplied by sgemm, whose f32 products of f16 values are
+//! exact, so the numbers are an f16 GEMM's with f32 accumulation, at f32 speed.
+use super::bf16::{self, MatRef, PackedB};
+use super::blas::{blas, NO_TRANS};
+use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
+
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    F32,
+    Bf16,
+    F16,
+}
+
+impl Precision {
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+            Precision::F16 => "f16",
+        }
+    }
+
+    /// Refuse a precision this CPU cannot run at its speed, naming the CPU and the way out.
+    pub fn check_cpu(self, flag: &str) -> crate::error::Result<()> {
+        if self == Precision::Bf16 && !bf16::supported() {
+            return Err(crate::error::Error::msg(format!(
+                "{flag} bf16: this CPU ({}) has no AVX512-BF16 (nor AMX-BF16), so bf16 products \
+                 would only be emulated, slower than f32; use {flag} f32",
+                crate::runtime::cpu_model()
+            )));
+        }
+        if self == Precision::F16 && blas().is_none() {
+            return Err(crate::error::Error::msg(format!(
+                "{flag} f16 runs its products through BLAS sgemm and none was found \
+                 (bash datasets/fetch.sh installs OpenBLAS)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// `v` rounded to f16 and back (exact in f32).
+fn f16_round(v: f32) -> f32 {
+    half::f16::from_f32(v).to_f32()
+}
+
+/// A contiguous row-major copy of `a` (rows x cols) with every element rounded to f16.
+fn f16_copy(a: &MatRef, rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(rows * cols);
+    for i in 0..rows {
+        out.extend((0..cols).map(|j| f16_round(a.data[i * a.rs + j * a.cs])));
+    }
+    out
+}
+
+/// C (m x n, ldc) = A (m x k) B (k x n) in `p`, or C += A B with `accumulate`. `packed` is B
+/// already packed for bf16 (a frozen weight), used instead of packing `b` again.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm(
+    p: Precision,
+    a: MatRef,
+    b: MatRef,
+    packed: Option<&PackedB>,
+    (m, k, n): (usize, usize, usize),
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+) {
+    let beta = if accumulate { 1.0 } else { 0.0 };
+    match p {
+        Precision::Bf16 => match packed {
+            Some(pb) => bf16::gemm(a, m, pb, c, ldc, accumulate),
+            None => bf16::gemm(a, m, &PackedB::pack(b, k, n), c, ldc, accumulate),
+        },
+        Precision::F16 => {
+            let (a16, b16) = (f16_copy(&a, m, k), f16_copy(&b, k, n));
+            let blas = blas().expect("checked by Precision::check_cpu");
+            blas.gemm(NO_TRANS, NO_TRANS, m, n, k, &a16, k, &b16, n, beta, c, ldc);
+        }
+        Precision::F32 => {
+            let (a32, b32) = (contiguous(&a, m, k), contiguous(&b, k, n));
+            let blas = blas().expect("f32 products here run on BLAS");
+            blas.gemm(NO_TRANS, NO_TRANS, m, n, k, &a32, k, &b32, n, beta, c, ldc);
+        }
+    }
+}
+
+fn contiguous(a: &MatRef, rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(rows * cols);
+    for i in 0..rows {
+        out.extend((0..cols).map(|j| a.data[i * a.rs + j * a.cs]));
+    }
+    out
+}
+
+/// A 2-D strided f32 tensor's storage as a MatRef.
+pub fn mat<'a>(s: &'a CpuStorage, l: &Layout) -> Result<MatRef<'a>> {
+    let st = l.stride();
+    if st.len() != 2 {
+        bail!("low-precision matmul: 2-D operands only")
+    }
+    Ok(MatRef {
+        data: &s.as_slice::<f32>()?[l.start_offset()..],
+        rs: st[0],
+        cs: st[1],
+    })
+}
+
+/// a (m x k) @ b (k x n) in a low precision, f32 out, any strides. Used for the gradients of a
+/// low-precision Linear; it has no backward of its own (nothing differentiates a gradient).
+pub struct LowpMatMul(pub Precision);
+
+impl CustomOp2 for LowpMatMul {
+    fn name(&self) -> &'static str {
+        "lowp-matmul"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let ((m, k), (k2, n)) = (l1.shape().dims2()?, l2.shape().dims2()?);
+        if k != k2 {
+            bail!("lowp-matmul: inner dimensions {k} and {k2} differ")
+        }
+        let mut c = vec![0f32; m * n];
+        if m * n > 0 {
+            gemm(
+                self.0,
+                mat(s1, l1)?,
+                mat(s2, l2)?,
+                None,
+                (m, k, n),
+                &mut c,
+                n,
+                false,
+            );
+        }
+        Ok((CpuStorage::F32(c), Shape::from((m, n))))
+    }
+}
+
+/// `a @ b` (2-D) in precision `p`; plain `matmul` for f32.
+pub fn matmul(p: Precision, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    match p {
+        Precision::F32 => super::matmul(a, b),
+        _ => a.apply_op2_no_bwd(b, &LowpMatMul(p)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_rounding_overflows_and_underflows_as_f16_does() {
+        assert_eq!(f16_round(1.0), 1.0);
+        assert_eq!(f16_round(70000.0), f32::INFINITY);
+        assert_eq!(f16_round(1e-9), 0.0);
+        // 2049 is not an f16 (11-bit significand): ties to even -> 2048
+        assert_eq!(f16_round(2049.0), 2048.0);
+    }
+}
