@@ -5,10 +5,14 @@ batch 16, max 128 tokens, BCE with logits, AdamW (decay groups), linear schedule
 dropout on, 2 threads.
 
     bash datasets/fetch.sh && cargo build --release && pip install sentence-transformers
-    python3 benches/train_step_bench.py [--steps 40] [--batch 16]
+    python3 benches/train_step_bench.py [--steps 40] [--batch 16] [--precision f32|bf16]
     python3 benches/train_step_bench.py --full [--seed 42]   # PyTorch alone, the whole epoch, dev Spearman
+
+--precision bf16: PyTorch under torch.autocast("cpu", torch.bfloat16) (its Linears and matmuls in
+bf16 through oneDNN, f32 master weights), condenser with --precision bf16 (its Linears' products,
+forward and backward, on the AVX512-BF16 kernel; f32 masters and AdamW).
 """
-import argparse, os, random, re, subprocess, tempfile, time
+import argparse, contextlib, os, random, re, subprocess, tempfile, time
 
 import pyarrow.parquet as pq
 
@@ -32,7 +36,7 @@ def dev_spearman(model, tok):
     return spearmanr(scores, t["label"])[0]
 
 
-def torch_side(steps, batch, full=False, seed=42):
+def torch_side(steps, batch, full=False, seed=42, precision="f32"):
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
     torch.set_num_threads(2)
@@ -59,8 +63,10 @@ def torch_side(steps, batch, full=False, seed=42):
         t0 = time.perf_counter()
         enc = tok([c[0] for c in chunk], [c[1] for c in chunk], padding=True, truncation="longest_first",
                   max_length=128, return_tensors="pt")
-        logits = model(**enc).logits.squeeze(-1)
-        loss = loss_fn(logits, torch.tensor([c[2] for c in chunk], dtype=torch.float32))
+        cast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+        with cast:
+            logits = model(**enc).logits.squeeze(-1)
+        loss = loss_fn(logits.float(), torch.tensor([c[2] for c in chunk], dtype=torch.float32))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -73,11 +79,11 @@ def torch_side(steps, batch, full=False, seed=42):
     return steps * batch / elapsed
 
 
-def ours(steps, batch):
+def ours(steps, batch, precision="f32"):
     with tempfile.TemporaryDirectory() as d:
         out = subprocess.run([os.path.join(ROOT, "target/release/condenser"), "train-cross-encoder", "--model", MODEL,
                               "--train", TRAIN, "--out", d, "--both-orders", "--max-steps", str(steps),
-                              "--batch-size", str(batch), "--checkpoint-steps", "1000000"],
+                              "--batch-size", str(batch), "--checkpoint-steps", "1000000", "--precision", precision],
                              capture_output=True, text=True, check=True, env=dict(os.environ, RAYON_NUM_THREADS="2")).stdout
     print("condenser:", re.search(r"CPU matmuls: [^)]*\)", out).group(0))
     return float(re.search(r"([0-9.]+) examples/s", out).group(1))
@@ -89,10 +95,11 @@ if __name__ == "__main__":
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--full", action="store_true", help="PyTorch only: train the whole epoch and report dev Spearman")
     ap.add_argument("--seed", type=int, default=42, help="--full: the shuffle and torch seed")
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32")
     a = ap.parse_args()
     if a.full:
-        torch_side(a.steps, a.batch, full=True, seed=a.seed)
+        torch_side(a.steps, a.batch, full=True, seed=a.seed, precision=a.precision)
         raise SystemExit(0)
-    c = ours(a.steps, a.batch)
-    p = torch_side(a.steps, a.batch)
-    print(f"examples/s: condenser {c:.1f}, pytorch {p:.1f}; ratio {c / p:.2f} (>1 is faster)")
+    c = ours(a.steps, a.batch, a.precision)
+    p = torch_side(a.steps, a.batch, precision=a.precision)
+    print(f"{a.precision} examples/s: condenser {c:.1f}, pytorch {p:.1f}; ratio {c / p:.2f} (>1 is faster)")

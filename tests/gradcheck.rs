@@ -549,3 +549,58 @@ fn condenser_head_ops() {
         head.forward(&rows, &x[2])
     });
 }
+
+/// A bf16 / f16 Linear's value and gradients against the f32 Linear's (finite-difference checked
+/// above): within the operands' rounding (bf16 keeps 8 significant bits, f16 11), and not equal
+/// (the products really ran in the lower precision). Finite differences cannot check it directly:
+/// rounding makes the function piecewise constant at the scale of the step.
+#[test]
+fn low_precision_linear_follows_f32() {
+    use condenser::model::precision::Precision;
+    let precisions: &[(Precision, f64)] = if condenser::model::bf16::supported() {
+        &[(Precision::Bf16, 2e-2), (Precision::F16, 3e-3)]
+    } else {
+        &[(Precision::F16, 3e-3)]
+    };
+    let (x, w, b, r) = (
+        randn(&[3, 5, 40]),
+        randn(&[33, 40]),
+        randn(&[33]),
+        randn(&[3, 5, 33]),
+    );
+    let run = |p: Precision| {
+        let vars: Vec<candle_core::Var> = [&x, &w, &b]
+            .iter()
+            .map(|t| candle_core::Var::from_tensor(t).unwrap())
+            .collect();
+        let lin = Linear::new(
+            vars[1].as_tensor().clone(),
+            Some(vars[2].as_tensor().clone()),
+        )
+        .with_precision(p)
+        .unwrap();
+        let y = lin.forward(vars[0].as_tensor()).unwrap();
+        let grads = (&y * &r).unwrap().sum_all().unwrap().backward().unwrap();
+        let flat = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let mut out = vec![flat(&y)];
+        out.extend(vars.iter().map(|v| flat(grads.get(v.as_tensor()).unwrap())));
+        out
+    };
+    let want = run(Precision::F32);
+    for &(p, tol) in precisions {
+        let got = run(p);
+        for (name, (g, w)) in ["y", "dx", "dw", "db"].iter().zip(got.iter().zip(&want)) {
+            let scale = w.iter().map(|v| v.abs()).fold(0f32, f32::max) as f64;
+            let worst = g
+                .iter()
+                .zip(w)
+                .map(|(a, b)| (a - b).abs() as f64 / scale)
+                .fold(0f64, f64::max);
+            eprintln!("{p:?} {name}: worst error {worst:.2e} of the largest value");
+            assert!(worst < tol, "{p:?} {name}: {worst}");
+            if *name != "db" {
+                assert!(worst > 0.0, "{p:?} {name}: identical to f32");
+            }
+        }
+    }
+}

@@ -133,3 +133,152 @@ fn encode_command_takes_dtype_bf16() {
         assert!(!out.exists());
     }
 }
+
+/// `train-cross-encoder` on STSb train (both orders) from all-MiniLM-L6-v2, 200 steps, batch 16.
+fn train_minilm(out: &std::path::Path, precision: &str) -> (Vec<f64>, f64) {
+    let (model, train, dev) = (
+        common::model(),
+        common::data("stsb/train.parquet"),
+        common::data("stsb/dev.parquet"),
+    );
+    let o = common::condenser(&[
+        "train-cross-encoder",
+        "--model",
+        model.to_str().unwrap(),
+        "--train",
+        train.to_str().unwrap(),
+        "--dev",
+        dev.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--both-orders",
+        "--max-steps",
+        "200",
+        "--max-seq-length",
+        "64",
+        "--checkpoint-steps",
+        "1000",
+        "--precision",
+        precision,
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains(&format!("{precision} products")),
+        "{stdout}"
+    );
+    let losses: Vec<f64> = std::fs::read_to_string(out.join("train_log.csv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    let dev: f64 = stdout
+        .split("best dev spearman ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    (losses, dev)
+}
+
+#[test]
+fn bf16_training_follows_f32_on_stsb() {
+    if !bf16::supported() {
+        let d = tempfile::tempdir().unwrap();
+        let o = common::condenser(&[
+            "train-cross-encoder",
+            "--model",
+            common::model().to_str().unwrap(),
+            "--train",
+            common::data("stsb/dev.parquet").to_str().unwrap(),
+            "--out",
+            d.path().to_str().unwrap(),
+            "--precision",
+            "bf16",
+        ]);
+        assert!(!o.status.success());
+        assert!(String::from_utf8_lossy(&o.stderr).contains("AVX512-BF16"));
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (f32_loss, f32_dev) = train_minilm(&d.path().join("f32"), "f32");
+    let (bf16_loss, bf16_dev) = train_minilm(&d.path().join("bf16"), "bf16");
+    assert_eq!((f32_loss.len(), bf16_loss.len()), (200, 200));
+    let rel: f64 = f32_loss
+        .iter()
+        .zip(&bf16_loss)
+        .map(|(a, b)| (a - b).abs() / a.abs())
+        .sum::<f64>()
+        / 200.0;
+    eprintln!("200 steps: mean relative loss difference {rel:.2e}; dev spearman f32 {f32_dev:.4}, bf16 {bf16_dev:.4}");
+    assert!(rel < 0.02, "mean relative loss difference {rel}");
+    assert!((f32_dev - bf16_dev).abs() < 0.01, "{f32_dev} vs {bf16_dev}");
+    // the runs differ at all: bf16 products were used, not f32 under another name
+    assert_ne!(f32_loss, bf16_loss);
+}
+
+/// SIGKILL + --resume equals the uninterrupted run in bf16 and in f16 (whose loss scale and its
+/// step count travel in the checkpoint), on a tiny BERT.
+#[test]
+fn low_precision_resume_is_exact() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let cmd = |out: &std::path::Path, precision: &str, extra: &[&str]| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"));
+        c.args(["train-cross-encoder", "--model", tiny.to_str().unwrap()]);
+        c.args([
+            "--train",
+            common::data("stsb/train.parquet").to_str().unwrap(),
+        ]);
+        c.args([
+            "--out",
+            out.to_str().unwrap(),
+            "--max-steps",
+            "240",
+            "--lr",
+            "1e-3",
+        ]);
+        c.args(["--checkpoint-steps", "20", "--precision", precision]);
+        c.args(extra);
+        c
+    };
+    let precisions: &[&str] = if bf16::supported() {
+        &["bf16", "f16"]
+    } else {
+        &["f16"]
+    };
+    for &p in precisions {
+        let (a, b) = (
+            d.path().join(format!("{p}-a")),
+            d.path().join(format!("{p}-b")),
+        );
+        let o = cmd(&a, p, &[]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let state: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(a.join("checkpoint/state.json")).unwrap(),
+        )
+        .unwrap();
+        let scale = &state["state"]["loss_scale"];
+        if p == "f16" {
+            assert!(scale.as_f64().is_some_and(|s| s >= 1.0), "{scale}");
+        } else {
+            assert!(scale.is_null(), "{scale}");
+        }
+        let killed_at = common::kill_after_checkpoint(cmd(&b, p, &[]), &b, 60);
+        assert!(killed_at < 240);
+        let o = cmd(&b, p, &["--resume"]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            std::fs::read(a.join("model.safetensors")).unwrap(),
+            std::fs::read(b.join("model.safetensors")).unwrap(),
+            "{p}: resumed from step {killed_at}, final weights differ"
+        );
+        // another precision cannot continue this run
+        let other = if p == "f16" { "f32" } else { "f16" };
+        let o = cmd(&b, other, &["--resume"]).output().unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && e.contains("--precision"), "{e}");
+    }
+}

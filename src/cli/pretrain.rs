@@ -83,6 +83,6 @@ pub fn run(a: Args) -> Result<()> {
         cocondenser: a.cocondenser.then_some(body),
         seed: a.train_opts.seed(),
     };
-    let task = PretrainTask::new(&init, head, blocks, &spec, &a.train_opts.device()?)?;
-    a.train_opts.run(&task, &a.out, 1e-4)
+    let mut task = PretrainTask::new(&init, head, blocks, &spec, &a.train_opts.device()?)?;
+    a.train_opts.run(&mut task, &a.out, 1e-4)
 }

@@ -85,5 +85,5 @@ pub fn run(a: Args) -> Result<()> {
             }
         ));
     }
-    a.train_opts.run(&task, &a.out, 2e-5)
+    a.train_opts.run(&mut task, &a.out, 2e-5)
 }

@@ -58,5 +58,5 @@ pub fn run(a: Args) -> Result<()> {
         };
         task.dev = Some((kind.load)(d, &eo)?);
     }
-    a.train_opts.run(&task, &a.out, 2e-5)
+    a.train_opts.run(&mut task, &a.out, 2e-5)
 }

@@ -82,5 +82,5 @@ pub fn run(a: Args) -> Result<()> {
             NliLoss::Softmax => (accuracy::KIND.load)(d, &eo)?,
         });
     }
-    a.train_opts.run(&task, &a.out, 2e-5)
+    a.train_opts.run(&mut task, &a.out, 2e-5)
 }

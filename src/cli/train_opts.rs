@@ -1,6 +1,7 @@
 //! Flags and the run-and-report step every training command shares.
 use super::{out, progress};
 use condenser::error::Result;
+use condenser::model::precision::Precision;
 use condenser::runtime::DeviceSpec;
 use condenser::train::{train, TrainConfig, TrainTask};
 use std::path::Path;
@@ -51,6 +52,10 @@ pub struct TrainOpts {
     /// cores]
     #[arg(long, value_parser = positive_u64())]
     threads: Option<u64>,
+    /// Precision of the Linear layers' products, forward and backward, on the CPU (f32 master
+    /// weights and AdamW state either way; f16 with dynamic loss scaling)
+    #[arg(long, value_enum, default_value = "f32")]
+    precision: Precision,
 }
 
 /// What runs CPU matmuls on `device`, for summaries.
@@ -92,14 +97,26 @@ impl TrainOpts {
                 .threads
                 .map(|t| t as usize)
                 .unwrap_or_else(candle_core::utils::get_num_threads),
+            precision: self.precision,
             out: out.to_path_buf(),
         }
     }
 
     /// Say which tensors start fresh, train with a progress bar, print the summary line.
-    pub fn run(&self, task: &impl TrainTask, out_dir: &Path, default_lr: f64) -> Result<()> {
+    pub fn run(&self, task: &mut impl TrainTask, out_dir: &Path, default_lr: f64) -> Result<()> {
         let cfg = self.config(out_dir, default_lr);
         cfg.validate()?;
+        if self.precision != Precision::F32 {
+            if self.device != DeviceSpec::Cpu {
+                return Err(condenser::error::Error::msg(format!(
+                    "--precision {} applies to CPU training; on a GPU use f32 (this build's \
+                     CUDA training path is f32)",
+                    self.precision.name()
+                )));
+            }
+            self.precision.check_cpu("--precision")?;
+        }
+        task.set_precision(self.precision)?;
         if !task.fresh().is_empty() {
             out(&format!(
                 "initialised fresh (not in the starting checkpoint): {}\n",
@@ -122,7 +139,7 @@ impl TrainOpts {
             .map(|(k, v)| format!(", best dev {k} {v:.4}"))
             .unwrap_or_default();
         out(&format!(
-            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s, batches split across {} thread{}; {}){best}\nwrote {}\n",
+            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s, batches split across {} thread{}; {}; {} products{}){best}\nwrote {}\n",
             r.steps,
             r.seconds,
             r.step_seconds,
@@ -130,6 +147,12 @@ impl TrainOpts {
             r.threads,
             if r.threads == 1 { "" } else { "s" },
             matmuls(self.device),
+            self.precision.name(),
+            if r.skipped_steps > 0 {
+                format!(", {} f16 steps skipped for overflow", r.skipped_steps)
+            } else {
+                String::new()
+            },
             out_dir.display()
         ));
         Ok(())

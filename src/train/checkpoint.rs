@@ -30,6 +30,15 @@ pub struct TrainState {
     /// The run's settings, which --resume must match.
     #[serde(default)]
     pub settings: Option<super::config::RunSettings>,
+    /// f16's dynamic loss scale (None: not scaled), its count of overflow-free steps since it
+    /// last changed, and the steps skipped for overflowing gradients: saved so that a resumed
+    /// f16 run scales exactly as the uninterrupted one.
+    #[serde(default)]
+    pub loss_scale: Option<f64>,
+    #[serde(default)]
+    pub scale_good_steps: u64,
+    #[serde(default)]
+    pub skipped_steps: u64,
 }
 
 pub fn save(dir: &Path, varmap: &VarMap, opt: &AdamW, st: &TrainState) -> Result<()> {

@@ -1,6 +1,7 @@
 //! A training run's settings: checked once before anything runs, and recorded in every checkpoint
 //! so that `--resume` continues exactly the run that was killed, or refuses naming the flag.
 use crate::error::{Error, Result};
+use crate::model::precision::Precision;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -24,6 +25,8 @@ pub struct TrainConfig {
     pub max_steps: Option<u64>,
     /// Threads that split each micro-batch on CPU (tasks whose loss is a mean over units).
     pub threads: usize,
+    /// The Linears' products in training (forward and backward); masters and AdamW stay f32.
+    pub precision: Precision,
     pub out: PathBuf,
 }
 
@@ -83,6 +86,7 @@ impl TrainConfig {
             weight_decay: self.weight_decay,
             dropout: self.dropout,
             threads: self.threads,
+            precision: self.precision,
             examples,
             data: data.to_string(),
         }
@@ -102,6 +106,9 @@ pub struct RunSettings {
     pub weight_decay: f64,
     pub dropout: Option<f32>,
     pub threads: usize,
+    /// Runs before precisions were recorded were f32.
+    #[serde(default)]
+    pub precision: Precision,
     pub examples: usize,
     /// What the training data is (a task's key: its corpus blocks, say); empty when only the
     /// example count identifies it.
@@ -114,7 +121,7 @@ impl RunSettings {
     /// mixes two schedules (or two datasets) into one model without a word.
     pub fn check_resume(&self, saved: &RunSettings) -> Result<()> {
         let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
-        let diffs: [(&str, String, String); 10] = [
+        let diffs: [(&str, String, String); 11] = [
             ("--epochs", show(&saved.epochs), show(&self.epochs)),
             (
                 "--batch-size",
@@ -137,6 +144,11 @@ impl RunSettings {
             ),
             ("--dropout", show(&saved.dropout), show(&self.dropout)),
             ("--threads", show(&saved.threads), show(&self.threads)),
+            (
+                "--precision",
+                saved.precision.name().into(),
+                self.precision.name().into(),
+            ),
         ];
         if let Some((flag, was, now)) = diffs.into_iter().find(|(_, a, b)| a != b) {
             return Err(Error::msg(format!(

@@ -107,6 +107,11 @@ impl CrossEncoderTask {
 }
 
 impl TrainTask for CrossEncoderTask {
+    fn set_precision(&mut self, p: crate::model::precision::Precision) -> Result<()> {
+        self.model.set_precision(p)?;
+        Ok(())
+    }
+
     fn num_examples(&self) -> usize {
         self.train.len()
     }

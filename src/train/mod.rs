@@ -7,6 +7,7 @@ pub mod config;
 pub mod corpus;
 pub mod cross_encoder;
 pub mod gradcheck;
+pub mod loss_scale;
 pub mod losses;
 pub mod masking;
 pub mod optim;

@@ -119,6 +119,11 @@ impl PretrainTask {
 }
 
 impl TrainTask for PretrainTask {
+    fn set_precision(&mut self, p: crate::model::precision::Precision) -> Result<()> {
+        self.model.set_precision(p)?;
+        Ok(())
+    }
+
     fn num_examples(&self) -> usize {
         self.blocks.len
     }

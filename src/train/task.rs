@@ -1,6 +1,7 @@
 //! What a training command hands the trainer: its examples' loss (and gradients), its evaluation,
 //! its parameters and how to save them.
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::model::precision::Precision;
 use crate::model::{Dropout, DropoutRates};
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor};
@@ -57,6 +58,18 @@ pub fn backward(out: LossOutput, weight: f64) -> Result<Gradients> {
 
 pub trait TrainTask: Sync {
     fn num_examples(&self) -> usize;
+
+    /// Run the model's Linear products in `p` (model/precision.rs) from now on. Tasks whose
+    /// model cannot refuse anything but f32, so the flag is never silently ignored.
+    fn set_precision(&mut self, p: Precision) -> Result<()> {
+        if p == Precision::F32 {
+            return Ok(());
+        }
+        Err(Error::msg(format!(
+            "--precision {}: this command trains in f32 only",
+            p.name()
+        )))
+    }
 
     /// The examples of epoch `epoch`, in the order they are batched (consecutive `batch`-sized
     /// runs): by default a seeded shuffle.

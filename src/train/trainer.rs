@@ -3,6 +3,7 @@
 //! killed run resumes from bit for bit, a NaN stop, progress, train_log.csv and a loss curve.
 use super::checkpoint::{self, TrainState};
 use super::config::TrainConfig;
+use super::loss_scale;
 use super::optim::{clip_factor, linear_schedule, AdamW};
 use super::params;
 use super::task::{Gradients, TrainTask};
@@ -30,6 +31,8 @@ pub struct TrainReport {
     pub threads: usize,
     /// The run had already finished: --resume found nothing left to do.
     pub already_done: bool,
+    /// f16: optimizer steps skipped for overflowing gradients, over the whole run.
+    pub skipped_steps: u64,
 }
 
 /// The examples of an epoch in a seeded random order (the default of `TrainTask::epoch_order`).
@@ -115,6 +118,7 @@ pub fn train(
         }
     }
     st.settings = Some(settings);
+    loss_scale::init(&mut st, cfg.precision);
     std::fs::create_dir_all(&cfg.out).map_err(|e| Error::file(&cfg.out, e))?;
     let already_done = resume && st.micro >= total_micro;
     progress.set_length(total_steps);
@@ -135,7 +139,8 @@ pub fn train(
         let idx = &order.1[pos..(pos + batch).min(n)];
         // masks and dropout from (seed, micro-step): a resumed run draws exactly the same ones
         let seed = mix64(cfg.seed ^ mix64(st.micro));
-        let g = micro_step(task, &opt, idx, seed, rates, threads)?;
+        let scale = loss_scale::factor(&st);
+        let g = micro_step(task, &opt, idx, seed, rates, threads, scale)?;
         split = split.max(g.shards);
         if !g.value.is_finite() {
             return Err(Error::msg(format!(
@@ -155,10 +160,19 @@ pub fn train(
         step_seconds += t_step.elapsed().as_secs_f64();
         if acc_n == accum || st.micro == total_micro {
             let k = acc_n as f64;
-            let norm = AdamW::grad_norm(&acc)? / k;
+            // the gradients carry the loss scale (1 unless f16): unscaled before clipping
+            let norm = AdamW::grad_norm(&acc)? / (k * scale);
             let t_update = Instant::now();
             let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
-            opt.step(&acc, lr, clip_factor(norm, cfg.max_grad_norm) / k)?;
+            if loss_scale::after_step(&mut st, norm.is_finite()) {
+                opt.step(&acc, lr, clip_factor(norm, cfg.max_grad_norm) / (k * scale))?;
+            } else {
+                progress.println(format!(
+                    "step {}: f16 gradients overflowed; update skipped, loss scale now {}",
+                    st.step + 1,
+                    loss_scale::factor(&st)
+                ));
+            }
             st.step += 1;
             step_seconds += t_update.elapsed().as_secs_f64();
             let mean_loss = acc_loss / k;
@@ -198,6 +212,7 @@ pub fn train(
         seconds: start.elapsed().as_secs_f64(),
         step_seconds,
         examples_per_s: examples as f64 / step_seconds.max(1e-9),
+        skipped_steps: st.skipped_steps,
         threads: split,
         already_done,
     })
@@ -234,6 +249,7 @@ fn micro_step(
     seed: u64,
     rates: DropoutRates,
     threads: usize,
+    scale: f64,
 ) -> Result<MicroStep> {
     let drop = Dropout::new(rates, seed);
     let size = idx.len().div_ceil(threads.max(1));
@@ -247,10 +263,10 @@ fn micro_step(
         })
         .flatten();
     let Some(weights) = weights.filter(|w| w.iter().sum::<f64>() > 0.0) else {
-        let g = task.gradients(idx, seed, Some(&drop), 1.0)?;
+        let g = task.gradients(idx, seed, Some(&drop), scale)?;
         return Ok(MicroStep {
-            value: g.value,
-            parts: g.parts,
+            value: g.value / scale,
+            parts: g.parts.iter().map(|(n, v)| (*n, v / scale)).collect(),
             grads: opt.collect(&g.grads),
             shards: 1,
         });
@@ -264,7 +280,7 @@ fn micro_step(
                 .enumerate()
                 .map(|(i, (shard, w))| {
                     let d = drop.fork(i as u64);
-                    let w = w / total;
+                    let w = w / total * scale;
                     s.spawn(move || task.gradients(shard, seed, Some(&d), w))
                 })
                 .collect();
@@ -287,8 +303,8 @@ fn micro_step(
         acc = sum_grads(acc, opt.collect(&g.grads))?;
     }
     Ok(MicroStep {
-        value,
-        parts,
+        value: value / scale,
+        parts: parts.into_iter().map(|(n, v)| (n, v / scale)).collect(),
         grads: acc,
         shards: shards.len(),
     })

@@ -162,6 +162,11 @@ impl BiEncoderTask {
 }
 
 impl TrainTask for BiEncoderTask {
+    fn set_precision(&mut self, p: crate::model::precision::Precision) -> Result<()> {
+        self.enc.bert.set_precision(p)?;
+        Ok(())
+    }
+
     fn num_examples(&self) -> usize {
         self.data.len()
     }
