@@ -7,6 +7,7 @@
 #   datasets/data/<name>/              links to ../shared/datasets/<name> when that folder exists
 #   datasets/lib/libscipy_openblas.so  OpenBLAS 0.3.34 from PyPI's scipy-openblas32 wheel: condenser's
 #                                      CPU matmuls, found without root or a system package
+#   datasets/lib/mkl/                  oneMKL 2026.2 from PyPI's mkl wheel: the matmuls on Intel CPUs
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
@@ -38,6 +39,22 @@ if [ ! -f "$blas" ]; then
   mkdir -p "$here/lib"
   mv "$tmp/scipy_openblas32/lib/libscipy_openblas.so" "$blas.tmp" && mv "$blas.tmp" "$blas"
   rm -rf "$tmp"
+fi
+
+# 1c. oneMKL (PyPI `mkl`): the vendor's BLAS, chosen at run time on Intel CPUs (src/model/blas.rs);
+#     fetched everywhere so the tests check its path against OpenBLAS on any CPU. Only the
+#     runtime-dispatch, core, GNU-threading and per-ISA kernel libraries are kept (~470 MB).
+mkl="$here/lib/mkl/libmkl_rt.so.3"
+if [ ! -f "$mkl" ]; then
+  echo "fetch: oneMKL (pip download mkl==2026.2.0)"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$cache" mkl==2026.2.0
+  tmp="$(mktemp -d "$cache/unpack.XXXXXX")"
+  (cd "$tmp" && python3 -m zipfile -e "$cache"/mkl-2026.2.0-*.whl .)
+  mkdir -p "$here/lib/mkl.tmp"
+  for l in rt core gnu_thread intel_lp64 def mc3 avx2 avx512 avx10; do
+    mv "$tmp"/mkl-2026.2.0.data/data/lib/libmkl_$l.so.* "$here/lib/mkl.tmp/"
+  done
+  rm -rf "$tmp" "$here/lib/mkl" && mv "$here/lib/mkl.tmp" "$here/lib/mkl"
 fi
 
 # 2. Shared datasets (stsb, mrpc, rte, medqp, snli, wikitext2, cranfield), linked, never committed.

@@ -104,16 +104,23 @@ fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {
     )))
 }
 
+/// The CPU's vendor id ("GenuineIntel", "AuthenticAMD"; empty where unknown), which picks the
+/// BLAS (model/blas.rs).
+pub fn cpu_vendor() -> String {
+    cpuinfo_field("vendor_id").unwrap_or_default()
+}
+
+fn cpuinfo_field(name: &str) -> Option<String> {
+    std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    })
+}
+
 /// The CPU's model name (/proc/cpuinfo), for benchmark and training summaries: a speed figure
 /// holds only on the CPU it was measured on.
 pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+    cpuinfo_field("model name").unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }

@@ -31,6 +31,15 @@ impl ModelOpts {
 
     /// What runs the matmuls, for the command's summary.
     pub fn matmuls(&self) -> String {
-        super::train_opts::matmuls(self.device)
+        let base = super::train_opts::matmuls(self.device);
+        match (self.device, self.dtype) {
+            (DeviceSpec::Cpu, Some(ComputeType::Bf16)) => {
+                format!("{base}; Linear products in bf16 on the AVX512-BF16 kernel")
+            }
+            (DeviceSpec::Cpu, Some(ComputeType::F16)) => {
+                format!("{base}; Linear products on f16-rounded operands")
+            }
+            _ => base,
+        }
     }
 }

@@ -1,15 +1,19 @@
-//! OpenBLAS's cblas_sgemm, found at run time with dlopen. On this project's CPUs it runs BERT's
-//! matmuls at ~2x candle's gemm (benches/README.md); where no OpenBLAS is found, or
-//! CONDENSER_BLAS=0 is set, callers fall back to candle's own matmul and nothing else changes.
+//! The CPU's f32 GEMM (cblas_sgemm), found at run time with dlopen: OpenBLAS or Intel's oneMKL.
+//! Either runs BERT's matmuls at ~2x candle's gemm (benches/README.md); where neither is found,
+//! or CONDENSER_BLAS=0 is set, callers fall back to candle's own matmul and nothing else changes.
 //!
-//! Where it is looked for, in order: CONDENSER_BLAS_LIB (a path); the system's OpenBLAS
-//! (libopenblas.so.0, as Debian's libopenblas0 installs it); the copy `datasets/fetch.sh` unpacks
-//! from PyPI's scipy-openblas32 wheel into datasets/lib (no root needed, so README's commands get
-//! the fast path on any machine; its symbols carry a `scipy_` prefix).
+//! Which one, chosen at run time (CONDENSER_BLAS): unset or `auto`, the vendor's library first on
+//! Intel CPUs (oneMKL, as PyTorch uses there; AMX and AVX-512 kernels OpenBLAS lacks) and
+//! OpenBLAS first elsewhere (on AMD Zen, measured here: OpenBLAS sgemm 194-206 GFLOP/s, MKL
+//! 171-202, and MKL's bf16 GEMM no faster than its sgemm: it does not use AVX512-BF16 on AMD);
+//! `openblas` or `mkl` insists on one (a warning when it is missing); `env` is OpenBLAS with
+//! OPENBLAS_CORETYPE as set; any other value is an OpenBLAS core type (`haswell`, `skylakex`).
 //!
-//! CONDENSER_BLAS also picks OpenBLAS's kernel: unset or `auto`, the best one for the CPU
-//! (SkylakeX's AVX-512 kernel where the CPU has it); `env`, whatever OPENBLAS_CORETYPE says; any
-//! other value is a core type name passed to OpenBLAS (`haswell`, `skylakex`, ...).
+//! Where they are looked for: CONDENSER_BLAS_LIB (a path, the only one tried: a file name with
+//! "mkl" in it is MKL); the system's (libopenblas.so.0 as Debian installs it, libmkl_rt.so on the
+//! loader's path); the copies `datasets/fetch.sh` unpacks from PyPI wheels into datasets/lib
+//! (scipy-openblas32, whose symbols carry a `scipy_` prefix, and mkl), so README's commands get
+//! the fast path on any machine without root.
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -36,34 +40,60 @@ type Sgemm = unsafe extern "C" fn(
 );
 
 type CoreName = unsafe extern "C" fn() -> *const libc::c_char;
+type MklVersion = unsafe extern "C" fn(*mut libc::c_char, i32);
 type SetThreads = unsafe extern "C" fn(i32);
 type GetThreads = unsafe extern "C" fn() -> i32;
 
+/// Which library a [`Blas`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    OpenBlas,
+    Mkl,
+}
+
 pub struct Blas {
+    pub vendor: Vendor,
     sgemm: Sgemm,
     threads: Option<(SetThreads, GetThreads)>,
     /// The library file that was loaded.
     pub library: String,
-    /// OpenBLAS's kernel ("Haswell", "SkylakeX", ...).
+    /// OpenBLAS's kernel ("Haswell", "SkylakeX", ...), or MKL's version.
     pub core: String,
 }
 
 static BLAS: OnceLock<Option<Blas>> = OnceLock::new();
 
-/// The wheel's library, unpacked by datasets/fetch.sh.
+/// The wheels' libraries, unpacked by datasets/fetch.sh.
 const BUNDLED: &str = "datasets/lib/libscipy_openblas.so";
+const BUNDLED_MKL: &str = "datasets/lib/mkl/libmkl_rt.so.3";
 
-/// A library to try: how dlopen finds it and the prefix of its symbols.
+/// A library to try: how dlopen finds it, the prefix of its symbols, which library it is.
 struct Candidate {
     name: CString,
     prefix: &'static str,
+    vendor: Vendor,
 }
 
-fn candidates() -> Vec<Candidate> {
-    let c = |name: &str, prefix| {
-        CString::new(name)
-            .ok()
-            .map(|name| Candidate { name, prefix })
+/// The source tree this binary was built in, then the tree around the executable
+/// (target/release/condenser -> ../../), joined with `rel`, where that file exists.
+fn bundled(rel: &str) -> Vec<PathBuf> {
+    let mut list = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)];
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(root) = exe.ancestors().nth(3) {
+            list.push(root.join(rel));
+        }
+    }
+    list.retain(|p| p.is_file());
+    list
+}
+
+fn candidates(order: &[Vendor]) -> Vec<Candidate> {
+    let c = |name: &str, prefix, vendor| {
+        CString::new(name).ok().map(|name| Candidate {
+            name,
+            prefix,
+            vendor,
+        })
     };
     let prefix_of = |p: &Path| {
         if p.file_name()
@@ -77,23 +107,33 @@ fn candidates() -> Vec<Candidate> {
     let mut list = Vec::new();
     if let Some(p) = explicit_lib() {
         let p = PathBuf::from(p);
-        list.extend(c(&p.to_string_lossy(), prefix_of(&p)));
+        let mkl = p
+            .file_name()
+            .is_some_and(|f| f.to_string_lossy().contains("mkl"));
+        let vendor = if mkl { Vendor::Mkl } else { Vendor::OpenBlas };
+        list.extend(c(&p.to_string_lossy(), prefix_of(&p), vendor));
         // an explicit library is the only one tried: a typo must not silently fall through
         return list;
     }
-    for sys in ["libopenblas.so.0", "libopenblas.so", "libopenblasp.so.0"] {
-        list.extend(c(sys, ""));
-    }
-    // the source tree this binary was built in, then the tree around the executable
-    // (target/release/condenser -> ../../datasets/lib)
-    let mut bundled = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(BUNDLED)];
-    if let Ok(exe) = std::env::current_exe() {
-        if let Some(root) = exe.ancestors().nth(3) {
-            bundled.push(root.join(BUNDLED));
+    for &v in order {
+        match v {
+            Vendor::OpenBlas => {
+                for sys in ["libopenblas.so.0", "libopenblas.so", "libopenblasp.so.0"] {
+                    list.extend(c(sys, "", v));
+                }
+                for p in bundled(BUNDLED) {
+                    list.extend(c(&p.to_string_lossy(), "scipy_", v));
+                }
+            }
+            Vendor::Mkl => {
+                for sys in ["libmkl_rt.so.3", "libmkl_rt.so.2", "libmkl_rt.so"] {
+                    list.extend(c(sys, "", v));
+                }
+                for p in bundled(BUNDLED_MKL) {
+                    list.extend(c(&p.to_string_lossy(), "", v));
+                }
+            }
         }
-    }
-    for p in bundled.into_iter().filter(|p| p.is_file()) {
-        list.extend(c(&p.to_string_lossy(), "scipy_"));
     }
     list
 }
@@ -104,24 +144,48 @@ fn explicit_lib() -> Option<std::ffi::OsString> {
 }
 
 fn load() -> Option<Blas> {
-    let choice = std::env::var("CONDENSER_BLAS").unwrap_or_default();
-    match choice.to_ascii_lowercase().as_str() {
+    use Vendor::*;
+    let choice = std::env::var("CONDENSER_BLAS")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let auto_core = || {
+        if let Some(core) = best_core() {
+            set_env("OPENBLAS_CORETYPE", core);
+        }
+    };
+    let order: &[Vendor] = match choice.as_str() {
         "0" | "off" => return None,
-        "env" => {}
+        "env" => &[OpenBlas],
+        "openblas" => {
+            auto_core();
+            &[OpenBlas]
+        }
+        "mkl" => &[Mkl],
         "" | "auto" => {
-            if let Some(core) = best_core() {
-                set_env("OPENBLAS_CORETYPE", core);
+            auto_core();
+            if crate::runtime::cpu_vendor() == "GenuineIntel" {
+                &[Mkl, OpenBlas]
+            } else {
+                &[OpenBlas, Mkl]
             }
         }
-        core => set_env("OPENBLAS_CORETYPE", core),
-    }
-    let found = candidates().into_iter().find_map(|c| open(&c));
+        core => {
+            set_env("OPENBLAS_CORETYPE", core);
+            &[OpenBlas]
+        }
+    };
+    let found = candidates(order).into_iter().find_map(|c| open(&c));
     if found.is_none() {
+        // the run still works, on candle's slower gemm; say so where the user looks
         if let Some(p) = explicit_lib() {
-            // the run still works, on candle's slower gemm; say so where the user looks
             eprintln!(
-                "warning: CONDENSER_BLAS_LIB={} could not be loaded as OpenBLAS; using candle's gemm",
+                "warning: CONDENSER_BLAS_LIB={} could not be loaded as a BLAS; using candle's gemm",
                 PathBuf::from(p).display()
+            );
+        } else if choice == "mkl" || choice == "openblas" {
+            eprintln!(
+                "warning: CONDENSER_BLAS={choice}: the library was not found (bash \
+                 datasets/fetch.sh installs both); using candle's gemm"
             );
         }
     }
@@ -137,6 +201,11 @@ fn open(c: &Candidate) -> Option<Blas> {
     };
     // SAFETY: dlopen with a NUL-terminated name; the handle is never closed, so every function
     // pointer taken from it stays valid for the life of the process.
+    if c.vendor == Vendor::Mkl && std::env::var_os("MKL_THREADING_LAYER").is_none() {
+        // GNU OpenMP (libgomp, with gcc everywhere) rather than Intel's libiomp5, which the
+        // wheel does not bring
+        set_env("MKL_THREADING_LAYER", "GNU");
+    }
     let h = unsafe { libc::dlopen(c.name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if h.is_null() {
         return None;
@@ -153,18 +222,41 @@ fn open(c: &Candidate) -> Option<Blas> {
         if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
             set_env("CANDLE_NUM_THREADS", "1");
         }
-        // the kernel OpenBLAS chose, for benchmarks to report
-        let g = sym(h, "openblas_get_corename");
-        let core = if g.is_null() {
-            String::new()
-        } else {
-            let g = std::mem::transmute::<*mut libc::c_void, CoreName>(g);
-            CStr::from_ptr(g()).to_string_lossy().into_owned()
+        // the kernel OpenBLAS chose, or MKL's version, for benchmarks to report
+        let core = match c.vendor {
+            Vendor::OpenBlas => {
+                let g = sym(h, "openblas_get_corename");
+                if g.is_null() {
+                    String::new()
+                } else {
+                    let g = std::mem::transmute::<*mut libc::c_void, CoreName>(g);
+                    CStr::from_ptr(g()).to_string_lossy().into_owned()
+                }
+            }
+            Vendor::Mkl => {
+                let g = sym(h, "MKL_Get_Version_String");
+                let mut buf = [0 as libc::c_char; 256];
+                if !g.is_null() {
+                    let g = std::mem::transmute::<*mut libc::c_void, MklVersion>(g);
+                    g(buf.as_mut_ptr(), buf.len() as i32 - 1);
+                }
+                let v = CStr::from_ptr(buf.as_ptr()).to_string_lossy();
+                // "Intel(R) oneAPI Math Kernel Library Version 2026.2-Product Build ..."
+                v.split("Version ")
+                    .nth(1)
+                    .and_then(|r| r.split('-').next())
+                    .unwrap_or("")
+                    .trim()
+                    .to_string()
+            }
         };
-        let (set, get) = (
-            sym(h, "openblas_set_num_threads"),
-            sym(h, "openblas_get_num_threads"),
-        );
+        let (set, get) = match c.vendor {
+            Vendor::OpenBlas => (
+                sym(h, "openblas_set_num_threads"),
+                sym(h, "openblas_get_num_threads"),
+            ),
+            Vendor::Mkl => (sym(h, "MKL_Set_Num_Threads"), sym(h, "MKL_Get_Max_Threads")),
+        };
         let threads = (!set.is_null() && !get.is_null()).then(|| {
             (
                 std::mem::transmute::<*mut libc::c_void, SetThreads>(set),
@@ -172,6 +264,7 @@ fn open(c: &Candidate) -> Option<Blas> {
             )
         });
         Some(Blas {
+            vendor: c.vendor,
             sgemm,
             threads,
             library: c.name.to_string_lossy().into_owned(),
@@ -238,7 +331,10 @@ pub fn describe() -> String {
             let file = Path::new(&b.library)
                 .file_name()
                 .map_or(b.library.clone(), |f| f.to_string_lossy().into_owned());
-            format!("OpenBLAS {file} ({} kernel)", b.core)
+            match b.vendor {
+                Vendor::OpenBlas => format!("OpenBLAS {file} ({} kernel)", b.core),
+                Vendor::Mkl => format!("oneMKL {file} ({})", b.core),
+            }
         }
         None => "candle's gemm".into(),
     }
