@@ -19,7 +19,8 @@ fn main() {
     let precision = match std::env::var("DTYPE").as_deref() {
         Ok("bf16") => Precision::Bf16,
         Ok("f16") => Precision::F16,
-        _ => Precision::F32,
+        Ok("f32") | Err(_) => Precision::F32,
+        Ok(other) => panic!("DTYPE={other}: expected f32, bf16 or f16"),
     };
     precision.check_cpu("DTYPE").unwrap();
     enc.bert.set_precision(precision).unwrap();

@@ -19,26 +19,12 @@ fn mkl_encodes_the_fixture_within_1e5() {
         "{}",
         blas::describe()
     );
-    let fx = common::fixture();
-    let sentences: Vec<&str> = fx["embeddings"]["sentences"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
+    let (sentences, want) = common::fixture_embeddings();
+    let sentences: Vec<&str> = sentences.iter().map(String::as_str).collect();
     let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
     let got = enc.encode(&sentences, 7, &ProgressBar::hidden()).unwrap();
-    let mut max_diff = 0f64;
-    for (i, w) in fx["embeddings"]["vectors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .enumerate()
-    {
-        for (a, b) in got.row(i).iter().zip(w.as_array().unwrap()) {
-            max_diff = max_diff.max((*a as f64 - b.as_f64().unwrap()).abs());
-        }
-    }
+    let rows: Vec<Vec<f32>> = (0..got.len()).map(|i| got.row(i).to_vec()).collect();
+    let (_, max_diff) = common::worst_cosine_and_max_diff(&rows, &want);
     eprintln!("{}: max abs diff {max_diff:.2e}", blas::describe());
     assert!(max_diff < 1e-5, "max abs diff {max_diff}");
 }

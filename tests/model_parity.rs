@@ -4,45 +4,16 @@ use candle_core::Device;
 use condenser::model::SentenceEncoder;
 use indicatif::ProgressBar;
 
-fn fixture_vectors(fx: &serde_json::Value) -> Vec<Vec<f64>> {
-    fx["embeddings"]["vectors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| {
-            v.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap())
-                .collect()
-        })
-        .collect()
-}
-
 #[test]
 fn half_precision_stays_within_2e2_cosine() {
-    let fx = common::fixture();
-    let sentences: Vec<&str> = fx["embeddings"]["sentences"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
-    let want = fixture_vectors(&fx);
+    let (sentences, want) = common::fixture_embeddings();
+    let sentences: Vec<&str> = sentences.iter().map(String::as_str).collect();
     for dtype in [candle_core::DType::BF16, candle_core::DType::F16] {
         let enc = SentenceEncoder::load_as(&common::model(), &Device::Cpu, dtype).unwrap();
         assert_eq!(enc.bert.dtype(), dtype);
         let got = enc.encode(&sentences, 16, &ProgressBar::hidden()).unwrap();
-        let (mut worst, mut max_diff) = (1f64, 0f64);
-        for (i, w) in want.iter().enumerate() {
-            let g: Vec<f64> = got.row(i).iter().map(|&x| x as f64).collect();
-            let dot: f64 = g.iter().zip(w).map(|(a, b)| a * b).sum();
-            let n = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-            worst = worst.min(dot / (n(&g) * n(w)));
-            for (a, b) in g.iter().zip(w) {
-                max_diff = max_diff.max((a - b).abs());
-            }
-        }
+        let rows: Vec<Vec<f32>> = (0..got.len()).map(|i| got.row(i).to_vec()).collect();
+        let (worst, max_diff) = common::worst_cosine_and_max_diff(&rows, &want);
         assert!(worst > 0.98, "{dtype:?}: worst cosine {worst}");
         // computed in half precision, not silently in f32
         assert!(max_diff > 1e-5, "{dtype:?}: max abs diff {max_diff}");
@@ -52,14 +23,8 @@ fn half_precision_stays_within_2e2_cosine() {
 
 #[test]
 fn embeddings_match_sentence_transformers_within_1e5() {
-    let fx = common::fixture();
-    let sentences: Vec<&str> = fx["embeddings"]["sentences"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
-    let want = fixture_vectors(&fx);
+    let (sentences, want) = common::fixture_embeddings();
+    let sentences: Vec<&str> = sentences.iter().map(String::as_str).collect();
     assert_eq!(sentences.len(), 64);
     let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
     assert_eq!(enc.max_seq_length, 256);

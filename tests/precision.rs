@@ -19,37 +19,12 @@ fn options(dtype: ComputeType) -> InferenceOptions {
 
 /// Worst cosine and largest absolute difference of `dtype`'s fixture embeddings to the fixture's.
 fn fixture_fidelity(dtype: ComputeType) -> (f64, f64) {
-    let fx = common::fixture();
-    let sentences: Vec<&str> = fx["embeddings"]["sentences"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s.as_str().unwrap())
-        .collect();
+    let (sentences, want) = common::fixture_embeddings();
+    let sentences: Vec<&str> = sentences.iter().map(String::as_str).collect();
     let enc = options(dtype).encoder(&common::model()).unwrap();
     let got = enc.encode(&sentences, 16, &ProgressBar::hidden()).unwrap();
-    let (mut worst, mut max_diff) = (1f64, 0f64);
-    for (i, w) in fx["embeddings"]["vectors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .enumerate()
-    {
-        let w: Vec<f64> = w
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap())
-            .collect();
-        let g: Vec<f64> = got.row(i).iter().map(|&x| x as f64).collect();
-        let n = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-        let dot: f64 = g.iter().zip(&w).map(|(a, b)| a * b).sum();
-        worst = worst.min(dot / (n(&g) * n(&w)));
-        for (a, b) in g.iter().zip(&w) {
-            max_diff = max_diff.max((a - b).abs());
-        }
-    }
-    (worst, max_diff)
+    let rows: Vec<Vec<f32>> = (0..got.len()).map(|i| got.row(i).to_vec()).collect();
+    common::worst_cosine_and_max_diff(&rows, &want)
 }
 
 #[test]

@@ -64,11 +64,11 @@ fn f16_round(v: f32) -> f32 {
     half::f16::from_f32(v).to_f32()
 }
 
-/// A contiguous row-major copy of `a` (rows x cols) with every element rounded to f16.
-fn f16_copy(a: &MatRef, rows: usize, cols: usize) -> Vec<f32> {
+/// A contiguous row-major copy of `a` (rows x cols), each element passed through `round`.
+fn copy(a: &MatRef, rows: usize, cols: usize, round: fn(f32) -> f32) -> Vec<f32> {
     let mut out = Vec::with_capacity(rows * cols);
     for i in 0..rows {
-        out.extend((0..cols).map(|j| f16_round(a.data[i * a.rs + j * a.cs])));
+        out.extend((0..cols).map(|j| round(a.data[i * a.rs + j * a.cs])));
     }
     out
 }
@@ -92,25 +92,18 @@ pub fn gemm(
             Some(pb) => bf16::gemm(a, m, pb, c, ldc, accumulate),
             None => bf16::gemm(a, m, &PackedB::pack(b, k, n), c, ldc, accumulate),
         },
-        Precision::F16 => {
-            let (a16, b16) = (f16_copy(&a, m, k), f16_copy(&b, k, n));
+        // f16: the operands rounded (no f16 product instruction here), then sgemm; f32 as is
+        Precision::F16 | Precision::F32 => {
+            let round: fn(f32) -> f32 = if p == Precision::F16 {
+                f16_round
+            } else {
+                |v| v
+            };
+            let (a2, b2) = (copy(&a, m, k, round), copy(&b, k, n, round));
             let blas = blas().expect("checked by Precision::check_cpu");
-            blas.gemm(NO_TRANS, NO_TRANS, m, n, k, &a16, k, &b16, n, beta, c, ldc);
-        }
-        Precision::F32 => {
-            let (a32, b32) = (contiguous(&a, m, k), contiguous(&b, k, n));
-            let blas = blas().expect("f32 products here run on BLAS");
-            blas.gemm(NO_TRANS, NO_TRANS, m, n, k, &a32, k, &b32, n, beta, c, ldc);
+            blas.gemm(NO_TRANS, NO_TRANS, m, n, k, &a2, k, &b2, n, beta, c, ldc);
         }
     }
-}
-
-fn contiguous(a: &MatRef, rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = Vec::with_capacity(rows * cols);
-    for i in 0..rows {
-        out.extend((0..cols).map(|j| a.data[i * a.rs + j * a.cs]));
-    }
-    out
 }
 
 /// A 2-D strided f32 tensor's storage as a MatRef.

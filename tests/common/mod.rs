@@ -37,6 +37,46 @@ pub fn fixture() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
+/// The fixture's 64 sentences and sentence-transformers' f32 embeddings of them.
+pub fn fixture_embeddings() -> (Vec<String>, Vec<Vec<f64>>) {
+    let fx = fixture();
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let vectors = fx["embeddings"]["vectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    (strings(&fx["embeddings"]["sentences"]), vectors)
+}
+
+/// Worst cosine and largest absolute difference of each `got` row to its `want` row.
+pub fn worst_cosine_and_max_diff(got: &[Vec<f32>], want: &[Vec<f64>]) -> (f64, f64) {
+    let (mut worst, mut max_diff) = (1f64, 0f64);
+    let n = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    for (g, w) in got.iter().zip(want) {
+        let g: Vec<f64> = g.iter().map(|&x| x as f64).collect();
+        let dot: f64 = g.iter().zip(w).map(|(a, b)| a * b).sum();
+        worst = worst.min(dot / (n(&g) * n(w)));
+        for (a, b) in g.iter().zip(w) {
+            max_diff = max_diff.max((a - b).abs());
+        }
+    }
+    (worst, max_diff)
+}
+
 /// The four domains of the article, as the fixture names them.
 pub fn four_domains() -> Vec<(&'static str, PathBuf)> {
     vec![
