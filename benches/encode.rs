@@ -4,7 +4,7 @@
 //! products in bf16 (model/precision.rs).
 use candle_core::Device;
 use condenser::data::{PairColumns, Pairs};
-use condenser::model::precision::Precision;
+use condenser::model::kernels::precision::Precision;
 use condenser::model::SentenceEncoder;
 use indicatif::ProgressBar;
 use std::path::Path;
@@ -70,7 +70,7 @@ fn main() {
     println!(
         "{{\"cpu\": {:?}, \"matmul\": {:?}, \"precision\": {:?}, \"sentences\": {}, \"batch\": {batch}, \"seconds\": {best:.4}, \"sentences_per_s\": {:.1}, \"gflops\": {:.1}}}",
         condenser::runtime::cpu_model(),
-        condenser::model::blas::describe(),
+        condenser::model::kernels::blas::describe(),
         precision.name(),
         texts.len(),
         texts.len() as f64 / best,

@@ -1,10 +1,10 @@
 //! The BLAS matmul op equals candle's matmul, forward and backward, on every layout the model
 //! uses; where no BLAS loads, matmul() is candle's own.
 use candle_core::{Device, Tensor, Var};
-use condenser::model::{blas::blas, matmul};
+use condenser::model::{kernels::blas::blas, matmul};
 
 fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
-    condenser::model::ops::max_abs_diff(a, b).unwrap()
+    condenser::model::max_abs_diff(a, b).unwrap()
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! own test binary: the BLAS is chosen once per process.
 mod common;
 use candle_core::Device;
-use condenser::model::blas::{self, Vendor};
+use condenser::model::kernels::blas::{self, Vendor};
 use condenser::model::SentenceEncoder;
 use indicatif::ProgressBar;
 

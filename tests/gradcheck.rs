@@ -1,10 +1,10 @@
 //! Finite-difference gradient checks of every op a training forward pass uses.
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
-use condenser::model::ops::{softmax_last_dim, LayerNorm};
+use condenser::model::kernels::{gelu::gelu_erf, softmax::softmax_last_dim};
 use condenser::model::{
-    attention_bias, gelu::gelu_erf, l2_normalize, masked_softmax, matmul, Bert, BertConfig,
-    BertLayer, Linear, Pooling,
+    attention_bias, l2_normalize, masked_softmax, matmul, Bert, BertConfig, BertLayer, LayerNorm,
+    Linear, Pooling,
 };
 use condenser::train::GradCheck;
 use std::collections::HashMap;
@@ -153,7 +153,7 @@ fn attention_composed(
 /// path; and passes the finite-difference check.
 #[test]
 fn fused_attention_matches_composed() {
-    use condenser::model::attention::attention;
+    use condenser::model::kernels::attention::attention;
     let (b, s, h, heads) = (3, 7, 8, 2);
     let mask = Tensor::new(
         &[
@@ -176,7 +176,7 @@ fn fused_attention_matches_composed() {
     let scale = 1.0 / ((h / heads) as f64).sqrt();
     let fused = attention(&q, &k, &v, &bias, heads, scale, Some(drop.clone())).unwrap();
     let composed = attention_composed(&q, &k, &v, &bias, heads, Some(&drop_t)).unwrap();
-    let diff = |a: &Tensor, c: &Tensor| condenser::model::ops::max_abs_diff(a, c).unwrap();
+    let diff = |a: &Tensor, c: &Tensor| condenser::model::max_abs_diff(a, c).unwrap();
     assert!(diff(&fused, &composed) < 1e-5);
     let proj = randn(&[b, s, h]);
     let g1 = (fused * &proj)
@@ -219,7 +219,7 @@ fn fused_cross_entropy_matches_composed() {
     assert!((a - b).abs() < 1e-5 * b.abs(), "{a} vs {b}");
     let g1 = (fused * 3.0).unwrap().backward().unwrap();
     let g2 = (composed * 3.0).unwrap().backward().unwrap();
-    let d = condenser::model::ops::max_abs_diff(g1.get(&x).unwrap(), g2.get(&x).unwrap()).unwrap();
+    let d = condenser::model::max_abs_diff(g1.get(&x).unwrap(), g2.get(&x).unwrap()).unwrap();
     assert!(d < 1e-6, "gradients differ by {d}");
     check("cross_entropy (fused)", &[randn(&[5, 9])], |t| {
         cross_entropy(
@@ -244,7 +244,7 @@ fn fused_layer_norm_matches_composed() {
         let proj = randn(&[rows, 384]);
         let fused = ln.forward(x.as_tensor()).unwrap();
         let composed = ln.composed(x.as_tensor()).unwrap();
-        let d = condenser::model::ops::max_abs_diff(&fused, &composed).unwrap();
+        let d = condenser::model::max_abs_diff(&fused, &composed).unwrap();
         assert!(d < 1e-5, "{rows} rows: values differ by {d}");
         let g1 = (fused * &proj)
             .unwrap()
@@ -267,7 +267,7 @@ fn fused_layer_norm_matches_composed() {
                 .unwrap()
                 .to_scalar::<f32>()
                 .unwrap();
-            let d = condenser::model::ops::max_abs_diff(a, c).unwrap();
+            let d = condenser::model::max_abs_diff(a, c).unwrap();
             assert!(
                 d < 1e-4 * scale,
                 "{rows} rows, d{name}: {d} (scale {scale})"
@@ -543,7 +543,7 @@ fn condenser_head_ops() {
         randn(&[v]),
     ];
     check("condenser_head_ops", &inputs, |x| {
-        let head = condenser::model::condenser::MlmHead::load(vb_from(&names, &x[3..]), &c)?;
+        let head = condenser::model::layers::condenser::MlmHead::load(vb_from(&names, &x[3..]), &c)?;
         let joined = Tensor::cat(&[&x[0].narrow(1, 0, 1)?, &x[1].narrow(1, 1, 3)?], 1)?;
         let rows = joined.reshape((8, h))?.index_select(&pos, 0)?;
         head.forward(&rows, &x[2])
@@ -556,8 +556,8 @@ fn condenser_head_ops() {
 /// rounding makes the function piecewise constant at the scale of the step.
 #[test]
 fn low_precision_linear_follows_f32() {
-    use condenser::model::precision::Precision;
-    let precisions: &[(Precision, f64)] = if condenser::model::bf16::supported() {
+    use condenser::model::kernels::precision::Precision;
+    let precisions: &[(Precision, f64)] = if condenser::model::kernels::bf16::supported() {
         &[(Precision::Bf16, 2e-2), (Precision::F16, 3e-3)]
     } else {
         &[(Precision::F16, 3e-3)]

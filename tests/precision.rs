@@ -3,8 +3,8 @@
 mod common;
 use candle_core::Device;
 use condenser::eval::{sts::StsEvaluator, Evaluator, Model};
-use condenser::model::bf16;
-use condenser::model::precision::Precision;
+use condenser::model::kernels::bf16;
+use condenser::model::kernels::precision::Precision;
 use condenser::model::InferenceOptions;
 use condenser::runtime::ComputeType;
 use indicatif::ProgressBar;

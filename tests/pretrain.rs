@@ -163,11 +163,11 @@ fn head_reads_last_cls_and_early_tokens() {
         .mlm
         .forward(&x.reshape((bs * s, h)).unwrap(), words)
         .unwrap();
-    let diff = condenser::model::ops::max_abs_diff(&manual, &out.head_logits).unwrap();
+    let diff = condenser::model::max_abs_diff(&manual, &out.head_logits).unwrap();
     assert!(diff < 1e-5, "head logits differ by {diff}");
     // and not what the last layer alone would give
     let late =
-        condenser::model::ops::max_abs_diff(&out.late_logits.unwrap(), &out.head_logits).unwrap();
+        condenser::model::max_abs_diff(&out.late_logits.unwrap(), &out.head_logits).unwrap();
     assert!(late > 1e-3);
 }
 
@@ -541,7 +541,7 @@ fn split_batches_weighted_by_masked_tokens_give_the_whole_gradient() {
             .unwrap()
             .to_scalar::<f32>()
             .unwrap();
-        let diff = condenser::model::ops::max_abs_diff(w, &summed).unwrap();
+        let diff = condenser::model::max_abs_diff(w, &summed).unwrap();
         assert!(
             diff <= 1e-4 * scale.max(1e-6),
             "{name}: {diff} (scale {scale})"

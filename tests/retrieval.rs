@@ -1,7 +1,7 @@
 //! Retrieval folders (BEIR layout and ours), hard-negative mining and the retrieval losses.
 mod common;
 use common::{condenser, data, tiny_bert};
-use condenser::eval::retrieval::{read_texts, RetrievalSet};
+use condenser::data::retrieval::{read_texts, RetrievalSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

@@ -6,7 +6,7 @@ use super::{random_pairs, ranking_depth, semantic_ranking, take_ranked, Bm25, Sa
 use crate::data::{self, ColumnSpec, ParquetSink};
 use crate::error::{Error, Result};
 use crate::eval::accuracy::argmax;
-use crate::model::cross_encoder::CrossEncoderModel;
+use crate::model::CrossEncoderModel;
 use crate::model::SentenceEncoder;
 use arrow_array::{ArrayRef, Float32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};

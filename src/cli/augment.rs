@@ -4,7 +4,7 @@ use super::{out, progress};
 use condenser::augment::{augment, AugmentSpec, Sampling};
 use condenser::data::ColumnSpec;
 use condenser::error::Result;
-use condenser::model::cross_encoder::CrossEncoderModel;
+use condenser::model::CrossEncoderModel;
 use condenser::runtime::DeviceSpec;
 use condenser::shard::model_fingerprint;
 use std::path::PathBuf;

@@ -6,7 +6,7 @@ use condenser::augment::mine::{
 };
 use condenser::data::ColumnSpec;
 use condenser::error::{Error, Result};
-use condenser::model::cross_encoder::CrossEncoderModel;
+use condenser::model::CrossEncoderModel;
 use condenser::shard::model_fingerprint;
 use std::path::PathBuf;
 

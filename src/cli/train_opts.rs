@@ -1,7 +1,7 @@
 //! Flags and the run-and-report step every training command shares.
 use super::{out, progress};
 use condenser::error::Result;
-use condenser::model::precision::Precision;
+use condenser::model::kernels::precision::Precision;
 use condenser::runtime::DeviceSpec;
 use condenser::train::{train, TrainConfig, TrainTask};
 use std::path::Path;
@@ -63,7 +63,7 @@ pub fn matmuls(device: DeviceSpec) -> String {
     match device {
         DeviceSpec::Cpu => format!(
             "CPU matmuls: {} on {}",
-            condenser::model::blas::describe(),
+            condenser::model::kernels::blas::describe(),
             condenser::runtime::cpu_model()
         ),
         d => format!("device: {d}"),

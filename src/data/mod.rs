@@ -11,6 +11,7 @@ mod jsonl;
 mod nli;
 mod pairs;
 mod parquet;
+pub mod retrieval;
 mod split;
 mod text;
 mod texts;

@@ -3,7 +3,7 @@
 //! on file order or the machine. Retrieval folders split by query; pair files split by row.
 use crate::data::write_parquet;
 use crate::error::{Context, Error, Result};
-use crate::eval::retrieval::RetrievalSet;
+use super::retrieval::{find_file, RetrievalSet};
 use arrow_array::{ArrayRef, Float32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use std::path::Path;
@@ -40,7 +40,7 @@ pub fn split_retrieval(dir: &Path, out: &Path, train: usize, seed: u64) -> Resul
     let order = hash_order(&ids, seed);
     std::fs::create_dir_all(out.join("qrels")).in_file(out)?;
     for stem in ["queries", "corpus"] {
-        let src = crate::eval::retrieval::find_file(dir, stem)?;
+        let src = find_file(dir, stem)?;
         let name = src.file_name().expect("a file name");
         std::fs::copy(&src, out.join(name)).in_file(&src)?;
     }

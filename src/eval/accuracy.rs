@@ -78,7 +78,7 @@ pub fn argmax(s: &[f32]) -> usize {
 fn head_classes(e: &[crate::model::Embeddings], head: &Linear) -> Result<Vec<usize>> {
     let dev = head.weight.device();
     let t = |x: &crate::model::Embeddings| Tensor::from_slice(&x.data, (x.len(), x.dim), dev);
-    let features = crate::train::losses::softmax_features(&t(&e[0])?, &t(&e[1])?)?;
+    let features = crate::model::layers::softmax_head::softmax_features(&t(&e[0])?, &t(&e[1])?)?;
     let pred = head
         .forward(&features)
         .and_then(|l| l.argmax(1)?.to_vec1::<u32>())

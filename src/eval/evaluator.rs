@@ -3,7 +3,7 @@
 //! the model it scores: a sentence encoder (with a softmax head when it was trained with one) or
 //! a cross-encoder.
 use crate::error::{Error, Result};
-use crate::model::cross_encoder::CrossEncoderModel;
+use crate::model::CrossEncoderModel;
 use crate::model::{Linear, SentenceEncoder};
 use indicatif::ProgressBar;
 

@@ -15,7 +15,7 @@ pub mod sts;
 pub use classification::binary_metrics;
 pub use evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
 pub use report::{EvalReport, EvalResult};
-pub use retrieval::{ranking_metrics, RetrievalSet, ScoreFn};
+pub use retrieval::{ranking_metrics, ScoreFn};
 pub use sts::sts_metrics;
 
 use crate::data::Pairs;

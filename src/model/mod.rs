@@ -1,36 +1,22 @@
-//! The model: BERT in candle, pooling, and model folders (HF and sentence-transformers).
-pub mod attention;
-mod batch;
-mod bert;
-pub mod bf16;
-pub mod blas;
-pub mod condenser;
-mod config;
-pub mod cross_encoder;
-pub mod dropout;
-mod encoder;
-pub mod fastmath;
-mod folder;
-pub mod gelu;
-pub mod inference;
-mod layer_norm;
-mod linear;
-pub mod matmul;
-pub mod ops;
-mod pooling;
-pub mod precision;
-pub mod save;
-mod softmax;
+//! The model, in three floors that import downwards only: `kernels` (matmul libraries, fused ops
+//! with their own backward), `layers` (BERT and the models built on it) and `folders` (HF and
+//! sentence-transformers folders on disk).
+pub mod folders;
+pub mod kernels;
+pub mod layers;
 
-pub use batch::TokenBatch;
-pub use bert::{attention_bias, Bert, BertEmbeddings, BertLayer, SelfAttention};
-pub use config::{Activation, BertConfig};
-pub use cross_encoder::{CrossEncoder, PairTokenizer};
-pub use dropout::{Dropout, DropoutRates};
-pub use encoder::{Embeddings, SentenceEncoder, Specials};
-pub use folder::ModelFolder;
-pub use inference::{InferenceOptions, Loaded};
-pub use linear::Linear;
-pub use matmul::matmul;
-pub use pooling::{l2_normalize, Pooling, PoolingMode};
-pub use softmax::masked_softmax;
+pub use folders::folder::ModelFolder;
+pub use folders::inference::{InferenceOptions, Loaded};
+pub use kernels::dropout::{Dropout, DropoutRates};
+pub use kernels::matmul::matmul;
+pub use kernels::softmax::masked_softmax;
+pub use kernels::max_abs_diff;
+pub use kernels::precision::Precision;
+pub use layers::batch::TokenBatch;
+pub use layers::bert::{attention_bias, Bert, BertEmbeddings, BertLayer, SelfAttention};
+pub use layers::config::{Activation, BertConfig};
+pub use layers::cross_encoder::{CrossEncoder, CrossEncoderModel, PairTokenizer};
+pub use layers::encoder::{Embeddings, SentenceEncoder, Specials};
+pub use layers::linear::Linear;
+pub use layers::norm::LayerNorm;
+pub use layers::pooling::{l2_normalize, Pooling, PoolingMode};

@@ -2,6 +2,7 @@
 //! written to a fresh folder and swapped in by rename, so a kill at any moment leaves the previous
 //! checkpoint whole. The data position and dropout masks derive from the step, so they need no
 //! saved RNG state.
+use crate::model::folders::weights::read_weights;
 use super::optim::AdamW;
 use super::params;
 use crate::data::write_atomic;
@@ -78,14 +79,14 @@ pub fn load(dir: &Path, varmap: &VarMap, opt: &mut AdamW) -> Result<TrainState> 
         serde_json::from_value(v["state"].clone()).map_err(|e| Error::file(&state_path, e))?;
     let weights = dir.join("model.safetensors");
     let device = params::device_of(varmap);
-    let w = params::read_weights(&weights, &device)?;
+    let w = read_weights(&weights, &device)?;
     for (name, var) in params::vars(varmap) {
         let t = w
             .get(&name)
             .ok_or_else(|| Error::file(&weights, format!("checkpoint lacks {name}")))?;
         var.set(t).map_err(|e| Error::file(&weights, e))?;
     }
-    let ostate = params::read_weights(&dir.join("optimizer.safetensors"), &device)?;
+    let ostate = read_weights(&dir.join("optimizer.safetensors"), &device)?;
     opt.load_state(&ostate, v["optimizer_steps"].as_u64().unwrap_or(st.step))
         .map_err(|e| Error::file(&dir, e))?;
     Ok(st)

@@ -1,7 +1,7 @@
 //! A training run's settings: checked once before anything runs, and recorded in every checkpoint
 //! so that `--resume` continues exactly the run that was killed, or refuses naming the flag.
 use crate::error::{Error, Result};
-use crate::model::precision::Precision;
+use crate::model::kernels::precision::Precision;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 

@@ -7,8 +7,8 @@ use super::task::{LossOutput, Score, TrainTask};
 use crate::data::{PairColumns, Pairs};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
-use crate::model::cross_encoder::CrossEncoderModel;
-use crate::model::save::save_cross_encoder;
+use crate::model::CrossEncoderModel;
+use crate::model::folders::save::save_cross_encoder;
 use crate::model::{CrossEncoder, Dropout, DropoutRates, ModelFolder, PairTokenizer};
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
@@ -107,7 +107,7 @@ impl CrossEncoderTask {
 }
 
 impl TrainTask for CrossEncoderTask {
-    fn set_precision(&mut self, p: crate::model::precision::Precision) -> Result<()> {
+    fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
         self.model.set_precision(p)?;
         Ok(())
     }
@@ -142,7 +142,7 @@ impl TrainTask for CrossEncoderTask {
     }
 
     fn dropout_rates(&self) -> DropoutRates {
-        DropoutRates::of(&self.folder.config)
+        self.folder.config.dropout_rates()
     }
 
     fn evaluate(&self) -> Result<Option<Score>> {

@@ -4,7 +4,7 @@
 //! gradients overflowed (inf or NaN) is skipped and the scale halved; after `GROWTH_INTERVAL`
 //! clean steps in a row it doubles. bf16 has f32's range and needs none.
 use super::checkpoint::TrainState;
-use crate::model::precision::Precision;
+use crate::model::kernels::precision::Precision;
 
 pub const INITIAL: f64 = 65536.0;
 pub const GROWTH_INTERVAL: u64 = 2000;

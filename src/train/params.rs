@@ -7,6 +7,8 @@ use candle_nn::{VarBuilder, VarMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
+
+use crate::model::folders::weights::read_weights;
 use std::path::{Path, PathBuf};
 
 /// Variables sorted by name: a deterministic order for updates and checkpoints.
@@ -15,18 +17,6 @@ pub fn vars(varmap: &VarMap) -> Vec<(String, Var)> {
     let mut v: Vec<(String, Var)> = data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
-}
-
-pub fn read_weights(path: &Path, device: &Device) -> Result<HashMap<String, Tensor>> {
-    let bad = |e: candle_core::Error| Error::file(path, format!("unreadable weights: {e}"));
-    if path.extension().is_some_and(|e| e == "bin") {
-        Ok(candle_core::pickle::read_all(path)
-            .map_err(bad)?
-            .into_iter()
-            .collect())
-    } else {
-        candle_core::safetensors::load(path, device).map_err(bad)
-    }
 }
 
 /// The variables as plain tensors (same storage, no gradient tracking). A model loaded from
@@ -138,7 +128,7 @@ fn normal(rng: &mut StdRng) -> f32 {
     ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
 }
 
-pub use crate::model::save::{save_tensors, Weights};
+pub use crate::model::folders::save::{save_tensors, Weights};
 
 /// The variables as named tensors (the same storage).
 pub fn named(varmap: &VarMap) -> Weights {

@@ -10,8 +10,8 @@ use super::spans::two_spans;
 use super::task::{LossOutput, Score, TrainTask};
 use crate::error::{Error, Result};
 use crate::hash::mix64;
-use crate::model::condenser::Condenser;
-use crate::model::save::{save_condenser, CONDENSER_HEAD};
+use crate::model::layers::condenser::Condenser;
+use crate::model::folders::save::{save_condenser, CONDENSER_HEAD};
 use crate::model::{Dropout, DropoutRates, ModelFolder, TokenBatch};
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
@@ -119,7 +119,7 @@ impl PretrainTask {
 }
 
 impl TrainTask for PretrainTask {
-    fn set_precision(&mut self, p: crate::model::precision::Precision) -> Result<()> {
+    fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
         self.model.set_precision(p)?;
         Ok(())
     }
@@ -177,7 +177,7 @@ impl TrainTask for PretrainTask {
     }
 
     fn dropout_rates(&self) -> DropoutRates {
-        DropoutRates::of(&self.folder.config)
+        self.folder.config.dropout_rates()
     }
 
     fn evaluate(&self) -> Result<Option<Score>> {

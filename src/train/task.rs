@@ -1,11 +1,15 @@
 //! What a training command hands the trainer: its examples' loss (and gradients), its evaluation,
 //! its parameters and how to save them.
 use crate::error::{Error, Result};
-use crate::model::precision::Precision;
+use crate::hash::mix64;
+use crate::model::kernels::precision::Precision;
 use crate::model::{Dropout, DropoutRates};
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor};
 use candle_nn::VarMap;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
 use std::path::Path;
 
 /// A loss value and its named parts (Condenser's two MLM losses, say), each part a scalar tensor.
@@ -56,6 +60,15 @@ pub fn backward(out: LossOutput, weight: f64) -> Result<Gradients> {
     })
 }
 
+/// The examples of an epoch in a seeded random order (the default of `TrainTask::epoch_order`).
+pub fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(mix64(
+        seed ^ (epoch as u64).wrapping_mul(0x9e37_79b9),
+    )));
+    order
+}
+
 pub trait TrainTask: Sync {
     fn num_examples(&self) -> usize;
 
@@ -74,7 +87,7 @@ pub trait TrainTask: Sync {
     /// The examples of epoch `epoch`, in the order they are batched (consecutive `batch`-sized
     /// runs): by default a seeded shuffle.
     fn epoch_order(&self, seed: u64, epoch: usize, _batch: usize) -> Vec<usize> {
-        super::trainer::epoch_order(self.num_examples(), seed, epoch)
+        epoch_order(self.num_examples(), seed, epoch)
     }
 
     /// When the loss is a mean over independent units (examples; masked tokens), the number of

@@ -12,9 +12,6 @@ use crate::hash::mix64;
 use crate::model::{Dropout, DropoutRates};
 use candle_core::Tensor;
 use indicatif::ProgressBar;
-use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use std::time::Instant;
 
 #[derive(Clone, Debug)]
@@ -33,15 +30,6 @@ pub struct TrainReport {
     pub already_done: bool,
     /// f16: optimizer steps skipped for overflowing gradients, over the whole run.
     pub skipped_steps: u64,
-}
-
-/// The examples of an epoch in a seeded random order (the default of `TrainTask::epoch_order`).
-pub fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..n).collect();
-    order.shuffle(&mut StdRng::seed_from_u64(mix64(
-        seed ^ (epoch as u64).wrapping_mul(0x9e37_79b9),
-    )));
-    order
 }
 
 /// One micro-batch's result: loss value, parts, gradients in the optimizer's order, and the
@@ -272,7 +260,7 @@ fn micro_step(
         });
     };
     let total: f64 = weights.iter().sum();
-    let results: Vec<Result<Gradients>> = crate::model::blas::serial(|| {
+    let results: Vec<Result<Gradients>> = crate::model::kernels::blas::serial(|| {
         std::thread::scope(|s| {
             let handles: Vec<_> = shards
                 .iter()

@@ -13,7 +13,7 @@ pub use output::write_mined;
 pub use source::{MineSource, MineTexts};
 
 use crate::error::{Error, Result};
-use crate::model::cross_encoder::CrossEncoderModel;
+use crate::model::CrossEncoderModel;
 use crate::model::SentenceEncoder;
 use crate::shard::Shard;
 use indicatif::ProgressBar;

@@ -3,7 +3,7 @@
 use super::MineInput;
 use crate::data::{self, ColumnSpec};
 use crate::error::{Error, Result};
-use crate::eval::retrieval::{read_texts, RetrievalSet};
+use crate::data::retrieval::{read_texts, RetrievalSet};
 use std::collections::HashSet;
 use std::path::PathBuf;
 

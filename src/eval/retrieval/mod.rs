@@ -3,13 +3,12 @@
 //! documents dropped, and accuracy/precision/recall@k, MRR@10, nDCG@10 (binary gains), MAP@100.
 mod ranking;
 mod search;
-mod set;
 
 pub use ranking::{ranking_metrics, ACCURACY_AT, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
 pub use search::{search, search_skipping};
-pub use set::{find_file, read_texts, RetrievalSet, DEFAULT_SPLIT};
 
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
+use crate::data::retrieval::RetrievalSet;
 use crate::error::{Error, Result};
 use crate::model::Embeddings;
 use indicatif::ProgressBar;

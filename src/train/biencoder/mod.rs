@@ -11,7 +11,7 @@ use super::params::{self, load_trainable};
 use super::task::{Gradients, LossOutput, Score, TrainTask};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
-use crate::model::save::{save_sentence_encoder, EncoderLayout};
+use crate::model::folders::save::{save_sentence_encoder, EncoderLayout};
 use crate::model::{Bert, Dropout, DropoutRates, Linear, ModelFolder, Pooling, SentenceEncoder};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
@@ -162,7 +162,7 @@ impl BiEncoderTask {
 }
 
 impl TrainTask for BiEncoderTask {
-    fn set_precision(&mut self, p: crate::model::precision::Precision) -> Result<()> {
+    fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
         self.enc.bert.set_precision(p)?;
         Ok(())
     }
@@ -173,7 +173,7 @@ impl TrainTask for BiEncoderTask {
 
     /// Losses with in-batch negatives get batches without repeated texts (NO_DUPLICATES).
     fn epoch_order(&self, seed: u64, epoch: usize, batch: usize) -> Vec<usize> {
-        let order = super::trainer::epoch_order(self.num_examples(), seed, epoch);
+        let order = super::task::epoch_order(self.num_examples(), seed, epoch);
         if self.spec.per_example {
             return order;
         }
@@ -206,7 +206,7 @@ impl TrainTask for BiEncoderTask {
     }
 
     fn dropout_rates(&self) -> DropoutRates {
-        DropoutRates::of(&self.folder.config)
+        self.folder.config.dropout_rates()
     }
 
     fn evaluate(&self) -> Result<Option<Score>> {

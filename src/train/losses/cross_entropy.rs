@@ -2,7 +2,7 @@
 //! Composed, it is eight graph nodes over the (rows, classes) logits, each with its own output and
 //! backward buffer; for an MLM head those are positions x 30,522 floats. Backward: (softmax(x) -
 //! onehot(class)) / rows times the incoming gradient.
-use crate::model::fastmath::exp_f32;
+use crate::model::kernels::fastmath::exp_f32;
 use candle_core::{bail, CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 

@@ -48,11 +48,6 @@ pub fn cosine_mse(u: &Tensor, v: &Tensor, labels: &Tensor) -> Result<Tensor> {
     mse(&pair_cosine(u, v)?, labels)
 }
 
-/// SoftmaxLoss's classifier input: (u, v, |u - v|) concatenated, (b, 3d).
-pub fn softmax_features(u: &Tensor, v: &Tensor) -> Result<Tensor> {
-    Tensor::cat(&[u, v, &(u - v)?.abs()?], D::Minus1)
-}
-
 /// In-batch ranking: anchor i's positive is candidate i; every other candidate (other anchors'
 /// positives, then any hard negatives) is a negative. Cross-entropy over scale x similarity:
 /// cosine with scale 20 is MultipleNegativesRankingLoss, dot product with scale 1 is DPR's loss.

@@ -12,6 +12,7 @@ mod mse;
 mod softmax;
 mod triplet;
 
+pub use crate::model::layers::softmax_head::softmax_features;
 pub use functional::*;
 
 use crate::data::ColumnSpec;

@@ -1,16 +1,9 @@
-//! Ops built from differentiable primitives. candle's fused softmax and layer-norm kernels return
-//! no gradient (silently), so the model uses these everywhere it may be trained through.
-use super::matmul::rows_of;
+//! LayerNorm, the layer: its weights by HF name, the fused CPU op (kernels/layer_norm.rs) where it
+//! applies and differentiable tensor ops elsewhere. candle's own layer-norm kernel returns no
+//! gradient (silently), so the model never uses it.
+use crate::model::kernels::{layer_norm, matmul::rows_of};
 use candle_core::{DType, Module, Result, Tensor, D};
 use candle_nn::VarBuilder;
-
-/// Softmax over the last dimension: exp(x - max) / sum.
-pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
-    let max = x.max_keepdim(D::Minus1)?;
-    let e = x.broadcast_sub(&max)?.exp()?;
-    let sum = e.sum_keepdim(D::Minus1)?;
-    e.broadcast_div(&sum)
-}
 
 /// LayerNorm over the last dimension with weight and bias (HF names, or TF-era gamma/beta).
 #[derive(Clone, Debug)]
@@ -39,8 +32,8 @@ impl LayerNorm {
 
 impl Module for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        if super::layer_norm::usable(x, &self.weight, &self.bias) {
-            return super::layer_norm::layer_norm(x, &self.weight, &self.bias, self.eps);
+        if layer_norm::usable(x, &self.weight, &self.bias) {
+            return layer_norm::layer_norm(x, &self.weight, &self.bias, self.eps);
         }
         self.composed(x)
     }
@@ -73,14 +66,4 @@ impl LayerNorm {
             .add(&rows_of(&self.bias, rows)?)?;
         y.reshape(dims)
     }
-}
-
-/// max |a - b| over all elements (tests and gradient checks compare tensors with it).
-pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
-    (a - b)?
-        .abs()?
-        .flatten_all()?
-        .max(0)?
-        .to_dtype(DType::F32)?
-        .to_scalar::<f32>()
 }

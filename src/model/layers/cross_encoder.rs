@@ -1,8 +1,12 @@
 //! A cross-encoder as transformers' BertForSequenceClassification: BERT, the pooler (dense + tanh
 //! on [CLS]), dropout, and a linear classifier, on "[CLS] a [SEP] b [SEP]" with token types 0/1.
 //! One label: a score through sigmoid; several: class probabilities through softmax.
-use super::dropout::{maybe, Dropout};
-use super::{Bert, BertConfig, Linear, Specials, TokenBatch};
+use super::batch::TokenBatch;
+use super::bert::Bert;
+use super::config::BertConfig;
+use super::encoder::Specials;
+use super::linear::Linear;
+use crate::model::kernels::dropout::{maybe, Dropout};
 use crate::error::{Context, Error, Result};
 use crate::tokenize::Tokenizer;
 use candle_core::{Device, Module, Tensor, D};
@@ -32,7 +36,7 @@ impl CrossEncoder {
     }
 
     /// The products' precision (model/precision.rs) of BERT, pooler and classifier.
-    pub fn set_precision(&mut self, p: super::precision::Precision) -> candle_core::Result<()> {
+    pub fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> candle_core::Result<()> {
         self.bert.set_precision(p)?;
         self.pooler.set_precision(p)?;
         self.classifier.set_precision(p)
@@ -55,51 +59,6 @@ pub struct CrossEncoderModel {
 }
 
 impl CrossEncoderModel {
-    /// A trained cross-encoder folder (HF BertForSequenceClassification): refused, naming the
-    /// weights file, when it has no classification head (a bi-encoder or plain BERT folder).
-    pub fn load(dir: &std::path::Path, device: &Device) -> Result<CrossEncoderModel> {
-        let folder = super::ModelFolder::open(dir)?;
-        let vb = folder.raw_var_builder(candle_core::DType::F32, device)?;
-        if !vb.contains_tensor("classifier.weight")
-            || !vb.contains_tensor("bert.embeddings.word_embeddings.weight")
-        {
-            return Err(Error::file(
-                &folder.weights,
-                "no classification head (bert.* and classifier.weight): not a cross-encoder; \
-                 train one with train-cross-encoder",
-            ));
-        }
-        let extra = &folder.config.extra;
-        let num_labels = extra
-            .get("id2label")
-            .and_then(|m| m.as_object())
-            .map(|m| m.len())
-            .or_else(|| {
-                extra
-                    .get("num_labels")
-                    .and_then(|n| n.as_u64())
-                    .map(|n| n as usize)
-            })
-            .unwrap_or(1);
-        let max_len = extra
-            .get("max_length")
-            .and_then(|m| m.as_u64())
-            .map(|m| m as usize)
-            .unwrap_or(512)
-            .min(folder.config.max_position_embeddings);
-        let model = CrossEncoder::load(vb, &folder.config, num_labels).map_err(|e| {
-            Error::file(
-                &folder.weights,
-                format!("weights do not match config.json: {e}"),
-            )
-        })?;
-        Ok(CrossEncoderModel {
-            model,
-            tok: PairTokenizer::new(folder.tokenizer()?, max_len)?,
-            device: device.clone(),
-        })
-    }
-
     /// Scores per pair (sigmoid for one label, class probabilities otherwise), in length-sorted
     /// batches; rows in input order.
     pub fn predict(
@@ -143,16 +102,6 @@ impl CrossEncoderModel {
             .map(|s| s[0] as f64)
             .collect())
     }
-}
-
-/// Whether a model folder holds a cross-encoder (its config names BertForSequenceClassification).
-pub fn is_cross_encoder(folder: &super::ModelFolder) -> bool {
-    folder
-        .config
-        .extra
-        .get("architectures")
-        .and_then(|a| a.as_array())
-        .is_some_and(|a| a.iter().any(|x| x == "BertForSequenceClassification"))
 }
 
 /// Tokenized sentence pairs for a cross-encoder.
@@ -211,6 +160,6 @@ pub fn activate(logits: &Tensor) -> candle_core::Result<Tensor> {
     if logits.dim(D::Minus1)? == 1 {
         candle_nn::ops::sigmoid(logits)
     } else {
-        super::ops::softmax_last_dim(logits)
+        crate::model::kernels::softmax::softmax_last_dim(logits)
     }
 }

@@ -146,12 +146,12 @@ mod tests {
         .unwrap();
         let ours = gelu_erf(x.as_tensor()).unwrap();
         let theirs = x.as_tensor().gelu_erf().unwrap();
-        let d = crate::model::ops::max_abs_diff(&ours, &theirs).unwrap();
+        let d = crate::model::kernels::max_abs_diff(&ours, &theirs).unwrap();
         assert!(d < 1e-6, "forward {d}");
         let g1 = ours.sqr().unwrap().sum_all().unwrap().backward().unwrap();
         let g2 = theirs.sqr().unwrap().sum_all().unwrap().backward().unwrap();
         let (a, b) = (g1.get(&x).unwrap(), g2.get(&x).unwrap());
-        let d = crate::model::ops::max_abs_diff(a, b).unwrap();
+        let d = crate::model::kernels::max_abs_diff(a, b).unwrap();
         assert!(d < 1e-5, "backward {d}");
     }
 }

@@ -1,9 +1,11 @@
 //! BERT encoder in candle-nn style: one struct per layer, weights by HF name through VarBuilder,
 //! every layer's hidden states readable (Condenser reads layer k's tokens and the last CLS).
-use super::dropout::{maybe, maybe_attention, Dropout};
-use super::ops::LayerNorm;
-use super::precision::Precision;
-use super::{masked_softmax, matmul, Activation, BertConfig, Linear};
+use super::config::{Activation, BertConfig};
+use super::linear::Linear;
+use super::norm::LayerNorm;
+use crate::model::kernels::dropout::{maybe, maybe_attention, Dropout};
+use crate::model::kernels::precision::Precision;
+use crate::model::kernels::{attention, blas, matmul::matmul, softmax::masked_softmax};
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, VarBuilder};
 
@@ -110,7 +112,7 @@ impl SelfAttention {
     /// negative number for padding. On CPU f32 with BLAS the attention core is one fused op
     /// (model/attention.rs); elsewhere the composed form.
     pub fn forward_t(&self, x: &Tensor, bias: &Tensor, drop: Option<&Dropout>) -> Result<Tensor> {
-        if !super::attention::usable(x) {
+        if !attention::usable(x) {
             return Ok(self.forward_with_probs(x, bias, drop)?.1);
         }
         let (b, s, _) = x.dims3()?;
@@ -119,7 +121,7 @@ impl SelfAttention {
         let v = self.value.forward(x)?;
         let mask = drop.and_then(|d| d.attention_mask(b * self.heads * s * s));
         let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let ctx = super::attention::attention(&q, &k, &v, bias, self.heads, scale, mask)?;
+        let ctx = attention::attention(&q, &k, &v, bias, self.heads, scale, mask)?;
         self.norm
             .forward(&(maybe(drop, self.out.forward(&ctx)?)? + x)?)
     }
@@ -237,7 +239,7 @@ pub struct Bert {
 impl Bert {
     pub fn load(vb: VarBuilder, c: &BertConfig) -> Result<Self> {
         // settle BLAS (and the thread settings it implies) before the first tensor op runs
-        let _ = super::blas::blas();
+        let _ = blas::blas();
         let embeddings = BertEmbeddings::load(vb.pp("embeddings"), c)?;
         let layers = (0..c.num_hidden_layers)
             .map(|i| BertLayer::load(vb.pp(format!("encoder.layer.{i}")), c))

@@ -1,13 +1,15 @@
 //! Sentence embeddings as sentence-transformers computes them: tokens with [CLS]/[SEP], truncated
 //! to max_seq_length, BERT, pooling, optional L2 normalisation. Texts are sorted by length so that
 //! batches carry little padding; results come back in input order.
-use super::{l2_normalize, Bert, Dropout, ModelFolder, Pooling, TokenBatch};
+use super::batch::TokenBatch;
+use super::bert::Bert;
+use super::pooling::{l2_normalize, Pooling};
+use crate::model::kernels::dropout::Dropout;
 use crate::error::{Context, Error, Result};
 use crate::tokenize::Tokenizer;
 use candle_core::{DType, Device, Tensor};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
-use std::path::Path;
 
 /// Row-major embeddings, one row of `dim` floats per input text.
 #[derive(Clone, Debug, PartialEq)]
@@ -62,25 +64,6 @@ impl Specials {
 }
 
 impl SentenceEncoder {
-    pub fn load(dir: &Path, device: &Device) -> Result<SentenceEncoder> {
-        Self::load_as(dir, device, DType::F32)
-    }
-
-    /// As `load`, computing in `dtype` (bf16/f16 for speed on a GPU); embeddings come out as f32.
-    pub fn load_as(dir: &Path, device: &Device, dtype: DType) -> Result<SentenceEncoder> {
-        let folder = ModelFolder::open(dir)?;
-        let tokenizer = folder.tokenizer()?;
-        let bert = folder.load_bert(dtype, device)?;
-        SentenceEncoder::new(
-            bert,
-            tokenizer,
-            folder.pooling,
-            folder.normalize,
-            folder.max_seq_length,
-            device,
-        )
-    }
-
     /// The same encoder around other BERT weights (e.g. untracked copies for evaluation).
     pub fn with_bert(&self, bert: Bert) -> SentenceEncoder {
         SentenceEncoder {

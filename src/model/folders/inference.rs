@@ -1,9 +1,10 @@
 //! Loading a model folder for inference with the user's overrides, as every command that runs a
 //! model does: a sentence encoder (and the softmax head saved beside it, if any) or, when the
 //! folder is a BertForSequenceClassification, a cross-encoder.
-use super::cross_encoder::{is_cross_encoder, CrossEncoderModel};
-use super::precision::Precision;
-use super::{Linear, ModelFolder, Pooling, PoolingMode, SentenceEncoder};
+use super::folder::ModelFolder;
+use super::load::is_cross_encoder;
+use crate::model::kernels::precision::Precision;
+use crate::model::{CrossEncoderModel, Linear, Pooling, PoolingMode, SentenceEncoder};
 use crate::error::{Error, Result};
 use crate::runtime::ComputeType;
 use candle_core::{DType, Device};
@@ -94,7 +95,7 @@ impl Loaded {
         let head_file = dir.join(SOFTMAX_HEAD_FILE);
         let head = if head_file.is_file() {
             let vb = candle_nn::VarBuilder::from_tensors(
-                crate::train::params::read_weights(&head_file, &o.device)?,
+                super::weights::read_weights(&head_file, &o.device)?,
                 DType::F32,
                 &o.device,
             );

@@ -18,13 +18,6 @@ pub struct DropoutRates {
 }
 
 impl DropoutRates {
-    pub fn of(config: &super::BertConfig) -> DropoutRates {
-        DropoutRates {
-            hidden: config.hidden_dropout_prob as f32,
-            attention: config.attention_probs_dropout_prob as f32,
-        }
-    }
-
     /// One rate for both (a `--dropout` override).
     pub fn uniform(p: f32) -> DropoutRates {
         DropoutRates {

@@ -2,7 +2,8 @@
 //! model.safetensors, the tokenizer files, and for a sentence encoder modules.json, 1_Pooling and
 //! sentence_bert_config.json; a cross-encoder as BertForSequenceClassification; a Condenser as a
 //! plain BERT backbone plus its head. Every file is written atomically.
-use super::{ModelFolder, Pooling};
+use super::folder::ModelFolder;
+use crate::model::Pooling;
 use crate::data::write_atomic;
 use crate::error::{Context, Error, Result};
 use candle_core::Tensor;

@@ -159,7 +159,7 @@ impl CustomOp2 for LowpMatMul {
 /// `a @ b` (2-D) in precision `p`; plain `matmul` for f32.
 pub fn matmul(p: Precision, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     match p {
-        Precision::F32 => super::matmul(a, b),
+        Precision::F32 => super::matmul::matmul(a, b),
         _ => a.apply_op2_no_bwd(b, &LowpMatMul(p)),
     }
 }

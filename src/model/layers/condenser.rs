@@ -3,10 +3,13 @@
 //! through the head must route sentence information through [CLS]. One MLM head (transform +
 //! decoder tied to the word embeddings + bias) serves both the head's loss and the backbone's
 //! late-layer loss.
-use super::dropout::Dropout;
-use super::ops::LayerNorm;
-use super::precision::Precision;
-use super::{attention_bias, Activation, Bert, BertConfig, BertLayer, Linear, TokenBatch};
+use super::batch::TokenBatch;
+use super::bert::{attention_bias, Bert, BertLayer};
+use super::config::{Activation, BertConfig};
+use super::linear::Linear;
+use super::norm::LayerNorm;
+use crate::model::kernels::dropout::Dropout;
+use crate::model::kernels::precision::Precision;
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 

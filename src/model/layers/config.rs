@@ -20,7 +20,7 @@ pub enum Activation {
 impl Activation {
     pub fn forward(self, x: &Tensor) -> candle_core::Result<Tensor> {
         match self {
-            Activation::Gelu => super::gelu::gelu_erf(x),
+            Activation::Gelu => crate::model::kernels::gelu::gelu_erf(x),
             Activation::GeluNew | Activation::GeluPytorchTanh => x.gelu(),
             Activation::Relu => x.relu(),
         }
@@ -90,6 +90,14 @@ impl BertConfig {
             ));
         }
         Ok(())
+    }
+
+    /// config.json's hidden_dropout_prob and attention_probs_dropout_prob.
+    pub fn dropout_rates(&self) -> crate::model::kernels::dropout::DropoutRates {
+        crate::model::kernels::dropout::DropoutRates {
+            hidden: self.hidden_dropout_prob as f32,
+            attention: self.attention_probs_dropout_prob as f32,
+        }
     }
 
     pub fn head_dim(&self) -> usize {

@@ -1,0 +1,8 @@
+//! Model folders on disk: HF BERT and sentence-transformers folders read (config, tokenizer,
+//! modules.json, pooling, weights), models loaded from them for inference with the user's
+//! overrides, and every folder condenser writes.
+pub mod folder;
+pub mod inference;
+pub mod load;
+pub mod save;
+pub mod weights;

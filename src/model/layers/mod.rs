@@ -1,0 +1,13 @@
+//! BERT's layers in candle-nn style (one struct per HF submodule, weights by name through a
+//! VarBuilder) and the models built from them: the sentence encoder (tokenizer, BERT, pooling),
+//! the cross-encoder, the Condenser head and the MLM head.
+pub mod batch;
+pub mod bert;
+pub mod condenser;
+pub mod config;
+pub mod cross_encoder;
+pub mod encoder;
+pub mod linear;
+pub mod norm;
+pub mod pooling;
+pub mod softmax_head;
