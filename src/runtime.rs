@@ -44,6 +44,13 @@ impl std::str::FromStr for DeviceSpec {
     }
 }
 
+/// Serialised as written on the command line (`cpu`, `cuda:1`).
+impl serde::Serialize for DeviceSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
 impl std::fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -63,7 +70,8 @@ impl DeviceSpec {
 }
 
 /// The compute type of a model (`--dtype`); embeddings and scores always come out as f32.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ComputeType {
     F32,
     Bf16,

@@ -2,12 +2,14 @@
 //! BM25 or semantic-search partners), labelled by a cross-encoder (`augment`, streaming); and
 //! hard-negative mining (`mine`).
 mod bm25;
+mod job;
 pub mod mine;
 mod pipeline;
 mod random;
 mod semantic;
 
 pub use bm25::Bm25;
+pub use job::AugmentJob;
 pub use pipeline::{augment, AugmentSpec, AugmentSummary};
 pub use random::random_pairs;
 pub use semantic::{ranking_depth, semantic_ranking, take_ranked};
@@ -15,7 +17,8 @@ pub use semantic::{ranking_depth, semantic_ranking, take_ranked};
 use std::collections::HashSet;
 
 /// How new pairs are drawn (`augment --sample`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Sampling {
     /// Partners drawn uniformly from the other rows' sentence2 (AugSBERT's random sampling).
     Random,

@@ -18,20 +18,39 @@ use std::sync::Arc;
 /// bounds the memory of scores and output batches.
 const CHUNK: usize = crate::shard::BLOCK;
 
+/// What to sample and label, and where to: `augment`'s flags (besides the models).
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
 pub struct AugmentSpec {
+    /// Pairs: sentence1, sentence2 and, where known, label
+    #[arg(long)]
     pub input: PathBuf,
-    /// sentence1,sentence2[,label]
+    /// Columns sentence1,sentence2[,label]: a named label column must exist (unless --unlabeled);
+    /// `label?` reads it only where the file has it; two names: every row is unlabelled
+    #[arg(long, default_value = "sentence1,sentence2,label")]
     pub columns: ColumnSpec,
+    /// How new pairs are drawn
+    #[arg(long = "sample", value_enum, default_value = "random")]
     pub sampling: Sampling,
+    /// New partners per sentence
+    #[arg(long, default_value_t = 3)]
     pub top_k: usize,
+    #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Label the input's gold pairs with the cross-encoder too.
+    /// Label the input's gold pairs with the cross-encoder too
+    #[arg(long)]
     pub relabel_gold: bool,
-    /// Every input row is unlabelled target data (its label column, if any, is ignored).
+    /// Ignore the input's labels: all rows are unlabelled target data (domain transfer)
+    #[arg(long)]
     pub unlabeled: bool,
+    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub batch_size: usize,
+    /// Output .parquet: sentence1, sentence2, label (Float32), origin (gold|target|sampled)
+    #[arg(long)]
+    #[serde(skip)]
     pub out: PathBuf,
     /// Label only this shard's pairs, into the shard's file.
+    #[arg(skip)]
+    #[serde(skip)]
     pub shard: Option<crate::shard::ShardRun>,
 }
 

@@ -1,5 +1,6 @@
 use super::model_opts::ModelOpts;
-use super::{out, progress, short_name};
+use super::named::short_name;
+use super::{out, progress};
 use condenser::error::{Error, Result};
 use condenser::eval::attention::{cls_attention_entropy, AttentionReport};
 use std::path::PathBuf;

@@ -1,9 +1,9 @@
 use super::shard_opts::{shard_note, ShardOpts};
-use super::{out, progress, Named};
+use super::named::Named;
+use super::{out, progress};
 use condenser::data::ColumnSpec;
 use condenser::error::Result;
 use condenser::overlap::{self, Mode, Options, Source};
-use condenser::shard::model_fingerprint;
 use condenser::tokenize::Tokenizer;
 use std::path::PathBuf;
 
@@ -58,22 +58,9 @@ pub fn run(a: Args) -> Result<()> {
         stride: a.stride as usize,
         mode,
     };
-    let datasets: Vec<String> = a
-        .datasets
-        .iter()
-        .map(|d| format!("{}={}", d.name, d.path.display()))
-        .collect();
-    let shard = a.shard.resolve(&[
-        ("datasets", datasets.join(" ")),
-        (
-            "columns",
-            format!("{:?}", a.columns.as_ref().map(|c| c.to_string())),
-        ),
-        ("tokenizer_fingerprint", model_fingerprint(&a.tokenizer)?),
-        ("ngram", a.ngram.to_string()),
-        ("stride", a.stride.to_string()),
-        ("mode", format!("{mode:?}")),
-    ])?;
+    let shard = a
+        .shard
+        .resolve(|| overlap::shard_settings(&sources, &opts, &a.tokenizer))?;
     let bar = progress::bar(overlap::total_rows(&sources), "rows");
     let Some(run) = shard else {
         let report = overlap::compute(&sources, &tok, &opts, &bar)?;
@@ -86,26 +73,8 @@ pub fn run(a: Args) -> Result<()> {
         ));
         return Ok(());
     };
-    let counts = sources
-        .iter()
-        .map(|s| condenser::data::count_rows(&s.path))
-        .collect::<Result<Vec<_>>>()?;
-    let ranges: Vec<_> = counts.iter().map(|&n| run.shard.rows(n)).collect();
-    bar.set_length(ranges.iter().map(|r| r.len() as u64).sum());
-    let parts = overlap::compute_parts(&sources, &ranges, &tok, &opts, &bar)?;
+    let (dest, rows) = overlap::compute_shard(&sources, &tok, &opts, &a.out, &run, &bar)?;
     bar.finish_and_clear();
-    let dest = run.shard.file(&a.out.join("overlap.parts"));
-    parts.write(&dest)?;
-    // the unit is a row of any dataset: a shard's range per dataset sums to a contiguous range
-    let before: usize = ranges.iter().map(|r| r.start).sum();
-    let rows: usize = ranges.iter().map(|r| r.len()).sum();
-    run.finish(
-        "domain-overlap",
-        &dest,
-        counts.iter().sum(),
-        before..before + rows,
-        true,
-    )?;
     out(&format!(
         "wrote {}\n{}",
         dest.display(),

@@ -4,7 +4,7 @@ use super::{out, progress};
 use condenser::data::ColumnSpec;
 use condenser::encode::encode_file;
 use condenser::error::Result;
-use condenser::shard::model_fingerprint;
+use condenser::shard;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -29,15 +29,18 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let shard = a.shard.resolve(&[
-        ("model", a.model.display().to_string()),
-        ("model_fingerprint", model_fingerprint(&a.model)?),
-        ("input", a.input.display().to_string()),
-        ("columns", a.columns.to_string()),
-        ("batch_size", a.batch_size.to_string()),
-        ("model_opts", format!("{:?}", a.model_opts)),
-    ])?;
-    let enc = a.model_opts.inference()?.encoder(&a.model)?;
+    let inference = a.model_opts.inference()?;
+    let shard = a.shard.resolve(|| {
+        let job = serde_json::json!({
+            "model": a.model,
+            "input": a.input,
+            "columns": a.columns,
+            "batch_size": a.batch_size,
+            "inference": inference,
+        });
+        shard::settings(&job, &[("model", Some(&a.model))])
+    })?;
+    let enc = inference.encoder(&a.model)?;
     let bar = progress::bar(None, "rows");
     let (rows, dest) = encode_file(
         &enc,

@@ -1,10 +1,9 @@
 use super::model_opts::ModelOpts;
-use super::{out, progress, Named};
-use clap::{Arg, ArgAction, ArgMatches};
+use super::eval_sets::EvalSets;
+use super::{out, progress};
 use condenser::data::PairColumns;
 use condenser::error::{Error, Result};
-use condenser::eval::{EvalOptions, EvalReport, EvalResult, Model, ScoreFn, EVALUATORS};
-use condenser::model::Loaded;
+use condenser::eval::{EvalOptions, EvalReport, ScoreFn, EVALUATORS};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -35,50 +34,6 @@ pub struct Args {
     model: ModelOpts,
 }
 
-/// The datasets to evaluate on: one `--<kind> NAME=PATH` flag per evaluator kind in the library's
-/// registry (`condenser::eval::EVALUATORS`), in command-line order.
-#[derive(Clone, Debug, Default)]
-struct EvalSets(Vec<(usize, Named)>);
-
-impl clap::FromArgMatches for EvalSets {
-    fn from_arg_matches(m: &ArgMatches) -> std::result::Result<Self, clap::Error> {
-        let mut sets = Vec::new();
-        for (k, kind) in EVALUATORS.iter().enumerate() {
-            if let (Some(vals), Some(at)) =
-                (m.get_many::<Named>(kind.flag), m.indices_of(kind.flag))
-            {
-                sets.extend(vals.zip(at).map(|(v, i)| (i, k, v.clone())));
-            }
-        }
-        sets.sort_by_key(|s| s.0);
-        Ok(EvalSets(sets.into_iter().map(|(_, k, v)| (k, v)).collect()))
-    }
-
-    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> std::result::Result<(), clap::Error> {
-        *self = Self::from_arg_matches(m)?;
-        Ok(())
-    }
-}
-
-impl clap::Args for EvalSets {
-    fn augment_args(cmd: clap::Command) -> clap::Command {
-        EVALUATORS.iter().fold(cmd, |c, k| {
-            c.arg(
-                Arg::new(k.flag)
-                    .long(k.flag)
-                    .value_name("NAME=PATH")
-                    .action(ArgAction::Append)
-                    .value_parser(clap::value_parser!(Named))
-                    .help(k.help),
-            )
-        })
-    }
-
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        Self::augment_args(cmd)
-    }
-}
-
 pub fn run(a: Args) -> Result<()> {
     if a.sets.0.is_empty() {
         let flags: Vec<String> = EVALUATORS.iter().map(|k| format!("--{}", k.flag)).collect();
@@ -100,23 +55,13 @@ pub fn run(a: Args) -> Result<()> {
         .map(|(k, set)| Ok((set.name.clone(), (EVALUATORS[*k].load)(&set.path, &opts)?)))
         .collect::<Result<Vec<_>>>()?;
     let inference = a.model.inference()?;
-    let mut report = EvalReport::default();
-    for dir in &a.models {
-        let loaded = Loaded::load(dir, &inference)?;
-        let model = dir.display().to_string();
-        for (name, ev) in &evaluators {
-            let pb = progress::bar(Some(0), &format!("texts ({model} on {name})"));
-            let e = ev.run(&Model::from(&loaded), a.batch_size as usize, &pb)?;
-            pb.finish_and_clear();
-            report.results.push(EvalResult {
-                model: model.clone(),
-                dataset: name.clone(),
-                task: ev.task(),
-                primary: e.primary,
-                metrics: e.metrics,
-            });
-        }
-    }
+    let report = EvalReport::run(
+        &a.models,
+        &evaluators,
+        &inference,
+        a.batch_size as usize,
+        |model, name| progress::bar(Some(0), &format!("texts ({model} on {name})")),
+    )?;
     report.save(&a.out)?;
     out(&format!(
         "{}\nwrote {}/results.{{json,csv}}\n{}\n",

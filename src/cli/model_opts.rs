@@ -31,7 +31,7 @@ impl ModelOpts {
 
     /// What runs the matmuls, for the command's summary.
     pub fn matmuls(&self) -> String {
-        let base = super::train_opts::matmuls(self.device);
+        let base = matmuls(self.device);
         match (self.device, self.dtype) {
             (DeviceSpec::Cpu, Some(ComputeType::Bf16)) => {
                 format!("{base}; Linear products in bf16 on the AVX512-BF16 kernel")
@@ -41,5 +41,17 @@ impl ModelOpts {
             }
             _ => base,
         }
+    }
+}
+
+/// What runs CPU matmuls on `device`, for summaries.
+pub fn matmuls(device: DeviceSpec) -> String {
+    match device {
+        DeviceSpec::Cpu => format!(
+            "CPU matmuls: {} on {}",
+            condenser::model::kernels::blas::describe(),
+            condenser::runtime::cpu_model()
+        ),
+        d => format!("device: {d}"),
     }
 }

@@ -1,7 +1,7 @@
 use super::out;
-use condenser::error::{Error, Result};
-use condenser::recipe::{Decision, Recipe, State, Step};
-use std::path::{Path, PathBuf};
+use condenser::error::Result;
+use condenser::recipe::{Recipe, Runner};
+use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -33,78 +33,16 @@ fn parse_set(s: &str) -> std::result::Result<(String, String), String> {
 
 pub fn run(a: Args) -> Result<()> {
     let recipe = Recipe::load(&a.recipe, &a.opts.set)?;
-    let mut runner = Runner::new(&recipe, &a.opts)?;
-    runner.run(&recipe.steps, "")
+    let mut runner = Runner::new(&recipe, a.opts.dry_run, a.opts.force)?;
+    runner.run(&recipe.steps, "", &out, &exec)
 }
 
-/// Runs steps in order, skipping finished ones (the recipe state), resuming interrupted training.
-pub struct Runner<'a> {
-    file: &'a Path,
-    state: State,
-    opts: &'a RunOpts,
-    /// What steps that run (or would run) write: every step reading it runs too.
-    dirty: Vec<PathBuf>,
-}
-
-impl<'a> Runner<'a> {
-    pub fn new(recipe: &'a Recipe, opts: &'a RunOpts) -> Result<Runner<'a>> {
-        Ok(Runner {
-            file: &recipe.path,
-            state: State::load(&recipe.state_dir)?,
-            opts,
-            dirty: Vec::new(),
-        })
-    }
-
-    /// Run `steps`; `tag` prefixes their numbers in the log.
-    pub fn run(&mut self, steps: &[Step], tag: &str) -> Result<()> {
-        let n = steps.len();
-        for (i, step) in steps.iter().enumerate() {
-            let fail = |e: Error| {
-                Error::context(
-                    format!("recipe {} step '{}' failed", self.file.display(), step.name),
-                    e,
-                )
-            };
-            let decision = self
-                .state
-                .decide(step, self.opts.force, &self.dirty)
-                .map_err(fail)?;
-            let resume = match decision {
-                Decision::Skip(why) => {
-                    out(&format!(
-                        "[{tag}{}/{n}] {}: {why}, skipped\n",
-                        i + 1,
-                        step.name
-                    ));
-                    continue;
-                }
-                Decision::Run { resume, why } => {
-                    out(&format!(
-                        "[{tag}{}/{n}] {}: runs ({why}): condenser {} {}{}\n",
-                        i + 1,
-                        step.name,
-                        step.command,
-                        step.args.join(" "),
-                        if resume { " --resume" } else { "" },
-                    ));
-                    resume
-                }
-            };
-            self.dirty.extend(step.products());
-            let argv = ["condenser".to_string(), step.command.clone()]
-                .into_iter()
-                .chain(step.args.iter().cloned())
-                .chain(resume.then(|| "--resume".to_string()));
-            if self.opts.dry_run {
-                // the plan is checked as far as it can be without running: the step's flags parse
-                super::parse_argv(argv).map_err(fail)?;
-                continue;
-            }
-            self.state.start(step)?;
-            super::run_argv(argv).map_err(fail)?;
-            self.state.finish(step).map_err(fail)?;
-        }
-        Ok(())
+/// A step's argv parsed (dry) or run, as the binary's own subcommand.
+pub fn exec(argv: Vec<String>, dry: bool) -> Result<()> {
+    if dry {
+        super::parse_argv(argv).map(|_| ())
+    } else {
+        super::run_argv(argv)
     }
 }
+

@@ -1,7 +1,7 @@
 //! The flags of every command that can run as one shard of many (encode, augment, mine,
 //! domain-overlap).
 use condenser::error::Result;
-use condenser::shard::{Shard, ShardRun};
+use condenser::shard::{Settings, Shard, ShardRun};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct ShardOpts {
@@ -16,9 +16,9 @@ pub struct ShardOpts {
 }
 
 impl ShardOpts {
-    /// The shard to run, if any, with the settings its manifest records (one `key=value` a line);
-    /// a shard taken from the scheduler's environment is announced on stderr.
-    pub fn resolve(&self, settings: &[(&str, String)]) -> Result<Option<ShardRun>> {
+    /// The shard to run, if any, with the settings its manifest records (`shard::settings`); a
+    /// shard taken from the scheduler's environment is announced on stderr.
+    pub fn resolve(&self, settings: impl FnOnce() -> Result<Settings>) -> Result<Option<ShardRun>> {
         let Some((shard, from)) =
             Shard::resolve(self.shard, self.shard_count, |k| std::env::var(k).ok())?
         else {
@@ -27,12 +27,10 @@ impl ShardOpts {
         if from != "--shard" {
             eprintln!("running shard {shard} (from {from})");
         }
-        let settings = settings
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        Ok(Some(ShardRun { shard, settings }))
+        Ok(Some(ShardRun {
+            shard,
+            settings: settings()?,
+        }))
     }
 }
 

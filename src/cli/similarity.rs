@@ -1,5 +1,6 @@
 use super::model_opts::ModelOpts;
-use super::{out, short_name};
+use super::named::short_name;
+use super::out;
 use condenser::data;
 use condenser::error::{Error, Result};
 use condenser::eval::similarity;

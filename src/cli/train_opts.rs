@@ -1,9 +1,8 @@
-//! Flags and the run-and-report step every training command shares.
-use super::{out, progress};
+//! The flags every training command shares, and the TrainConfig they make.
 use condenser::error::Result;
-use condenser::model::kernels::precision::Precision;
+use condenser::model::Precision;
 use condenser::runtime::DeviceSpec;
-use condenser::train::{train, TrainConfig, TrainTask};
+use condenser::train::TrainConfig;
 use std::path::Path;
 
 /// "at least 1" for counts that divide or step.
@@ -43,10 +42,10 @@ pub struct TrainOpts {
     max_steps: Option<u64>,
     /// Continue the killed run in --out from its last checkpoint (the same settings required)
     #[arg(long)]
-    resume: bool,
+    pub(super) resume: bool,
     /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
     #[arg(long, default_value = "cpu")]
-    device: DeviceSpec,
+    pub(super) device: DeviceSpec,
     /// CPU threads that split each batch, for losses that are a mean over examples or tokens (a
     /// run is reproducible bit for bit for a given count) [default: RAYON_NUM_THREADS, else the
     /// cores]
@@ -55,19 +54,7 @@ pub struct TrainOpts {
     /// Precision of the Linear layers' products, forward and backward, on the CPU (f32 master
     /// weights and AdamW state either way; f16 with dynamic loss scaling)
     #[arg(long, value_enum, default_value = "f32")]
-    precision: Precision,
-}
-
-/// What runs CPU matmuls on `device`, for summaries.
-pub fn matmuls(device: DeviceSpec) -> String {
-    match device {
-        DeviceSpec::Cpu => format!(
-            "CPU matmuls: {} on {}",
-            condenser::model::kernels::blas::describe(),
-            condenser::runtime::cpu_model()
-        ),
-        d => format!("device: {d}"),
-    }
+    pub(super) precision: Precision,
 }
 
 impl TrainOpts {
@@ -100,61 +87,5 @@ impl TrainOpts {
             precision: self.precision,
             out: out.to_path_buf(),
         }
-    }
-
-    /// Say which tensors start fresh, train with a progress bar, print the summary line.
-    pub fn run(&self, task: &mut impl TrainTask, out_dir: &Path, default_lr: f64) -> Result<()> {
-        let cfg = self.config(out_dir, default_lr);
-        cfg.validate()?;
-        if self.precision != Precision::F32 {
-            if self.device != DeviceSpec::Cpu {
-                return Err(condenser::error::Error::msg(format!(
-                    "--precision {} applies to CPU training; on a GPU use f32 (this build's \
-                     CUDA training path is f32)",
-                    self.precision.name()
-                )));
-            }
-            self.precision.check_cpu("--precision")?;
-        }
-        task.set_precision(self.precision)?;
-        if !task.fresh().is_empty() {
-            out(&format!(
-                "initialised fresh (not in the starting checkpoint): {}\n",
-                task.fresh().join(", ")
-            ));
-        }
-        let bar = progress::bar(Some(0), "steps {msg}");
-        let r = train(task, &cfg, self.resume, &bar)?;
-        bar.finish_and_clear();
-        if r.already_done {
-            out(&format!(
-                "the run in {} had already finished ({} steps); nothing to do\n",
-                out_dir.display(),
-                r.steps
-            ));
-            return Ok(());
-        }
-        let best = r
-            .best
-            .map(|(k, v)| format!(", best dev {k} {v:.4}"))
-            .unwrap_or_default();
-        out(&format!(
-            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s, batches split across {} thread{}; {}; {} products{}){best}\nwrote {}\n",
-            r.steps,
-            r.seconds,
-            r.step_seconds,
-            r.examples_per_s,
-            r.threads,
-            if r.threads == 1 { "" } else { "s" },
-            matmuls(self.device),
-            self.precision.name(),
-            if r.skipped_steps > 0 {
-                format!(", {} f16 steps skipped for overflow", r.skipped_steps)
-            } else {
-                String::new()
-            },
-            out_dir.display()
-        ));
-        Ok(())
     }
 }

@@ -1,7 +1,8 @@
 use super::out;
-use super::run::{RunOpts, Runner};
+use super::run::{exec, RunOpts};
 use condenser::error::Result;
 use condenser::recipe::grid::{Grid, GridReport};
+use condenser::recipe::Runner;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -15,8 +16,8 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let grid = Grid::load(&a.grid, &a.opts.set)?;
-    let mut runner = Runner::new(&grid.recipe, &a.opts)?;
-    runner.run(&grid.recipe.steps, "prepare ")?;
+    let mut runner = Runner::new(&grid.recipe, a.opts.dry_run, a.opts.force)?;
+    runner.run(&grid.recipe.steps, "prepare ", &out, &exec)?;
     let steps = match grid.steps() {
         Err(e) if a.opts.dry_run => {
             out(&format!(
@@ -26,7 +27,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         r => r?,
     };
-    runner.run(&steps, "")?;
+    runner.run(&steps, "", &out, &exec)?;
     if a.opts.dry_run {
         return Ok(());
     }

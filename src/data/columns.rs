@@ -37,6 +37,13 @@ impl std::str::FromStr for ColumnSpec {
     }
 }
 
+/// Serialised as written on the command line (`a,b,label?`).
+impl serde::Serialize for ColumnSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
 impl std::fmt::Display for ColumnSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let parts: Vec<String> = self

@@ -41,6 +41,35 @@ pub struct EvalReport {
 }
 
 impl EvalReport {
+    /// Every model on every (named) dataset, in order; `bar(model, dataset)` gives each run's
+    /// progress bar.
+    pub fn run(
+        models: &[std::path::PathBuf],
+        sets: &[(String, Box<dyn super::Evaluator>)],
+        inference: &crate::model::InferenceOptions,
+        batch: usize,
+        bar: impl Fn(&str, &str) -> indicatif::ProgressBar,
+    ) -> crate::error::Result<EvalReport> {
+        let mut report = EvalReport::default();
+        for dir in models {
+            let loaded = crate::model::Loaded::load(dir, inference)?;
+            let model = dir.display().to_string();
+            for (name, ev) in sets {
+                let pb = bar(&model, name);
+                let e = ev.run(&super::Model::from(&loaded), batch, &pb)?;
+                pb.finish_and_clear();
+                report.results.push(EvalResult {
+                    model: model.clone(),
+                    dataset: name.clone(),
+                    task: ev.task(),
+                    primary: e.primary,
+                    metrics: e.metrics,
+                });
+            }
+        }
+        Ok(report)
+    }
+
     pub fn table(&self) -> String {
         let mw = self
             .results

@@ -5,12 +5,14 @@ mod minhash;
 mod ngrams;
 mod parts;
 mod report;
+mod shard;
 
 pub use exact::{shared_matrix, NgramSet};
 pub use minhash::{standard_error, MinHasher, Sketch};
 pub use ngrams::NgramPacker;
 pub use parts::{merge_parts, Parts};
 pub use report::{Approx, OverlapReport};
+pub use shard::{compute_shard, shard_settings};
 
 use crate::data::{self, ColumnSpec};
 use crate::error::{Error, Result};
@@ -21,7 +23,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 
 /// One dataset: its name in the report, its file, and the text columns whose rows count.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Source {
     pub name: String,
     pub path: PathBuf,
@@ -60,7 +62,8 @@ impl Source {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
     Exact,
     /// MinHash with this many permutations and hash seed.
@@ -70,7 +73,7 @@ pub enum Mode {
     },
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct Options {
     pub ngram: usize,
     pub stride: usize,

@@ -13,8 +13,10 @@
 //! args = { model = "datasets/model/all-MiniLM-L6-v2", train = "...", out = "{out}/ce", both-orders = true }
 //! ```
 pub mod grid;
+mod runner;
 mod state;
 
+pub use runner::{Exec, Runner};
 pub use state::{Decision, State};
 
 use crate::error::{Error, Result};

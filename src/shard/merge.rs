@@ -158,7 +158,8 @@ fn find(out: &Path) -> Result<Vec<(PathBuf, Manifest)>> {
     Ok(found)
 }
 
-/// What differs between two manifests, setting by setting (settings are one `key=value` a line).
+/// What differs between two manifests, setting by setting: `name=value (shard 0) vs
+/// name=value (this shard)`.
 fn difference(a: &Manifest, b: &Manifest) -> String {
     if a.command != b.command {
         return format!("command {} vs {}", a.command, b.command);
@@ -166,17 +167,22 @@ fn difference(a: &Manifest, b: &Manifest) -> String {
     if a.total != b.total {
         return format!("an input of {} rows vs {}", a.total, b.total);
     }
-    let (x, y): (Vec<&str>, Vec<&str>) =
-        (a.settings.lines().collect(), b.settings.lines().collect());
-    let mut diff: Vec<String> = x
-        .iter()
-        .filter(|l| !y.contains(l))
-        .map(|l| format!("{l} (shard 0)"))
-        .collect();
-    diff.extend(
-        y.iter()
-            .filter(|l| !x.contains(l))
-            .map(|l| format!("{l} (this shard)")),
-    );
-    diff.join("; ")
+    let show = |k: &str, v: Option<&serde_json::Value>| match v {
+        Some(serde_json::Value::String(s)) => format!("{k}={s}"),
+        Some(v) => format!("{k}={v}"),
+        None => format!("no {k}"),
+    };
+    let keys: std::collections::BTreeSet<&String> =
+        a.settings.keys().chain(b.settings.keys()).collect();
+    keys.into_iter()
+        .filter(|k| a.settings.get(*k) != b.settings.get(*k))
+        .map(|k| {
+            format!(
+                "{} (shard 0) vs {} (this shard)",
+                show(k, a.settings.get(k)),
+                show(k, b.settings.get(k))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }

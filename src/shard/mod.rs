@@ -143,11 +143,31 @@ impl Shard {
     }
 }
 
+/// What every shard of a run must share, by name: the job's settings and model fingerprints.
+pub type Settings = serde_json::Map<String, serde_json::Value>;
+
+/// The settings a shard's manifest records: `job`'s fields, serialised (a job leaves out what it
+/// writes and which shard it is), plus a fingerprint of each model folder it reads, so shards made
+/// with other flags or other weights never merge.
+pub fn settings(job: &impl Serialize, models: &[(&str, Option<&Path>)]) -> Result<Settings> {
+    let serde_json::Value::Object(mut map) = serde_json::to_value(job)
+        .map_err(|e| Error::msg(format!("shard settings: {e}")))?
+    else {
+        return Err(Error::msg("shard settings: a job serialises to a table"));
+    };
+    for (name, dir) in models {
+        if let Some(dir) = dir {
+            map.insert(format!("{name}_fingerprint"), model_fingerprint(dir)?.into());
+        }
+    }
+    Ok(map)
+}
+
 /// A shard to run and the settings its manifest records.
 #[derive(Clone, Debug)]
 pub struct ShardRun {
     pub shard: Shard,
-    pub settings: String,
+    pub settings: Settings,
 }
 
 impl ShardRun {
@@ -182,9 +202,9 @@ impl ShardRun {
 pub struct Manifest {
     /// The subcommand (encode, augment, mine, domain-overlap).
     pub command: String,
-    /// The settings every shard must share: flags (without --shard and --out) and model
+    /// The settings every shard must share: the job's (without its shard and output) and model
     /// fingerprints.
-    pub settings: String,
+    pub settings: Settings,
     pub shard: Shard,
     /// Rows (or pairs, anchors: the stage's unit) of the whole input, and this shard's range.
     pub total: usize,

@@ -10,7 +10,8 @@ use indicatif::ProgressBar;
 use rayon::prelude::*;
 
 /// Where candidates come from (`--candidates`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Candidates {
     /// Nearest documents by the bi-encoder's cosine (exact search).
     BiEncoder,

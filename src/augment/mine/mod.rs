@@ -5,10 +5,12 @@
 //! and absolute/relative margin filters (against the anchor's hardest positive) that remove
 //! likely false negatives; ranks [range_min, range_max); top or seeded random sampling.
 mod candidates;
+mod job;
 mod output;
 mod source;
 
 pub use candidates::Candidates;
+pub use job::{MineJob, MineSummary};
 pub use output::write_mined;
 pub use source::{MineSource, MineTexts};
 
@@ -23,7 +25,8 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 /// How negatives are picked from the candidates that survive the filters (`--sampling`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum NegativeSampling {
     /// The highest-scored ones.
     Top,
@@ -32,7 +35,8 @@ pub enum NegativeSampling {
 }
 
 /// Rows written (`--format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum MinedFormat {
     /// anchor, positive, negative_1..N: only pairs that got all N negatives.
     NTuple,
@@ -43,21 +47,44 @@ pub enum MinedFormat {
     LabeledPair,
 }
 
-#[derive(Clone, Debug)]
+/// How candidates are found, filtered and picked, and how rows are written: `mine`'s flags.
+#[derive(Clone, Debug, serde::Serialize, clap::Args)]
 pub struct MineOptions {
+    #[arg(long, value_enum, default_value = "bi-encoder")]
     pub candidates: Candidates,
+    /// Skip the first candidates (the most likely false negatives)
+    #[arg(long, default_value_t = 0)]
     pub range_min: usize,
-    /// Default: range_min + num_negatives (+ 10 x num_negatives when a filter may drop some).
+    /// Consider candidates up to this rank [default: range-min + num-negatives, + 10 x
+    /// num-negatives with a filter]
+    #[arg(long)]
     pub range_max: Option<usize>,
+    #[arg(long, default_value_t = 3, value_parser = at_least_one())]
     pub num_negatives: usize,
+    #[arg(long, value_enum, default_value = "top")]
     pub sampling: NegativeSampling,
+    #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Drop candidates scoring above this
+    #[arg(long)]
     pub max_score: Option<f32>,
+    /// Drop candidates scoring below this
+    #[arg(long)]
     pub min_score: Option<f32>,
+    /// Drop candidates within this of the anchor's hardest positive's score
+    #[arg(long)]
     pub absolute_margin: Option<f32>,
+    /// Drop candidates above the hardest positive's score minus this fraction of it
+    #[arg(long)]
     pub relative_margin: Option<f32>,
+    #[arg(long, value_enum, default_value = "n-tuple")]
     pub format: MinedFormat,
+    #[arg(long, default_value_t = 32, value_parser = at_least_one())]
     pub batch_size: usize,
+}
+
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
 impl MineOptions {

@@ -7,6 +7,8 @@ use crate::data::retrieval::{read_texts, RetrievalSet};
 use std::collections::HashSet;
 use std::path::PathBuf;
 
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum MineSource {
     Retrieval {
         dir: PathBuf,

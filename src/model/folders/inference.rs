@@ -24,6 +24,24 @@ pub struct InferenceOptions {
     pub max_seq_length: Option<usize>,
 }
 
+/// Serialised as the flags that set it (a shard's settings record them).
+impl serde::Serialize for InferenceOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let device = match self.device.location() {
+            candle_core::DeviceLocation::Cpu => "cpu".to_string(),
+            candle_core::DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+            candle_core::DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
+        };
+        let mut st = s.serialize_struct("InferenceOptions", 4)?;
+        st.serialize_field("device", &device)?;
+        st.serialize_field("dtype", &self.dtype)?;
+        st.serialize_field("pooling", &self.pooling)?;
+        st.serialize_field("max_seq_length", &self.max_seq_length)?;
+        st.end()
+    }
+}
+
 impl Default for InferenceOptions {
     fn default() -> Self {
         InferenceOptions {

@@ -12,6 +12,9 @@ use candle_core::{bail, CpuStorage, CustomOp3, DType, Layout, Result, Shape, Ten
 use rayon::prelude::*;
 use std::sync::Arc;
 
+/// Every product here has s, head_dim > 0: `usable` refuses empty inputs.
+const NONEMPTY: &str = "attention: non-empty operands (checked by usable)";
+
 #[derive(Clone)]
 pub struct Attention {
     heads: usize,
@@ -53,7 +56,8 @@ impl Attention {
     fn probs(&self, q: &[f32], k: &[f32], bias: &[f32], s: usize, hd: usize, h: usize) -> Vec<f32> {
         let mut p = vec![0f32; s * s];
         let blas = blas().expect("checked by usable()");
-        blas.gemm(NO_TRANS, TRANS, s, s, hd, q, h, k, h, 0.0, &mut p, s);
+        blas.gemm(NO_TRANS, TRANS, s, s, hd, q, h, k, h, 0.0, &mut p, s)
+            .expect(NONEMPTY);
         for row in p.chunks_mut(s) {
             let mut max = f32::NEG_INFINITY;
             for (o, &b) in row.iter_mut().zip(bias) {
@@ -122,7 +126,8 @@ impl CustomOp3 for Attention {
                     0.0,
                     &mut out[c..],
                     h,
-                );
+                )
+                .expect(NONEMPTY);
             }
         });
         Ok((CpuStorage::F32(ctx), lq.shape().clone()))
@@ -208,9 +213,11 @@ impl candle_core::CustomOp2 for Backward {
                     0.0,
                     &mut dv[c..],
                     h,
-                );
+                )
+                .expect(NONEMPTY);
                 // dP = (dC V^T) * mask; dS = scale * P * (dP - rowsum(dP * P))
-                blas.gemm(NO_TRANS, TRANS, s, s, hd, dch, h, vh, h, 0.0, &mut dp, s);
+                blas.gemm(NO_TRANS, TRANS, s, s, hd, dch, h, vh, h, 0.0, &mut dp, s)
+                    .expect(NONEMPTY);
                 if let Some(m) = mask {
                     dp.iter_mut().zip(m).for_each(|(x, m)| *x *= m);
                 }
@@ -233,7 +240,8 @@ impl candle_core::CustomOp2 for Backward {
                     0.0,
                     &mut dq[c..],
                     h,
-                );
+                )
+                .expect(NONEMPTY);
                 blas.gemm(
                     TRANS,
                     NO_TRANS,
@@ -247,7 +255,8 @@ impl candle_core::CustomOp2 for Backward {
                     0.0,
                     &mut dk[c..],
                     h,
-                );
+                )
+                .expect(NONEMPTY);
             }
         });
         // (b, 3, s, h) -> (3, b, s, h)
@@ -265,7 +274,11 @@ impl candle_core::CustomOp2 for Backward {
 
 /// Whether the fused op applies: BLAS loaded, everything on the CPU in f32.
 pub fn usable(q: &Tensor) -> bool {
-    blas().is_some() && q.device().is_cpu() && q.dtype() == DType::F32 && q.rank() == 3
+    blas().is_some()
+        && q.device().is_cpu()
+        && q.dtype() == DType::F32
+        && q.rank() == 3
+        && q.elem_count() > 0
 }
 
 /// The attention context (b, s, h) of q, k, v (b, s, h) with `heads` heads, `bias` the additive

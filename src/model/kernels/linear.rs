@@ -71,7 +71,7 @@ impl CustomOp3 for FusedLinear {
         }
         if self.precision == Precision::F32 {
             let blas = blas().expect("checked by fusable()");
-            blas.sgemm_beta(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, &mut y);
+            blas.sgemm_beta(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, &mut y)?;
         } else if rows > 0 {
             precision::gemm(
                 self.precision,
@@ -82,7 +82,7 @@ impl CustomOp3 for FusedLinear {
                 &mut y,
                 out,
                 true,
-            );
+            )?;
         }
         Ok((CpuStorage::F32(y), Shape::from(dims)))
     }

@@ -63,7 +63,7 @@ impl CustomOp2 for BlasMatMul {
                 &b[i * k * n..],
                 ldb,
                 &mut out[i * m * n..(i + 1) * m * n],
-            );
+            )?;
         }
         let mut dims = d1.to_vec();
         dims[r - 1] = n;

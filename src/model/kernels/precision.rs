@@ -85,12 +85,12 @@ pub fn gemm(
     c: &mut [f32],
     ldc: usize,
     accumulate: bool,
-) {
+) -> Result<()> {
     let beta = if accumulate { 1.0 } else { 0.0 };
     match p {
         Precision::Bf16 => match packed {
-            Some(pb) => bf16::gemm(a, m, pb, c, ldc, accumulate),
-            None => bf16::gemm(a, m, &PackedB::pack(b, k, n), c, ldc, accumulate),
+            Some(pb) => Ok(bf16::gemm(a, m, pb, c, ldc, accumulate)),
+            None => Ok(bf16::gemm(a, m, &PackedB::pack(b, k, n), c, ldc, accumulate)),
         },
         // f16: the operands rounded (no f16 product instruction here), then sgemm; f32 as is
         Precision::F16 | Precision::F32 => {
@@ -101,7 +101,7 @@ pub fn gemm(
             };
             let (a2, b2) = (copy(&a, m, k, round), copy(&b, k, n, round));
             let blas = blas().expect("checked by Precision::check_cpu");
-            blas.gemm(NO_TRANS, NO_TRANS, m, n, k, &a2, k, &b2, n, beta, c, ldc);
+            blas.gemm(NO_TRANS, NO_TRANS, m, n, k, &a2, k, &b2, n, beta, c, ldc)
         }
     }
 }
@@ -150,7 +150,7 @@ impl CustomOp2 for LowpMatMul {
                 &mut c,
                 n,
                 false,
-            );
+            )?;
         }
         Ok((CpuStorage::F32(c), Shape::from((m, n))))
     }

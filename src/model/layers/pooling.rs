@@ -3,7 +3,8 @@ use candle_core::{DType, Tensor, D};
 use std::path::Path;
 
 /// One pooling mode, as `--pooling` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PoolingMode {
     Cls,
     Mean,

@@ -1,67 +1,10 @@
-//! The CPU's f32 GEMM (cblas_sgemm), found at run time with dlopen: OpenBLAS or Intel's oneMKL.
-//! Either runs BERT's matmuls at ~2x candle's gemm (benches/README.md); where neither is found,
-//! or CONDENSER_BLAS=0 is set, callers fall back to candle's own matmul and nothing else changes.
-//!
-//! Which one, chosen at run time (CONDENSER_BLAS): unset or `auto`, the vendor's library first on
-//! Intel CPUs (oneMKL, as PyTorch uses there; AMX and AVX-512 kernels OpenBLAS lacks) and
-//! OpenBLAS first elsewhere (on AMD Zen, measured here: OpenBLAS sgemm 194-206 GFLOP/s, MKL
-//! 171-202, and MKL's bf16 GEMM no faster than its sgemm: it does not use AVX512-BF16 on AMD);
-//! `openblas` or `mkl` insists on one (a warning when it is missing); `env` is OpenBLAS with
-//! OPENBLAS_CORETYPE as set; any other value is an OpenBLAS core type (`haswell`, `skylakex`).
-//!
-//! Where they are looked for: CONDENSER_BLAS_LIB (a path, the only one tried: a file name with
-//! "mkl" in it is MKL); the system's (libopenblas.so.0 as Debian installs it, libmkl_rt.so on the
-//! loader's path); the copies `datasets/fetch.sh` unpacks from PyPI wheels into datasets/lib
-//! (scipy-openblas32, whose symbols carry a `scipy_` prefix, and mkl), so README's commands get
-//! the fast path on any machine without root.
+//! Finding the BLAS at run time: the candidates in the order CONDENSER_BLAS asks for, dlopened
+//! until one has cblas_sgemm, with its kernel or version name and thread-count calls.
+use super::{Blas, CoreName, GetThreads, MklVersion, SetThreads, Sgemm, Vendor};
+
+type SetThreadingLayer = unsafe extern "C" fn(i32) -> i32;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-pub const ROW_MAJOR: i32 = 101;
-pub const NO_TRANS: i32 = 111;
-pub const TRANS: i32 = 112;
-
-type Sgemm = unsafe extern "C" fn(
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-    f32,
-    *const f32,
-    i32,
-    *const f32,
-    i32,
-    f32,
-    *mut f32,
-    i32,
-);
-
-type CoreName = unsafe extern "C" fn() -> *const libc::c_char;
-type MklVersion = unsafe extern "C" fn(*mut libc::c_char, i32);
-type SetThreads = unsafe extern "C" fn(i32);
-type GetThreads = unsafe extern "C" fn() -> i32;
-
-/// Which library a [`Blas`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Vendor {
-    OpenBlas,
-    Mkl,
-}
-
-pub struct Blas {
-    pub vendor: Vendor,
-    sgemm: Sgemm,
-    threads: Option<(SetThreads, GetThreads)>,
-    /// The library file that was loaded.
-    pub library: String,
-    /// OpenBLAS's kernel ("Haswell", "SkylakeX", ...), or MKL's version.
-    pub core: String,
-}
-
-static BLAS: OnceLock<Option<Blas>> = OnceLock::new();
 
 /// The wheels' libraries, unpacked by datasets/fetch.sh.
 const BUNDLED: &str = "datasets/lib/libscipy_openblas.so";
@@ -143,7 +86,7 @@ fn explicit_lib() -> Option<std::ffi::OsString> {
     std::env::var_os("CONDENSER_BLAS_LIB").filter(|p| !p.is_empty())
 }
 
-fn load() -> Option<Blas> {
+pub(super) fn load() -> Option<Blas> {
     use Vendor::*;
     let choice = std::env::var("CONDENSER_BLAS")
         .unwrap_or_default()
@@ -201,14 +144,18 @@ fn open(c: &Candidate) -> Option<Blas> {
     };
     // SAFETY: dlopen with a NUL-terminated name; the handle is never closed, so every function
     // pointer taken from it stays valid for the life of the process.
-    if c.vendor == Vendor::Mkl && std::env::var_os("MKL_THREADING_LAYER").is_none() {
-        // GNU OpenMP (libgomp, with gcc everywhere) rather than Intel's libiomp5, which the
-        // wheel does not bring
-        set_env("MKL_THREADING_LAYER", "GNU");
-    }
     let h = unsafe { libc::dlopen(c.name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
     if h.is_null() {
         return None;
+    }
+    if c.vendor == Vendor::Mkl && std::env::var_os("MKL_THREADING_LAYER").is_none() {
+        // GNU OpenMP (libgomp, with gcc everywhere) rather than Intel's libiomp5, which the
+        // wheel does not bring; set by MKL's own call (before any other), not the environment
+        let f = sym(h, "MKL_Set_Threading_Layer");
+        if !f.is_null() {
+            // SAFETY: mkl_service.h's `int MKL_Set_Threading_Layer(int)`; 3 = MKL_THREADING_GNU
+            unsafe { std::mem::transmute::<*mut libc::c_void, SetThreadingLayer>(f)(3) };
+        }
     }
     let f = sym(h, "cblas_sgemm");
     if f.is_null() {
@@ -289,142 +236,23 @@ fn best_core() -> Option<&'static str> {
     None
 }
 
+/// Set an environment variable that a library reads when it starts (OpenBLAS's kernel, candle's
+/// pool size) only while this process has a single thread: setenv races with any other thread's
+/// getenv. The binary loads the BLAS first thing in main, so it always applies there; a library
+/// user that loads it later from a threaded program keeps the libraries' own defaults (said by
+/// `describe`).
 fn set_env(k: &str, v: &str) {
-    // Called once, at model load, before candle's or OpenBLAS's thread pools read these.
+    if !single_threaded() {
+        super::ENV_SKIPPED.store(true, std::sync::atomic::Ordering::Relaxed);
+        return;
+    }
     let (k, v) = (CString::new(k).unwrap(), CString::new(v).unwrap());
-    // SAFETY: NUL-terminated strings; done before the libraries that read them start threads.
+    // SAFETY: NUL-terminated strings, and no other thread exists to read the environment.
     unsafe { libc::setenv(k.as_ptr(), v.as_ptr(), 1) };
 }
 
-/// The loaded BLAS, if any.
-pub fn blas() -> Option<&'static Blas> {
-    BLAS.get_or_init(load).as_ref()
+/// Whether this process runs one thread (Linux: one entry in /proc/self/task).
+fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|d| d.count() == 1)
 }
 
-/// Run `f` with OpenBLAS single-threaded, for callers that run matmuls on several threads of
-/// their own at once (OpenBLAS's own workers would oversubscribe the cores); restored after.
-pub fn serial<R>(f: impl FnOnce() -> R) -> R {
-    let Some((set, get)) = blas().and_then(|b| b.threads) else {
-        return f();
-    };
-    // SAFETY: OpenBLAS's thread-count calls, made from this thread while no matmul runs.
-    let before = unsafe { get() };
-    unsafe { set(1) };
-    let r = f();
-    unsafe { set(before) };
-    r
-}
-
-impl Blas {
-    /// OpenBLAS runs single-threaded right now (inside `serial`, or set so): callers then
-    /// parallelise themselves.
-    pub fn is_serial(&self) -> bool {
-        // SAFETY: OpenBLAS's thread-count query has no preconditions
-        self.threads.is_some_and(|(_, get)| unsafe { get() } <= 1)
-    }
-}
-
-/// What runs CPU f32 matmuls, for summaries and benchmarks.
-pub fn describe() -> String {
-    match blas() {
-        Some(b) => {
-            let file = Path::new(&b.library)
-                .file_name()
-                .map_or(b.library.clone(), |f| f.to_string_lossy().into_owned());
-            match b.vendor {
-                Vendor::OpenBlas => format!("OpenBLAS {file} ({} kernel)", b.core),
-                Vendor::Mkl => format!("oneMKL {file} ({})", b.core),
-            }
-        }
-        None => "candle's gemm".into(),
-    }
-}
-
-impl Blas {
-    /// C (m x n, row-major, ldc = n) = op(A) op(B), with op given by the trans flags.
-    #[allow(clippy::too_many_arguments)]
-    pub fn sgemm(
-        &self,
-        ta: i32,
-        tb: i32,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[f32],
-        lda: usize,
-        b: &[f32],
-        ldb: usize,
-        c: &mut [f32],
-    ) {
-        self.sgemm_beta(ta, tb, m, n, k, a, lda, b, ldb, 0.0, c)
-    }
-
-    /// C = op(A) op(B) + beta C: with beta 1, C's prior contents (a bias in every row) are added
-    /// by the GEMM itself, without another pass over C.
-    #[allow(clippy::too_many_arguments)]
-    pub fn sgemm_beta(
-        &self,
-        ta: i32,
-        tb: i32,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[f32],
-        lda: usize,
-        b: &[f32],
-        ldb: usize,
-        beta: f32,
-        c: &mut [f32],
-    ) {
-        self.gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, n)
-    }
-
-    /// The general form: C (m x n, leading dimension ldc) = op(A) op(B) + beta C. With ldc wider
-    /// than n, C is a column block of a wider matrix (one attention head inside (s, hidden)).
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm(
-        &self,
-        ta: i32,
-        tb: i32,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[f32],
-        lda: usize,
-        b: &[f32],
-        ldb: usize,
-        beta: f32,
-        c: &mut [f32],
-        ldc: usize,
-    ) {
-        assert!(ldc >= n && c.len() >= (m - 1) * ldc + n);
-        let need = |t: i32, ld: usize, rows: usize, cols: usize| {
-            if t == NO_TRANS {
-                (rows - 1) * ld + cols
-            } else {
-                (cols - 1) * ld + rows
-            }
-        };
-        assert!(a.len() >= need(ta, lda, m, k));
-        assert!(b.len() >= need(tb, ldb, k, n));
-        // SAFETY: the asserts above keep every access inside the slices.
-        unsafe {
-            (self.sgemm)(
-                ROW_MAJOR,
-                ta,
-                tb,
-                m as i32,
-                n as i32,
-                k as i32,
-                1.0,
-                a.as_ptr(),
-                lda as i32,
-                b.as_ptr(),
-                ldb as i32,
-                beta,
-                c.as_mut_ptr(),
-                ldc as i32,
-            )
-        }
-    }
-}

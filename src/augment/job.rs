@@ -1,0 +1,50 @@
+//! An `augment` run as the command describes it: the cross-encoder that labels, the bi-encoder of
+//! semantic sampling, the device, and what to sample and label (`AugmentSpec`).
+use super::{augment, AugmentSpec, AugmentSummary};
+use crate::error::Result;
+use crate::model::{CrossEncoderModel, SentenceEncoder};
+use crate::runtime::DeviceSpec;
+use crate::shard::{self, Settings};
+use indicatif::ProgressBar;
+use std::path::PathBuf;
+
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+pub struct AugmentJob {
+    /// A trained cross-encoder folder (from train-cross-encoder or any BertForSequenceClassification)
+    #[arg(long)]
+    pub cross_encoder: PathBuf,
+    /// The bi-encoder of semantic sampling (--sample semantic or bm25+semantic)
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceSpec,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub spec: AugmentSpec,
+}
+
+impl AugmentJob {
+    /// What every shard of this run must share (settings and model fingerprints).
+    pub fn shard_settings(&self) -> Result<Settings> {
+        shard::settings(
+            self,
+            &[
+                ("cross_encoder", Some(&self.cross_encoder)),
+                ("model", self.model.as_deref()),
+            ],
+        )
+    }
+
+    /// Load the models, then sample, label and write (`augment`).
+    pub fn run(&self, progress: &ProgressBar) -> Result<AugmentSummary> {
+        let device = self.device.open()?;
+        let labeler = CrossEncoderModel::load(&self.cross_encoder, &device)?;
+        let sampler = self
+            .model
+            .as_ref()
+            .map(|m| SentenceEncoder::load(m, &device))
+            .transpose()?;
+        augment(&self.spec, &labeler, sampler.as_ref(), progress)
+    }
+}

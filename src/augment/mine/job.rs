@@ -1,0 +1,93 @@
+//! A `mine` run as the command describes it: where the pairs and corpus come from, which models
+//! find and rescore candidates, the mining options and the output; run whole or as one shard.
+use super::{mine, write_mined, Candidates, MineOptions, MineSource, Miners};
+use crate::error::{Error, Result};
+use crate::model::{CrossEncoderModel, InferenceOptions};
+use crate::shard::{self, Settings, ShardRun};
+use indicatif::ProgressBar;
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MineJob {
+    pub source: MineSource,
+    /// The bi-encoder that finds candidates (None with BM25 candidates alone).
+    pub model: Option<PathBuf>,
+    /// Rescores candidates: its scores drive the filters and are written.
+    pub cross_encoder: Option<PathBuf>,
+    pub options: MineOptions,
+    pub inference: InferenceOptions,
+    /// Write the retriever's scores even without a cross-encoder.
+    pub output_scores: bool,
+    /// The whole run's output (a shard writes beside it).
+    #[serde(skip)]
+    pub out: PathBuf,
+}
+
+/// What a run did, for the command's summary line.
+pub struct MineSummary {
+    pub anchors: usize,
+    pub corpus: usize,
+    pub negatives: usize,
+    pub filtered: usize,
+    pub rows: usize,
+    pub dest: PathBuf,
+    pub seconds: f64,
+}
+
+impl MineJob {
+    /// What every shard of this run must share (settings and model fingerprints).
+    pub fn shard_settings(&self) -> Result<Settings> {
+        shard::settings(
+            self,
+            &[
+                ("model", self.model.as_deref()),
+                ("cross_encoder", self.cross_encoder.as_deref()),
+            ],
+        )
+    }
+
+    /// Load the models, read the texts, mine (this shard's anchors, or all) and write the rows
+    /// (and a shard's manifest).
+    pub fn run(&self, shard: Option<&ShardRun>, progress: &ProgressBar) -> Result<MineSummary> {
+        if self.model.is_some() && self.options.candidates == Candidates::Bm25 {
+            return Err(Error::msg(
+                "--model is not used with --candidates bm25: leave it out",
+            ));
+        }
+        let inference = &self.inference;
+        let encoder = self.model.as_ref().map(|m| inference.encoder(m)).transpose()?;
+        let ce = self
+            .cross_encoder
+            .as_ref()
+            .map(|c| CrossEncoderModel::load(c, &inference.device))
+            .transpose()?;
+        let texts = self.source.read()?;
+        let t0 = std::time::Instant::now();
+        let models = Miners {
+            encoder: encoder.as_ref(),
+            cross_encoder: ce.as_ref(),
+        };
+        let o = &self.options;
+        let mined = mine(texts.input(), &models, o, shard.map(|r| r.shard), progress)?;
+        let scores = self.output_scores || mined.rescored;
+        let dest = shard.map_or(self.out.clone(), |r| r.shard.file(&self.out));
+        let rows = if mined.rows.is_empty() && shard.is_some() {
+            0 // a shard without anchors writes only its manifest
+        } else {
+            write_mined(&mined, o.format, o.num_negatives, scores, &dest)?
+        };
+        if let Some(r) = shard {
+            r.finish("mine", &dest, mined.anchors.len(), mined.range.clone(), rows > 0)?;
+        }
+        Ok(MineSummary {
+            anchors: mined.range.len(),
+            corpus: mined.corpus.len(),
+            negatives: mined.rows.iter().map(|r| r.negatives.len()).sum(),
+            filtered: mined.filtered,
+            rows,
+            dest,
+            seconds: t0.elapsed().as_secs_f64(),
+        })
+    }
+}

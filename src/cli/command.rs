@@ -1,0 +1,76 @@
+//! The subcommands: their flag types (one module each) and the call each one makes.
+use super::*;
+use clap::{Parser, Subcommand};
+use condenser::error::Result;
+
+#[derive(Parser)]
+#[command(
+    name = "condenser",
+    version,
+    about = "Domain overlap, AugSBERT and Condenser pre-training for sentence encoders"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Jaccard similarity of WordPiece n-gram sets between datasets
+    DomainOverlap(domain_overlap::Args),
+    /// Embed a text column of a dataset into a Parquet file
+    Encode(encode::Args),
+    /// Evaluate models on STS, classification, retrieval and class-accuracy datasets in one run
+    Evaluate(evaluate::Args),
+    /// Cosine similarity matrix of sentences, with a heatmap
+    Similarity(similarity::Args),
+    /// Train a cross-encoder (BERT + classification head) on labelled pairs
+    TrainCrossEncoder(train_cross_encoder::Args),
+    /// Train a sentence encoder (bi-encoder) with a sentence-transformers loss
+    TrainBiencoder(train_biencoder::Args),
+    /// SBERT's NLI training: softmax over (u, v, |u-v|), or MNR on the entailment pairs
+    TrainNli(train_nli::Args),
+    /// Sample new pairs (random or BM25) and label them with a cross-encoder (AugSBERT)
+    Augment(augment::Args),
+    /// Hard negatives for (anchor, positive) pairs: bi-encoder and/or BM25 candidates, optional
+    /// cross-encoder rescoring and false-negative filters (sentence-transformers' mine_hard_negatives)
+    Mine(mine::Args),
+    /// Split a retrieval folder by query, or a pair file by row, deterministically (xxh3 with a seed)
+    Split(split::Args),
+    /// Merge the shards of a sharded encode, augment, mine or domain-overlap run into the whole
+    /// run's output (checked: every shard present, the same settings and N)
+    Merge(merge::Args),
+    /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL, text) to Parquet (zstd)
+    Convert(convert::Args),
+    /// Condenser pre-training (or continued training) of a BERT on a text corpus
+    Pretrain(pretrain::Args),
+    /// Run a recipe (TOML steps), skipping finished steps: a re-run resumes
+    Run(run::Args),
+    /// The domain-transfer grid: every source's cross-encoder labels every target, bi-encoders on
+    /// the silver targets, all scored per target, and whether bigram overlap forecasts the gain
+    TransferGrid(transfer_grid::Args),
+    /// Analyses of a model (attention: how broadly [CLS] attends, per layer)
+    #[command(subcommand)]
+    Analyze(analyze::Analysis),
+}
+
+pub fn dispatch(c: Command) -> Result<()> {
+    match c {
+        Command::DomainOverlap(a) => domain_overlap::run(a),
+        Command::Encode(a) => encode::run(a),
+        Command::Evaluate(a) => evaluate::run(a),
+        Command::Similarity(a) => similarity::run(a),
+        Command::TrainCrossEncoder(a) => train_cross_encoder::run(a),
+        Command::TrainBiencoder(a) => train_biencoder::run(a),
+        Command::TrainNli(a) => train_nli::run(a),
+        Command::Augment(a) => augment::run(a),
+        Command::Mine(a) => mine::run(a),
+        Command::Split(a) => split::run(a),
+        Command::Convert(a) => convert::run(a),
+        Command::Merge(a) => merge::run(a),
+        Command::Pretrain(a) => pretrain::run(a),
+        Command::Run(a) => run::run(a),
+        Command::TransferGrid(a) => transfer_grid::run(a),
+        Command::Analyze(a) => analyze::run(a),
+    }
+}

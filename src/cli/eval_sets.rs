@@ -1,0 +1,49 @@
+//! `evaluate`'s dataset flags, generated from the library's evaluator registry.
+use super::named::Named;
+use clap::{Arg, ArgAction, ArgMatches};
+use condenser::eval::EVALUATORS;
+
+/// The datasets to evaluate on: one `--<kind> NAME=PATH` flag per evaluator kind in the library's
+/// registry (`condenser::eval::EVALUATORS`), in command-line order.
+#[derive(Clone, Debug, Default)]
+pub struct EvalSets(pub Vec<(usize, Named)>);
+
+impl clap::FromArgMatches for EvalSets {
+    fn from_arg_matches(m: &ArgMatches) -> std::result::Result<Self, clap::Error> {
+        let mut sets = Vec::new();
+        for (k, kind) in EVALUATORS.iter().enumerate() {
+            if let (Some(vals), Some(at)) =
+                (m.get_many::<Named>(kind.flag), m.indices_of(kind.flag))
+            {
+                sets.extend(vals.zip(at).map(|(v, i)| (i, k, v.clone())));
+            }
+        }
+        sets.sort_by_key(|s| s.0);
+        Ok(EvalSets(sets.into_iter().map(|(_, k, v)| (k, v)).collect()))
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> std::result::Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for EvalSets {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        EVALUATORS.iter().fold(cmd, |c, k| {
+            c.arg(
+                Arg::new(k.flag)
+                    .long(k.flag)
+                    .value_name("NAME=PATH")
+                    .action(ArgAction::Append)
+                    .value_parser(clap::value_parser!(Named))
+                    .help(k.help),
+            )
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+

@@ -1,0 +1,227 @@
+//! The CPU's f32 GEMM (cblas_sgemm), found at run time with dlopen: OpenBLAS or Intel's oneMKL.
+//! Either runs BERT's matmuls at ~2x candle's gemm (benches/README.md); where neither is found,
+//! or CONDENSER_BLAS=0 is set, callers fall back to candle's own matmul and nothing else changes.
+//!
+//! Which one, chosen at run time (CONDENSER_BLAS): unset or `auto`, the vendor's library first on
+//! Intel CPUs (oneMKL, as PyTorch uses there; AMX and AVX-512 kernels OpenBLAS lacks) and
+//! OpenBLAS first elsewhere (on AMD Zen, measured here: OpenBLAS sgemm 194-206 GFLOP/s, MKL
+//! 171-202, and MKL's bf16 GEMM no faster than its sgemm: it does not use AVX512-BF16 on AMD);
+//! `openblas` or `mkl` insists on one (a warning when it is missing); `env` is OpenBLAS with
+//! OPENBLAS_CORETYPE as set; any other value is an OpenBLAS core type (`haswell`, `skylakex`).
+//!
+//! Where they are looked for: CONDENSER_BLAS_LIB (a path, the only one tried: a file name with
+//! "mkl" in it is MKL); the system's (libopenblas.so.0 as Debian installs it, libmkl_rt.so on the
+//! loader's path); the copies `datasets/fetch.sh` unpacks from PyPI wheels into datasets/lib
+//! (scipy-openblas32, whose symbols carry a `scipy_` prefix, and mkl), so README's commands get
+//! the fast path on any machine without root.
+use std::path::Path;
+use std::sync::OnceLock;
+
+pub const ROW_MAJOR: i32 = 101;
+pub const NO_TRANS: i32 = 111;
+pub const TRANS: i32 = 112;
+
+type Sgemm = unsafe extern "C" fn(
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    f32,
+    *const f32,
+    i32,
+    *const f32,
+    i32,
+    f32,
+    *mut f32,
+    i32,
+);
+
+type CoreName = unsafe extern "C" fn() -> *const libc::c_char;
+type MklVersion = unsafe extern "C" fn(*mut libc::c_char, i32);
+type SetThreads = unsafe extern "C" fn(i32);
+type GetThreads = unsafe extern "C" fn() -> i32;
+
+/// Which library a [`Blas`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    OpenBlas,
+    Mkl,
+}
+
+pub struct Blas {
+    pub vendor: Vendor,
+    sgemm: Sgemm,
+    threads: Option<(SetThreads, GetThreads)>,
+    /// The library file that was loaded.
+    pub library: String,
+    /// OpenBLAS's kernel ("Haswell", "SkylakeX", ...), or MKL's version.
+    pub core: String,
+}
+
+static BLAS: OnceLock<Option<Blas>> = OnceLock::new();
+
+/// The environment could not be set before the libraries started (the process had threads).
+static ENV_SKIPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+mod load;
+
+/// The loaded BLAS, if any.
+pub fn blas() -> Option<&'static Blas> {
+    BLAS.get_or_init(load::load).as_ref()
+}
+
+/// Run `f` with OpenBLAS single-threaded, for callers that run matmuls on several threads of
+/// their own at once (OpenBLAS's own workers would oversubscribe the cores); restored after.
+pub fn serial<R>(f: impl FnOnce() -> R) -> R {
+    let Some((set, get)) = blas().and_then(|b| b.threads) else {
+        return f();
+    };
+    /// Restores the thread count when dropped: after `f` returns and when it panics.
+    struct Restore(SetThreads, i32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            // SAFETY: the library's thread-count call; no matmul of ours runs at this point
+            unsafe { (self.0)(self.1) }
+        }
+    }
+    // SAFETY: the library's thread-count calls, made from this thread while no matmul runs.
+    let _restore = Restore(set, unsafe { get() });
+    unsafe { set(1) };
+    f()
+}
+
+impl Blas {
+    /// OpenBLAS runs single-threaded right now (inside `serial`, or set so): callers then
+    /// parallelise themselves.
+    pub fn is_serial(&self) -> bool {
+        self.threads() <= 1
+    }
+
+    /// The library's thread count now (1 where it cannot say).
+    pub fn threads(&self) -> usize {
+        // SAFETY: the library's thread-count query has no preconditions
+        self.threads.map_or(1, |(_, get)| unsafe { get() }.max(1) as usize)
+    }
+}
+
+/// What runs CPU f32 matmuls, for summaries and benchmarks.
+pub fn describe() -> String {
+    match blas() {
+        Some(b) => {
+            let file = Path::new(&b.library)
+                .file_name()
+                .map_or(b.library.clone(), |f| f.to_string_lossy().into_owned());
+            let note = if ENV_SKIPPED.load(std::sync::atomic::Ordering::Relaxed) {
+                "; loaded after threads started, so its environment was left as it was"
+            } else {
+                ""
+            };
+            match b.vendor {
+                Vendor::OpenBlas => format!("OpenBLAS {file} ({} kernel{note})", b.core),
+                Vendor::Mkl => format!("oneMKL {file} ({}{note})", b.core),
+            }
+        }
+        None => "candle's gemm".into(),
+    }
+}
+
+impl Blas {
+    /// C (m x n, row-major, ldc = n) = op(A) op(B), with op given by the trans flags.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sgemm(
+        &self,
+        ta: i32,
+        tb: i32,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        lda: usize,
+        b: &[f32],
+        ldb: usize,
+        c: &mut [f32],
+    ) -> candle_core::Result<()> {
+        self.sgemm_beta(ta, tb, m, n, k, a, lda, b, ldb, 0.0, c)
+    }
+
+    /// C = op(A) op(B) + beta C: with beta 1, C's prior contents (a bias in every row) are added
+    /// by the GEMM itself, without another pass over C.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sgemm_beta(
+        &self,
+        ta: i32,
+        tb: i32,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        lda: usize,
+        b: &[f32],
+        ldb: usize,
+        beta: f32,
+        c: &mut [f32],
+    ) -> candle_core::Result<()> {
+        self.gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, n)
+    }
+
+    /// The general form: C (m x n, leading dimension ldc) = op(A) op(B) + beta C. With ldc wider
+    /// than n, C is a column block of a wider matrix (one attention head inside (s, hidden)).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm(
+        &self,
+        ta: i32,
+        tb: i32,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        lda: usize,
+        b: &[f32],
+        ldb: usize,
+        beta: f32,
+        c: &mut [f32],
+        ldc: usize,
+    ) -> candle_core::Result<()> {
+        if m == 0 || n == 0 || k == 0 {
+            candle_core::bail!("sgemm: an empty matrix ({m} x {k} times {k} x {n})");
+        }
+        let need = |t: i32, ld: usize, rows: usize, cols: usize| {
+            if t == NO_TRANS {
+                (rows - 1) * ld + cols
+            } else {
+                (cols - 1) * ld + rows
+            }
+        };
+        let fits = ldc >= n
+            && c.len() >= need(NO_TRANS, ldc, m, n)
+            && a.len() >= need(ta, lda, m, k)
+            && b.len() >= need(tb, ldb, k, n);
+        if !fits {
+            candle_core::bail!(
+                "sgemm: buffers too small for {m} x {k} times {k} x {n} (lda {lda}, ldb {ldb}, ldc {ldc})"
+            );
+        }
+        // SAFETY: the checks above keep every access inside the slices.
+        unsafe {
+            (self.sgemm)(
+                ROW_MAJOR,
+                ta,
+                tb,
+                m as i32,
+                n as i32,
+                k as i32,
+                1.0,
+                a.as_ptr(),
+                lda as i32,
+                b.as_ptr(),
+                ldb as i32,
+                beta,
+                c.as_mut_ptr(),
+                ldc as i32,
+            )
+        };
+        Ok(())
+    }
+}

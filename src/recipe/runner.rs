@@ -1,0 +1,79 @@
+//! Running recipe steps in order: finished steps are skipped (the recipe state), an interrupted
+//! training step resumes from its checkpoint, and a dry run checks each step's flags without
+//! running it. The binary hands in how a step's argv is parsed and run.
+use super::{Decision, Recipe, State, Step};
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+/// How a step's argv (`condenser <command> <args>`) is executed: `dry` parses it only.
+pub type Exec<'e> = &'e dyn Fn(Vec<String>, bool) -> Result<()>;
+
+pub struct Runner<'a> {
+    file: &'a Path,
+    state: State,
+    dry_run: bool,
+    force: bool,
+    /// What steps that run (or would run) write: every step reading it runs too.
+    dirty: Vec<PathBuf>,
+}
+
+impl<'a> Runner<'a> {
+    pub fn new(recipe: &'a Recipe, dry_run: bool, force: bool) -> Result<Runner<'a>> {
+        Ok(Runner {
+            file: &recipe.path,
+            state: State::load(&recipe.state_dir)?,
+            dry_run,
+            force,
+            dirty: Vec::new(),
+        })
+    }
+
+    /// Run `steps`; `tag` prefixes their numbers in the lines given to `log`.
+    pub fn run(&mut self, steps: &[Step], tag: &str, log: &dyn Fn(&str), exec: Exec) -> Result<()> {
+        let n = steps.len();
+        for (i, step) in steps.iter().enumerate() {
+            let fail = |e: Error| {
+                Error::context(
+                    format!("recipe {} step '{}' failed", self.file.display(), step.name),
+                    e,
+                )
+            };
+            let decision = self
+                .state
+                .decide(step, self.force, &self.dirty)
+                .map_err(fail)?;
+            let resume = match decision {
+                Decision::Skip(why) => {
+                    log(&format!("[{tag}{}/{n}] {}: {why}, skipped\n", i + 1, step.name));
+                    continue;
+                }
+                Decision::Run { resume, why } => {
+                    log(&format!(
+                        "[{tag}{}/{n}] {}: runs ({why}): condenser {} {}{}\n",
+                        i + 1,
+                        step.name,
+                        step.command,
+                        step.args.join(" "),
+                        if resume { " --resume" } else { "" },
+                    ));
+                    resume
+                }
+            };
+            self.dirty.extend(step.products());
+            let argv: Vec<String> = ["condenser".to_string(), step.command.clone()]
+                .into_iter()
+                .chain(step.args.iter().cloned())
+                .chain(resume.then(|| "--resume".to_string()))
+                .collect();
+            if self.dry_run {
+                // the plan is checked as far as it can be without running: the step's flags parse
+                exec(argv, true).map_err(fail)?;
+                continue;
+            }
+            self.state.start(step)?;
+            exec(argv, false).map_err(fail)?;
+            self.state.finish(step).map_err(fail)?;
+        }
+        Ok(())
+    }
+}
