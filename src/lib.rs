@@ -4,6 +4,7 @@ pub mod data;
 pub mod encode;
 pub mod error;
 pub mod eval;
+pub mod flags;
 pub mod hash;
 pub mod model;
 pub mod overlap;

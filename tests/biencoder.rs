@@ -112,7 +112,7 @@ fn one_step_lowers_every_loss() {
         let idx: Vec<usize> = (0..task.num_examples()).collect();
         let before = loss_value(&task, &idx);
         let mut opt = AdamW::new(params::vars(task.varmap()), 0.01);
-        let grads = opt.collect(&task.loss(&idx, 1, None).unwrap().total.backward().unwrap());
+        let grads = opt.gradients(task.loss(&idx, 1, None).unwrap().total.backward().unwrap());
         opt.step(&grads, 1e-3, 1.0).unwrap();
         let after = loss_value(&task, &idx);
         eprintln!("{name}: {before} -> {after}");
@@ -296,7 +296,7 @@ fn tensor_moments_train_like_host_moments() {
         };
         for s in 0..steps {
             let idx: Vec<usize> = (0..6).map(|i| (i + s * 3) % 8).collect();
-            let grads = opt.collect(&task.loss(&idx, 1, None).unwrap().total.backward().unwrap());
+            let grads = opt.gradients(task.loss(&idx, 1, None).unwrap().total.backward().unwrap());
             opt.step(&grads, 1e-3, 0.5).unwrap();
         }
         params::vars(task.varmap())

@@ -206,10 +206,23 @@ fn every_shipped_recipe_plans() {
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "toml") {
-            let o = run(&p, &["--dry-run"]);
+            // a grid file plans all its steps (preparation and grid) through its own command
+            let grid = std::fs::read_to_string(&p).unwrap().contains("\n[grid]");
+            let o = if grid {
+                Command::new(env!("CARGO_BIN_EXE_condenser"))
+                    .args(["transfer-grid", p.to_str().unwrap(), "--dry-run"])
+                    .output()
+                    .unwrap()
+            } else {
+                run(&p, &["--dry-run"])
+            };
             let t = text(&o);
             assert!(o.status.success(), "{}: {t}", p.display());
             assert!(t.contains("[1/"), "{}: {t}", p.display());
+            if grid {
+                // every grid step's flags parsed: the last evaluation is planned
+                assert!(t.contains("evaluate-") && !t.contains("planned once"), "{t}");
+            }
             n += 1;
         }
     }

@@ -202,3 +202,55 @@ fn batches_split_across_threads_train_like_whole_batches() {
     }
     assert!(apart < 0.01 * moved, "weights apart {apart}, moved {moved}");
 }
+
+/// `--resume` refuses another training file even with the same row count (the checkpoint keeps a
+/// fingerprint of the examples' content, not the file's name or size), and another loss.
+#[test]
+fn resume_refuses_other_data_or_another_loss() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let sample = |seed: &str| {
+        let p = d.path().join(format!("stsb-{seed}.parquet"));
+        let stsb = common::data("stsb/train.parquet");
+        let o = common::condenser(&[
+            "convert",
+            stsb.to_str().unwrap(),
+            p.to_str().unwrap(),
+            "--sample",
+            "64",
+            "--seed",
+            seed,
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        p
+    };
+    let (a, b) = (sample("1"), sample("2"));
+    let out = d.path().join("bi");
+    let train = |file: &Path, loss: &[&str], resume: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_condenser"));
+        c.args(["train-biencoder", "--init", tiny.to_str().unwrap()])
+            .args(["--train", file.to_str().unwrap(), "--out", out.to_str().unwrap()])
+            .args(loss)
+            .args(["--epochs", "40", "--batch-size", "8", "--checkpoint-steps", "2"])
+            .args(["--max-seq-length", "32", "--threads", "1"]);
+        if resume {
+            c.arg("--resume");
+        }
+        c
+    };
+    let cosine = ["--loss", "cosine"];
+    common::kill_after_checkpoint(train(&a, &cosine, false), &out, 2);
+    let err = |c: &mut Command| {
+        let o = c.output().unwrap();
+        assert!(!o.status.success(), "resumed: {}", String::from_utf8_lossy(&o.stdout));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let e = err(&mut train(&b, &cosine, true));
+    assert!(
+        e.contains("training data changed") && e.contains("64 examples") && e.contains("content differs"),
+        "{e}"
+    );
+    let mnr = ["--loss", "mnr", "--columns", "sentence1,sentence2"];
+    let e = err(&mut train(&a, &mnr, true));
+    assert!(e.contains("--loss cosine") && e.contains("mnr"), "{e}");
+}

@@ -2,6 +2,7 @@
 //! semantic sampling, the device, and what to sample and label (`AugmentSpec`).
 use super::{augment, AugmentSpec, AugmentSummary};
 use crate::error::Result;
+use crate::flags;
 use crate::model::{CrossEncoderModel, SentenceEncoder};
 use crate::runtime::DeviceSpec;
 use crate::shard::{self, Settings};
@@ -11,10 +12,10 @@ use std::path::PathBuf;
 #[derive(Clone, Debug, clap::Args, serde::Serialize)]
 pub struct AugmentJob {
     /// A trained cross-encoder folder (from train-cross-encoder or any BertForSequenceClassification)
-    #[arg(long)]
+    #[arg(long = flags::CROSS_ENCODER)]
     pub cross_encoder: PathBuf,
     /// The bi-encoder of semantic sampling (--sample semantic or bm25+semantic)
-    #[arg(long)]
+    #[arg(long = flags::MODEL)]
     pub model: Option<PathBuf>,
     /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
     #[arg(long, default_value = "cpu")]

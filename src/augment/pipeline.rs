@@ -5,6 +5,7 @@
 use super::{random_pairs, ranking_depth, semantic_ranking, take_ranked, Bm25, Sampling};
 use crate::data::{self, ColumnSpec, ParquetSink};
 use crate::error::{Error, Result};
+use crate::flags;
 use crate::eval::accuracy::argmax;
 use crate::model::CrossEncoderModel;
 use crate::model::SentenceEncoder;
@@ -22,30 +23,30 @@ const CHUNK: usize = crate::shard::BLOCK;
 #[derive(Clone, Debug, clap::Args, serde::Serialize)]
 pub struct AugmentSpec {
     /// Pairs: sentence1, sentence2 and, where known, label
-    #[arg(long)]
+    #[arg(long = flags::INPUT)]
     pub input: PathBuf,
     /// Columns sentence1,sentence2[,label]: a named label column must exist (unless --unlabeled);
     /// `label?` reads it only where the file has it; two names: every row is unlabelled
-    #[arg(long, default_value = "sentence1,sentence2,label")]
+    #[arg(long = flags::COLUMNS, default_value = "sentence1,sentence2,label")]
     pub columns: ColumnSpec,
     /// How new pairs are drawn
-    #[arg(long = "sample", value_enum, default_value = "random")]
+    #[arg(long = flags::SAMPLE, value_enum, default_value = "random")]
     pub sampling: Sampling,
     /// New partners per sentence
-    #[arg(long, default_value_t = 3)]
+    #[arg(long = flags::TOP_K, default_value_t = 3)]
     pub top_k: usize,
-    #[arg(long, default_value_t = 42)]
+    #[arg(long = flags::SEED, default_value_t = 42)]
     pub seed: u64,
     /// Label the input's gold pairs with the cross-encoder too
     #[arg(long)]
     pub relabel_gold: bool,
     /// Ignore the input's labels: all rows are unlabelled target data (domain transfer)
-    #[arg(long)]
+    #[arg(long = flags::UNLABELED)]
     pub unlabeled: bool,
     #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub batch_size: usize,
     /// Output .parquet: sentence1, sentence2, label (Float32), origin (gold|target|sampled)
-    #[arg(long)]
+    #[arg(long = flags::OUT)]
     #[serde(skip)]
     pub out: PathBuf,
     /// Label only this shard's pairs, into the shard's file.

@@ -1,4 +1,5 @@
 use super::{out, progress};
+use condenser::flags;
 use condenser::data::{convert, ColumnSpec, Rows};
 use condenser::error::Result;
 use std::path::PathBuf;
@@ -10,13 +11,13 @@ pub struct Args {
     /// Output .parquet (written atomically)
     output: PathBuf,
     /// Columns to keep (default: all)
-    #[arg(long)]
+    #[arg(long = flags::COLUMNS)]
     columns: Option<ColumnSpec>,
     /// Keep a random sample of N rows (in their original order), e.g. a small labelled train set
-    #[arg(long)]
+    #[arg(long = flags::SAMPLE)]
     sample: Option<usize>,
     /// Seed of --sample
-    #[arg(long, default_value_t = 42)]
+    #[arg(long = flags::SEED, default_value_t = 42)]
     seed: u64,
     /// Replace a 0/1 (or [0, 1]) label column by 1 - label, e.g. RTE's 0 = entailment into 1 = similar
     #[arg(long, value_name = "COLUMN")]

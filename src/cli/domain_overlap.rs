@@ -1,6 +1,7 @@
 use super::shard_opts::{shard_note, ShardOpts};
 use super::named::Named;
 use super::{out, progress};
+use condenser::flags;
 use condenser::data::ColumnSpec;
 use condenser::error::Result;
 use condenser::overlap::{self, Mode, Options, Source};
@@ -10,7 +11,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Model folder or tokenizer.json whose WordPiece tokens are counted
-    #[arg(long, default_value = "datasets/model/all-MiniLM-L6-v2")]
+    #[arg(long = flags::TOKENIZER, default_value = "datasets/model/all-MiniLM-L6-v2")]
     tokenizer: PathBuf,
     /// n-gram length
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
@@ -28,7 +29,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Output folder for overlap.json, overlap.csv, overlap.svg, overlap.png
-    #[arg(long, default_value = "out/overlap")]
+    #[arg(long = flags::OUT, default_value = "out/overlap")]
     out: PathBuf,
     /// Datasets as NAME=PATH (or PATH, named by its file stem)
     #[arg(required = true, value_name = "NAME=PATH")]

@@ -1,6 +1,7 @@
 use super::model_opts::ModelOpts;
 use super::eval_sets::EvalSets;
 use super::{out, progress};
+use condenser::flags;
 use condenser::data::PairColumns;
 use condenser::error::{Error, Result};
 use condenser::eval::{EvalOptions, EvalReport, ScoreFn, EVALUATORS};
@@ -9,7 +10,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Model folders (sentence encoders, HF BERT or cross-encoders); each is evaluated on every dataset
-    #[arg(long = "model", required = true)]
+    #[arg(long = flags::MODEL, required = true)]
     models: Vec<PathBuf>,
     #[command(flatten)]
     sets: EvalSets,
@@ -28,7 +29,7 @@ pub struct Args {
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
     batch_size: u64,
     /// Output folder for results.json and results.csv
-    #[arg(long, default_value = "out/eval")]
+    #[arg(long = flags::OUT, default_value = "out/eval")]
     out: PathBuf,
     #[command(flatten)]
     model: ModelOpts,

@@ -1,5 +1,6 @@
 use super::out;
 use super::train_opts::TrainOpts;
+use condenser::flags;
 use condenser::data::{ColumnSpec, PairColumns};
 use condenser::error::Result;
 use condenser::eval::{dev_evaluator, EvalOptions};
@@ -11,15 +12,15 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Starting model: an HF BERT folder, a sentence-transformers folder or a Condenser checkpoint
-    #[arg(long)]
+    #[arg(long = flags::INIT)]
     init: PathBuf,
-    #[arg(long)]
+    #[arg(long = flags::TRAIN)]
     train: PathBuf,
     /// Output folder: a sentence-transformers model, train_log.csv, loss.svg/png, checkpoint/
-    #[arg(long)]
+    #[arg(long = flags::OUT)]
     out: PathBuf,
     /// The loss, as sentence-transformers defines it
-    #[arg(long, value_enum)]
+    #[arg(long = flags::LOSS, value_enum)]
     loss: LossSpec,
     /// Training columns, texts then the target ('?': used when the file has it) [default: the loss's]
     #[arg(long)]
@@ -32,7 +33,7 @@ pub struct Args {
     num_labels: u64,
     /// Dev data: pairs (STS scores -> Spearman, 0/1 -> average precision, classes with the softmax
     /// loss -> accuracy) or a retrieval folder (queries, corpus, qrels -> nDCG@10)
-    #[arg(long)]
+    #[arg(long = flags::DEV)]
     dev: Option<PathBuf>,
     #[arg(long, default_value = "sentence1,sentence2,label")]
     dev_columns: PairColumns,

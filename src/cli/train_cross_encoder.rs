@@ -1,4 +1,5 @@
 use super::train_opts::TrainOpts;
+use condenser::flags;
 use condenser::data::PairColumns;
 use condenser::error::Result;
 use condenser::eval::{accuracy, sts, EvalOptions};
@@ -8,15 +9,15 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Starting model: an HF BERT folder, a sentence-transformers folder or a cross-encoder
-    #[arg(long)]
+    #[arg(long = flags::MODEL)]
     model: PathBuf,
-    #[arg(long)]
+    #[arg(long = flags::TRAIN)]
     train: PathBuf,
     /// Dev pairs: Spearman of the scores (one label) or accuracy (classes)
-    #[arg(long)]
+    #[arg(long = flags::DEV)]
     dev: Option<PathBuf>,
     /// Output folder: the best model (HF BertForSequenceClassification), train_log.csv, loss.svg/png, checkpoint/
-    #[arg(long)]
+    #[arg(long = flags::OUT)]
     out: PathBuf,
     /// 1: a score in [0, 1] (BCE); more: classes (cross-entropy)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
@@ -24,7 +25,7 @@ pub struct Args {
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(4..))]
     max_seq_length: u64,
     /// Also train on (sentence2, sentence1) for every pair
-    #[arg(long)]
+    #[arg(long = flags::BOTH_ORDERS)]
     both_orders: bool,
     #[arg(long, default_value = "sentence1,sentence2,label")]
     columns: PairColumns,

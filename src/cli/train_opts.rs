@@ -1,4 +1,5 @@
 //! The flags every training command shares, and the TrainConfig they make.
+use condenser::flags;
 use condenser::error::Result;
 use condenser::model::Precision;
 use condenser::runtime::DeviceSpec;
@@ -12,17 +13,17 @@ fn positive_u64() -> clap::builder::RangedU64ValueParser<u64> {
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct TrainOpts {
-    #[arg(long, default_value_t = 1, value_parser = positive_u64())]
+    #[arg(long = flags::EPOCHS, default_value_t = 1, value_parser = positive_u64())]
     epochs: u64,
-    #[arg(long, default_value_t = 16, value_parser = positive_u64())]
+    #[arg(long = flags::BATCH_SIZE, default_value_t = 16, value_parser = positive_u64())]
     batch_size: u64,
     /// Peak learning rate [default: 2e-5; pretrain: 1e-4]
-    #[arg(long)]
+    #[arg(long = flags::LR)]
     lr: Option<f64>,
     /// Warm-up as a fraction of the optimizer steps
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long = flags::WARMUP, default_value_t = 0.1)]
     warmup: f64,
-    #[arg(long, default_value_t = 42)]
+    #[arg(long = flags::SEED, default_value_t = 42)]
     seed: u64,
     #[arg(long, default_value_t = 1, value_parser = positive_u64())]
     grad_accum: u64,

@@ -1,7 +1,7 @@
 use super::out;
 use super::run::{exec, RunOpts};
 use condenser::error::Result;
-use condenser::recipe::grid::{Grid, GridReport};
+use condenser::recipe::grid::{Grid, GridReport, Planning};
 use condenser::recipe::Runner;
 use std::path::PathBuf;
 
@@ -18,15 +18,13 @@ pub fn run(a: Args) -> Result<()> {
     let grid = Grid::load(&a.grid, &a.opts.set)?;
     let mut runner = Runner::new(&grid.recipe, a.opts.dry_run, a.opts.force)?;
     runner.run(&grid.recipe.steps, "prepare ", &out, &exec)?;
-    let steps = match grid.steps() {
-        Err(e) if a.opts.dry_run => {
-            out(&format!(
-                "the grid's steps are planned once the preparation has run: {e}\n"
-            ));
-            return Ok(());
-        }
-        r => r?,
+    // a dry run plans every step, taking the preparation's outputs as written
+    let planning = if a.opts.dry_run {
+        Planning::Plan
+    } else {
+        Planning::Run
     };
+    let steps = grid.steps(planning)?;
     runner.run(&steps, "", &out, &exec)?;
     if a.opts.dry_run {
         return Ok(());

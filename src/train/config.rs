@@ -73,8 +73,8 @@ impl TrainConfig {
         Ok(())
     }
 
-    /// The settings a checkpoint of this run records.
-    pub fn settings(&self, examples: usize, data: &str) -> RunSettings {
+    /// The settings a checkpoint of this run records; `task` says what is trained on what.
+    pub fn settings(&self, examples: usize, task: TaskKey) -> RunSettings {
         RunSettings {
             epochs: self.epochs,
             batch_size: self.batch_size,
@@ -88,12 +88,23 @@ impl TrainConfig {
             threads: self.threads,
             precision: self.precision,
             examples,
-            data: data.to_string(),
+            loss: task.loss,
+            data: task.data,
         }
     }
 }
 
-/// Everything that decides which examples a step sees, its dropout masks and its learning rate.
+/// What a task trains and on what: its loss (objective and head) and a fingerprint of its
+/// training examples' content as the model sees them (tokens and targets), so another file with
+/// the same row count is still told apart.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskKey {
+    pub loss: String,
+    pub data: String,
+}
+
+/// Everything that decides which examples a step sees, its dropout masks and its learning rate,
+/// compared as a whole on --resume: a setting added here is checked without another line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSettings {
     pub epochs: usize,
@@ -110,65 +121,61 @@ pub struct RunSettings {
     #[serde(default)]
     pub precision: Precision,
     pub examples: usize,
-    /// What the training data is (a task's key: its corpus blocks, say); empty when only the
-    /// example count identifies it.
+    /// The task's objective (`TaskKey::loss`); empty in checkpoints written before it was
+    /// recorded, which then cannot be resumed (the loss cannot be shown to be the same).
+    #[serde(default)]
+    pub loss: String,
+    /// The training data's content fingerprint (`TaskKey::data`).
     #[serde(default)]
     pub data: String,
 }
 
 impl RunSettings {
     /// A resumed run must ask for exactly what the checkpoint was trained with: anything else
-    /// mixes two schedules (or two datasets) into one model without a word.
+    /// mixes two schedules, two objectives or two datasets into one model without a word. The
+    /// settings are compared field by field; the first difference is named by its flag.
     pub fn check_resume(&self, saved: &RunSettings) -> Result<()> {
-        let show = |v: &dyn std::fmt::Debug| format!("{v:?}");
-        let diffs: [(&str, String, String); 11] = [
-            ("--epochs", show(&saved.epochs), show(&self.epochs)),
-            (
-                "--batch-size",
-                show(&saved.batch_size),
-                show(&self.batch_size),
-            ),
-            (
-                "--grad-accum",
-                show(&saved.grad_accum),
-                show(&self.grad_accum),
-            ),
-            ("--seed", show(&saved.seed), show(&self.seed)),
-            ("--max-steps", show(&saved.max_steps), show(&self.max_steps)),
-            ("--lr", show(&saved.lr), show(&self.lr)),
-            ("--warmup", show(&saved.warmup), show(&self.warmup)),
-            (
-                "--weight-decay",
-                show(&saved.weight_decay),
-                show(&self.weight_decay),
-            ),
-            ("--dropout", show(&saved.dropout), show(&self.dropout)),
-            ("--threads", show(&saved.threads), show(&self.threads)),
-            (
-                "--precision",
-                saved.precision.name().into(),
-                self.precision.name().into(),
-            ),
-        ];
-        if let Some((flag, was, now)) = diffs.into_iter().find(|(_, a, b)| a != b) {
-            return Err(Error::msg(format!(
-                "--resume: the checkpoint was trained with {flag} {was}, this run asks for {now}; \
-                 resume with the same settings, or start afresh without --resume"
-            )));
-        }
-        if saved.examples != self.examples || saved.data != self.data {
-            return Err(Error::msg(format!(
-                "--resume: the training data changed ({} examples in the checkpoint's run, {} now{}); \
-                 resume on the same data, or start afresh without --resume",
-                saved.examples,
-                self.examples,
-                if saved.data != self.data {
-                    ", and a different corpus"
-                } else {
-                    ""
-                }
-            )));
-        }
-        Ok(())
+        let table = |s: &RunSettings| match serde_json::to_value(s) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => unreachable!("RunSettings serialises to a table"),
+        };
+        let (was, now) = (table(saved), table(self));
+        // the objective first: another loss reads other columns, so its data differs as well
+        let differs = |k: &String, v: &serde_json::Value| was.get(k) != Some(v);
+        let found = now
+            .iter()
+            .find(|(k, v)| *k == "loss" && differs(k, v))
+            .or_else(|| now.iter().find(|(k, v)| differs(k, v)));
+        let Some((key, v)) = found else {
+            return Ok(());
+        };
+        let old = was.get(key).cloned().unwrap_or(serde_json::Value::Null);
+        let what = match key.as_str() {
+            "examples" | "data" => {
+                return Err(Error::msg(format!(
+                    "--resume: the training data changed ({} examples in the checkpoint's run, \
+                     {} now{}); resume on the same data, or start afresh without --resume",
+                    saved.examples,
+                    self.examples,
+                    if saved.data != self.data {
+                        ", and its content differs"
+                    } else {
+                        ""
+                    }
+                )))
+            }
+            k => format!("--{}", k.replace('_', "-")),
+        };
+        let show = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) if s.is_empty() => "(not recorded)".to_string(),
+            serde_json::Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        Err(Error::msg(format!(
+            "--resume: the checkpoint was trained with {what} {}, this run asks for {}; resume \
+             with the same settings, or start afresh without --resume",
+            show(&old),
+            show(v)
+        )))
     }
 }

@@ -107,6 +107,20 @@ impl CrossEncoderTask {
 }
 
 impl TrainTask for CrossEncoderTask {
+    fn key(&self) -> super::TaskKey {
+        let mut f = super::fingerprint::Fingerprint::default();
+        for (a, b) in &self.train {
+            f.tokens(a).tokens(b);
+        }
+        f.values(&self.labels);
+        let loss = if self.model.num_labels == 1 {
+            "bce".to_string()
+        } else {
+            format!("cross-entropy {} classes", self.model.num_labels)
+        };
+        super::TaskKey { loss, data: f.hex() }
+    }
+
     fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
         self.model.set_precision(p)?;
         Ok(())

@@ -1,7 +1,6 @@
 //! AdamW as torch implements it (decoupled weight decay), with sentence-transformers' grouping:
 //! no decay for biases and LayerNorm weights (candle's AdamW decays every parameter). Global-norm
 //! gradient clipping as torch.nn.utils.clip_grad_norm_.
-use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -95,12 +94,15 @@ impl AdamW {
         })
     }
 
-    /// The gradients of the parameters, in parameter order.
-    pub fn collect(&self, grads: &GradStore) -> Vec<Option<Tensor>> {
-        self.params
-            .iter()
-            .map(|p| grads.get(&p.var).cloned())
-            .collect()
+    /// The parameters, in the optimizer's order.
+    pub fn vars(&self) -> Vec<Var> {
+        self.params.iter().map(|p| p.var.clone()).collect()
+    }
+
+    /// The parameters' gradients out of a backward pass, detached, in the optimizer's order.
+    pub fn gradients(&self, store: candle_core::backprop::GradStore) -> Vec<Option<Tensor>> {
+        let vars = self.vars();
+        crate::train::ParamGrads::from_store(&vars, store).in_order(&vars)
     }
 
     /// Global L2 norm of gradients (f64 accumulation).
@@ -289,7 +291,7 @@ mod tests {
                 .unwrap()
                 .add(&(b.as_tensor() * &gt).unwrap().sum_all().unwrap())
                 .unwrap();
-            let grads = opt.collect(&loss.backward().unwrap());
+            let grads = opt.gradients(loss.backward().unwrap());
             opt.step(&grads, lr, 1.0).unwrap();
             let t = (t + 1) as i32;
             for i in 0..2 {

@@ -19,6 +19,11 @@ pub fn vars(varmap: &VarMap) -> Vec<(String, Var)> {
     v
 }
 
+/// The variables alone, in the same order as `vars`.
+pub fn var_list(varmap: &VarMap) -> Vec<Var> {
+    vars(varmap).into_iter().map(|(_, v)| v).collect()
+}
+
 /// The variables as plain tensors (same storage, no gradient tracking). A model loaded from
 /// these evaluates without recording a backward graph, which would keep every intermediate of a
 /// batch alive until its end (over 1 GB for 64 pairs: pages faulted afresh each batch).

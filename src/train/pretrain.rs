@@ -172,8 +172,16 @@ impl TrainTask for PretrainTask {
         Ok(LossOutput { total, parts })
     }
 
-    fn data_key(&self) -> String {
-        self.blocks.key.clone()
+    fn key(&self) -> super::TaskKey {
+        let s = &self.spec;
+        super::TaskKey {
+            // the objective: the head's shape and the losses it trains
+            loss: format!(
+                "condenser head_layers={} skip_from={} late_mlm={} cocondenser={:?}",
+                s.head_layers, s.skip_from, s.late_mlm, s.cocondenser
+            ),
+            data: self.blocks.key.clone(),
+        }
     }
 
     fn dropout_rates(&self) -> DropoutRates {

@@ -1,11 +1,12 @@
 //! What a training command hands the trainer: its examples' loss (and gradients), its evaluation,
 //! its parameters and how to save them.
+use super::config::TaskKey;
 use crate::error::{Error, Result};
 use crate::hash::mix64;
 use crate::model::kernels::precision::Precision;
 use crate::model::{Dropout, DropoutRates};
-use candle_core::backprop::GradStore;
-use candle_core::{DType, Tensor};
+use super::grads::ParamGrads;
+use candle_core::{DType, Tensor, Var};
 use candle_nn::VarMap;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -31,7 +32,8 @@ impl LossOutput {
 pub struct Gradients {
     pub value: f64,
     pub parts: Vec<(&'static str, f64)>,
-    pub grads: GradStore,
+    /// The trainable parameters' gradients (detached: no graph kept).
+    pub grads: ParamGrads,
 }
 
 /// (metric name, value; higher is better): a dev evaluation's primary metric.
@@ -41,8 +43,8 @@ fn scalar(t: &Tensor) -> candle_core::Result<f64> {
     t.to_dtype(DType::F64)?.to_scalar::<f64>()
 }
 
-/// The loss times `weight`, backpropagated in one pass.
-pub fn backward(out: LossOutput, weight: f64) -> Result<Gradients> {
+/// The loss times `weight`, backpropagated in one pass; the gradients of `params` kept.
+pub fn backward(out: LossOutput, weight: f64, params: &[Var]) -> Result<Gradients> {
     let total = if weight == 1.0 {
         out.total
     } else {
@@ -56,7 +58,7 @@ pub fn backward(out: LossOutput, weight: f64) -> Result<Gradients> {
     Ok(Gradients {
         value: scalar(&total)?,
         parts,
-        grads: total.backward()?,
+        grads: ParamGrads::from_store(params, total.backward()?),
     })
 }
 
@@ -112,14 +114,13 @@ pub trait TrainTask: Sync {
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
-        backward(self.loss(idx, seed, drop)?, weight)
+        let params = super::params::var_list(self.varmap());
+        backward(self.loss(idx, seed, drop)?, weight, &params)
     }
 
-    /// What the training data is beyond its example count (a corpus's block file key), recorded
-    /// in checkpoints so that --resume refuses other data.
-    fn data_key(&self) -> String {
-        String::new()
-    }
+    /// The loss and a fingerprint of the training data's content, recorded in checkpoints so
+    /// that --resume refuses another objective or other data (same row count or not).
+    fn key(&self) -> TaskKey;
 
     /// The model's dropout rates (config.json's, unless the run overrides them).
     fn dropout_rates(&self) -> DropoutRates;

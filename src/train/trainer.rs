@@ -6,11 +6,11 @@ use super::config::TrainConfig;
 use super::loss_scale;
 use super::optim::{clip_factor, linear_schedule, AdamW};
 use super::params;
+use super::grads::ParamGrads;
 use super::task::{Gradients, TrainTask};
 use crate::error::{Error, Result};
 use crate::hash::mix64;
 use crate::model::{Dropout, DropoutRates};
-use candle_core::Tensor;
 use indicatif::ProgressBar;
 use std::time::Instant;
 
@@ -37,7 +37,7 @@ pub struct TrainReport {
 struct MicroStep {
     value: f64,
     parts: Vec<(&'static str, f64)>,
-    grads: Vec<Option<Tensor>>,
+    grads: ParamGrads,
     shards: usize,
 }
 
@@ -89,7 +89,7 @@ pub fn train(
         .dropout
         .map(DropoutRates::uniform)
         .unwrap_or_else(|| task.dropout_rates());
-    let settings = cfg.settings(n, &task.data_key());
+    let settings = cfg.settings(n, task.key());
     let ckpt = cfg.out.join("checkpoint");
     let mut st = TrainState::default();
     if resume {
@@ -113,7 +113,8 @@ pub fn train(
     progress.set_position(st.step);
     let start = Instant::now();
     let mut order = (0, Vec::new());
-    let mut acc: Vec<Option<Tensor>> = Vec::new();
+    let mut acc = ParamGrads::default();
+    let vars = opt.vars();
     let (mut acc_n, mut acc_loss) = (0usize, 0f64);
     let mut parts = Parts::default();
     let (mut step_seconds, mut examples, mut split) = (0f64, 0usize, 1usize);
@@ -128,7 +129,7 @@ pub fn train(
         // masks and dropout from (seed, micro-step): a resumed run draws exactly the same ones
         let seed = mix64(cfg.seed ^ mix64(st.micro));
         let scale = loss_scale::factor(&st);
-        let g = micro_step(task, &opt, idx, seed, rates, threads, scale)?;
+        let g = micro_step(task, idx, seed, rates, threads, scale)?;
         split = split.max(g.shards);
         if !g.value.is_finite() {
             return Err(Error::msg(format!(
@@ -139,7 +140,7 @@ pub fn train(
                 ckpt.display()
             )));
         }
-        acc = sum_grads(acc, g.grads)?;
+        acc.add(g.grads)?;
         parts.add(&mut st, &g.parts);
         acc_n += 1;
         acc_loss += g.value;
@@ -149,11 +150,12 @@ pub fn train(
         if acc_n == accum || st.micro == total_micro {
             let k = acc_n as f64;
             // the gradients carry the loss scale (1 unless f16): unscaled before clipping
-            let norm = AdamW::grad_norm(&acc)? / (k * scale);
+            let grads = std::mem::take(&mut acc).in_order(&vars);
+            let norm = AdamW::grad_norm(&grads)? / (k * scale);
             let t_update = Instant::now();
             let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
             if loss_scale::after_step(&mut st, norm.is_finite()) {
-                opt.step(&acc, lr, clip_factor(norm, cfg.max_grad_norm) / (k * scale))?;
+                opt.step(&grads, lr, clip_factor(norm, cfg.max_grad_norm) / (k * scale))?;
             } else {
                 progress.println(format!(
                     "step {}: f16 gradients overflowed; update skipped, loss scale now {}",
@@ -164,7 +166,7 @@ pub fn train(
             st.step += 1;
             step_seconds += t_update.elapsed().as_secs_f64();
             let mean_loss = acc_loss / k;
-            (acc, acc_n, acc_loss) = (Vec::new(), 0, 0.0);
+            (acc_n, acc_loss) = (0, 0.0);
             if !parts.sums.is_empty() {
                 st.parts.push(parts.sums.iter().map(|v| v / k).collect());
                 parts.sums.clear();
@@ -232,7 +234,6 @@ fn evaluate_and_keep_best(
 /// tokens), so the gradients sum to the whole micro-batch's.
 fn micro_step(
     task: &impl TrainTask,
-    opt: &AdamW,
     idx: &[usize],
     seed: u64,
     rates: DropoutRates,
@@ -255,7 +256,7 @@ fn micro_step(
         return Ok(MicroStep {
             value: g.value / scale,
             parts: g.parts.iter().map(|(n, v)| (*n, v / scale)).collect(),
-            grads: opt.collect(&g.grads),
+            grads: g.grads,
             shards: 1,
         });
     };
@@ -278,7 +279,7 @@ fn micro_step(
                 .collect()
         })
     });
-    let (mut value, mut parts, mut acc) = (0.0, Vec::<(&'static str, f64)>::new(), Vec::new());
+    let (mut value, mut parts, mut acc) = (0.0, Vec::<(&'static str, f64)>::new(), ParamGrads::default());
     for r in results {
         let g = r?;
         value += g.value;
@@ -288,7 +289,7 @@ fn micro_step(
         for (p, (_, v)) in parts.iter_mut().zip(&g.parts) {
             p.1 += v;
         }
-        acc = sum_grads(acc, opt.collect(&g.grads))?;
+        acc.add(g.grads)?;
     }
     Ok(MicroStep {
         value: value / scale,
@@ -296,18 +297,4 @@ fn micro_step(
         grads: acc,
         shards: shards.len(),
     })
-}
-
-/// a + b per parameter; an empty `a` (nothing accumulated yet) gives `b`.
-fn sum_grads(a: Vec<Option<Tensor>>, b: Vec<Option<Tensor>>) -> Result<Vec<Option<Tensor>>> {
-    if a.is_empty() {
-        return Ok(b);
-    }
-    a.into_iter()
-        .zip(b)
-        .map(|(x, y)| match (x, y) {
-            (Some(x), Some(y)) => Ok(Some(x.add(&y)?)),
-            (x, y) => Ok(x.or(y)),
-        })
-        .collect()
 }

@@ -11,10 +11,12 @@
 //! A grid file is a recipe whose [[step]] tables prepare the data (split, orient labels), plus a
 //! [grid] table of settings and one [[domain]] table per domain; {vars} work in all of them.
 mod report;
+mod steps;
 
 pub use report::{Cell, GridReport, SourceFigure};
+pub use steps::Planning;
 
-use super::{read_toml, substitute, Recipe, Step};
+use super::{read_toml, substitute, Recipe};
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -32,8 +34,8 @@ pub enum TargetTask {
 impl TargetTask {
     pub fn flag(self) -> &'static str {
         match self {
-            TargetTask::Sts => "sts",
-            TargetTask::Classification => "classification",
+            TargetTask::Sts => crate::eval::sts::KIND.flag,
+            TargetTask::Classification => crate::eval::classification::KIND.flag,
         }
     }
 
@@ -177,159 +179,16 @@ impl Grid {
             .join("bi-encoders")
             .join(cell_name(s, t, augmented))
     }
-    fn silver_pairs(&self, s: &Domain, t: &Domain, augmented: bool) -> PathBuf {
+    pub fn silver_pairs(&self, s: &Domain, t: &Domain, augmented: bool) -> PathBuf {
         self.out()
             .join("silver")
             .join(format!("{}.parquet", cell_name(s, t, augmented)))
-    }
-    /// The pairs of `t` the cross-encoders label: its train split, or a seeded sample of it.
-    fn target_pairs(&self, t: &Domain) -> Result<PathBuf> {
-        Ok(if self.samples(t)? {
-            self.out()
-                .join("targets")
-                .join(format!("{}.parquet", t.name))
-        } else {
-            t.train.clone()
-        })
-    }
-    fn samples(&self, t: &Domain) -> Result<bool> {
-        let cap = self.settings.target_pairs;
-        Ok(cap > 0 && crate::data::count_rows(&t.train)? > cap)
     }
     pub fn eval_dir(&self, t: &Domain) -> PathBuf {
         self.out().join("eval").join(&t.name)
     }
     pub fn report_dir(&self) -> PathBuf {
         self.out().join("report")
-    }
-
-    /// The grid's steps (after the preparation steps ran: every domain's files must exist).
-    pub fn steps(&self) -> Result<Vec<Step>> {
-        for d in &self.domains {
-            for (what, p) in [
-                ("train", &d.train),
-                ("test", &d.test),
-                ("dev", &d.dev().to_path_buf()),
-            ] {
-                if !p.is_file() {
-                    return Err(Error::file(
-                        p,
-                        format!("domain '{}' {what}: no such file", d.name),
-                    ));
-                }
-            }
-        }
-        let g = &self.settings;
-        let model = show(&g.model);
-        let seed = g.seed.to_string();
-        let batch = g.batch_size.to_string();
-        let mut steps = Vec::new();
-        let overlap = self.out().join("overlap");
-        let mut a = Args::default()
-            .flag("tokenizer", &model)
-            .flag("out", &show(&overlap));
-        for d in &self.domains {
-            a = a.positional(format!("{}={}", d.name, show(&d.train)));
-        }
-        steps.push(a.step("overlap", "domain-overlap", vec![self.overlap_json()]));
-        for t in &self.domains {
-            if self.samples(t)? {
-                let dest = self.target_pairs(t)?;
-                let a = Args::default()
-                    .positional(show(&t.train))
-                    .positional(show(&dest))
-                    .flag("columns", "sentence1,sentence2")
-                    .flag("sample", &g.target_pairs.to_string())
-                    .flag("seed", &seed);
-                steps.push(a.step(&format!("sample-{}", t.name), "convert", vec![dest]));
-            }
-        }
-        for s in &self.domains {
-            let ce = self.cross_encoder(s);
-            let a = Args::default()
-                .flag("model", &model)
-                .flag("train", &show(&s.train))
-                .flag("dev", &show(s.dev()))
-                .switch("both-orders")
-                .flag("epochs", "1")
-                .flag("batch-size", &batch)
-                .flag("lr", &s.lr.to_string())
-                .flag("warmup", &s.warmup.to_string())
-                .flag("seed", &seed)
-                .flag("out", &show(&ce));
-            steps.push(a.step(
-                &format!("cross-encoder-{}", s.name),
-                "train-cross-encoder",
-                vec![ce.join("model.safetensors"), ce.join("train_log.csv")],
-            ));
-            steps.push(biencoder(
-                &format!("gold-{}", s.name),
-                &model,
-                &s.train,
-                &self.gold_biencoder(s),
-                &batch,
-                &seed,
-            ));
-            for t in &self.domains {
-                for augmented in [false, true] {
-                    let silver = self.silver_pairs(s, t, augmented);
-                    let mut a = Args::default()
-                        .flag("cross-encoder", &show(&ce))
-                        .flag("input", &show(&self.target_pairs(t)?))
-                        .flag("columns", "sentence1,sentence2")
-                        .switch("unlabeled")
-                        .flag("seed", &seed)
-                        .flag("out", &show(&silver));
-                    a = if augmented {
-                        a.flag("sample", "random")
-                            .flag("top-k", &g.top_k.to_string())
-                    } else {
-                        a.flag("sample", "none")
-                    };
-                    let name = cell_name(s, t, augmented);
-                    steps.push(a.step(&format!("label-{name}"), "augment", vec![silver.clone()]));
-                    steps.push(biencoder(
-                        &name,
-                        &model,
-                        &silver,
-                        &self.silver_biencoder(s, t, augmented),
-                        &batch,
-                        &seed,
-                    ));
-                }
-            }
-        }
-        for t in &self.domains {
-            let dir = self.eval_dir(t);
-            let mut a = Args::default().flag("model", &model);
-            for m in self.models_on(t) {
-                a = a.flag("model", &show(&m));
-            }
-            let a = a
-                .flag(t.task.flag(), &format!("{}={}", t.name, show(&t.test)))
-                .flag("out", &show(&dir));
-            steps.push(a.step(
-                &format!("evaluate-{}", t.name),
-                "evaluate",
-                vec![dir.join("results.json")],
-            ));
-        }
-        Ok(steps)
-    }
-
-    /// The trained models scored on target `t`: every gold bi-encoder, then each source's (i)
-    /// and (ii) bi-encoders for `t`.
-    fn models_on(&self, t: &Domain) -> Vec<PathBuf> {
-        let mut m: Vec<PathBuf> = self
-            .domains
-            .iter()
-            .map(|s| self.gold_biencoder(s))
-            .collect();
-        for s in &self.domains {
-            m.push(self.silver_biencoder(s, t, false));
-            m.push(self.silver_biencoder(s, t, true));
-        }
-        m
     }
 }
 
@@ -341,63 +200,6 @@ fn cell_name(s: &Domain, t: &Domain, augmented: bool) -> String {
         t.name,
         if augmented { "-aug" } else { "" }
     )
-}
-
-/// A bi-encoder from `model` with the cosine loss, 1 epoch, on labelled pairs.
-fn biencoder(name: &str, model: &str, train: &Path, out: &Path, batch: &str, seed: &str) -> Step {
-    Args::default()
-        .flag("init", model)
-        .flag("train", &show(train))
-        .flag("loss", "cosine")
-        .flag("epochs", "1")
-        .flag("batch-size", batch)
-        .flag("seed", seed)
-        .flag("out", &show(out))
-        .step(
-            &format!("bi-encoder-{name}"),
-            "train-biencoder",
-            vec![out.join("model.safetensors"), out.join("train_log.csv")],
-        )
-}
-
-fn show(p: &Path) -> String {
-    p.display().to_string()
-}
-
-/// A subcommand's argv, built flag by flag.
-#[derive(Default)]
-struct Args(Vec<String>);
-
-impl Args {
-    fn flag(mut self, name: &str, value: &str) -> Args {
-        self.0.push(format!("--{name}"));
-        self.0.push(value.to_string());
-        self
-    }
-    fn switch(mut self, name: &str) -> Args {
-        self.0.push(format!("--{name}"));
-        self
-    }
-    fn positional(mut self, value: String) -> Args {
-        self.0.push(value);
-        self
-    }
-    /// The step; its --out (as a recipe's) is where it writes, never one of its inputs.
-    fn step(self, name: &str, command: &str, outputs: Vec<PathBuf>) -> Step {
-        let out = self
-            .0
-            .iter()
-            .position(|a| a == "--out")
-            .and_then(|i| self.0.get(i + 1))
-            .map(PathBuf::from);
-        Step {
-            name: name.to_string(),
-            command: command.to_string(),
-            args: self.0,
-            outputs,
-            out,
-        }
-    }
 }
 
 /// `v` with {vars} substituted in every string.

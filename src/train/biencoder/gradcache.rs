@@ -7,6 +7,7 @@
 use super::BiEncoderTask;
 use crate::error::Result;
 use crate::model::Dropout;
+use crate::train::grads::ParamGrads;
 use crate::train::task::Gradients;
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor, Var};
@@ -53,26 +54,13 @@ pub fn gradients(
         .map(|v| {
             grads
                 .remove(v.as_tensor())
-                .map_or_else(|| v.as_tensor().zeros_like(), Ok)
+                .map_or_else(|| v.as_tensor().zeros_like(), |g| Ok(g.detach()))
         })
         .collect::<candle_core::Result<_>>()?;
-    // candle's store holds a gradient for every node of a graph, activations-sized: keep only the
-    // parameters' from each mini-batch, or memory grows with the whole batch again
-    let params = crate::train::params::vars(&task.varmap);
-    let keep = |grads: &mut GradStore, g: GradStore| -> Result<()> {
-        for (_, v) in &params {
-            if let Some(t) = g.get(v.as_tensor()) {
-                let sum = match grads.remove(v.as_tensor()) {
-                    Some(old) => (old + t)?,
-                    None => t.clone(),
-                };
-                grads.insert(v.as_tensor(), sum);
-            }
-        }
-        Ok(())
-    };
-    let all = std::mem::take(&mut grads);
-    keep(&mut grads, all)?;
+    // the loss's own parameters (none for MNR); the encoder's come from the second pass, one
+    // mini-batch's graph at a time (each store is dropped as soon as its gradients are out)
+    let params = crate::train::params::var_list(&task.varmap);
+    let mut kept = ParamGrads::from_store(&params, grads);
     let mut start = 0;
     for (k, chunk) in chunks.iter().enumerate() {
         let e = task.embed_columns(chunk, stream(k).as_ref())?;
@@ -87,13 +75,12 @@ pub fn gradients(
         }
         start += chunk.len();
         if let Some(s) = surrogate {
-            let g = s.backward()?;
-            keep(&mut grads, g)?;
+            kept.add(ParamGrads::from_store(&params, s.backward()?))?;
         }
     }
     Ok(Gradients {
         value,
         parts: Vec::new(),
-        grads,
+        grads: kept,
     })
 }

@@ -171,6 +171,20 @@ impl TrainTask for BiEncoderTask {
         self.data.len()
     }
 
+    fn key(&self) -> super::TaskKey {
+        let mut f = super::fingerprint::Fingerprint::default();
+        for column in &self.data.texts {
+            for ids in column {
+                f.tokens(ids);
+            }
+        }
+        f.values(&self.data.target);
+        super::TaskKey {
+            loss: self.spec.name.to_string(),
+            data: f.hex(),
+        }
+    }
+
     /// Losses with in-batch negatives get batches without repeated texts (NO_DUPLICATES).
     fn epoch_order(&self, seed: u64, epoch: usize, batch: usize) -> Vec<usize> {
         let order = super::task::epoch_order(self.num_examples(), seed, epoch);
@@ -201,7 +215,10 @@ impl TrainTask for BiEncoderTask {
     ) -> Result<Gradients> {
         match self.mini_batch {
             Some(m) => gradcache::gradients(self, idx, drop, weight, m),
-            None => super::task::backward(self.loss(idx, seed, drop)?, weight),
+            None => {
+                let params = params::var_list(&self.varmap);
+                super::task::backward(self.loss(idx, seed, drop)?, weight, &params)
+            }
         }
     }
 

@@ -1,5 +1,5 @@
 //! CosineSimilarityLoss: MSE between cos(u, v) and a [0, 1] label (AugSBERT's bi-encoder loss).
-use super::{cosine_mse, Loss, LossSpec, Target};
+use super::{cosine_mse, required, Loss, LossSpec, Target};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
@@ -15,6 +15,6 @@ struct Cosine;
 
 impl Loss for Cosine {
     fn forward(&self, emb: &[Tensor], target: Option<&Tensor>) -> Result<Tensor> {
-        cosine_mse(&emb[0], &emb[1], target.expect("a score column"))
+        cosine_mse(&emb[0], &emb[1], required(target, &SPEC)?)
     }
 }

@@ -1,7 +1,7 @@
 //! MarginMSELoss (Hofstätter et al.; GPL's training loss): the student's margin
 //! dot(q, p) - dot(q, n) regressed on a teacher's margin (a cross-encoder's score of (q, p) minus
 //! its score of (q, n)), mean squared error.
-use super::{margin_mse, Loss, LossSpec, Target};
+use super::{margin_mse, required, Loss, LossSpec, Target};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
@@ -18,9 +18,6 @@ struct MarginMse;
 
 impl Loss for MarginMse {
     fn forward(&self, emb: &[Tensor], target: Option<&Tensor>) -> Result<Tensor> {
-        let teacher = target.ok_or_else(|| {
-            candle_core::Error::Msg("margin-mse needs the teacher's margins".into())
-        })?;
-        margin_mse(&emb[0], &emb[1], &emb[2], teacher)
+        margin_mse(&emb[0], &emb[1], &emb[2], required(target, &SPEC)?)
     }
 }

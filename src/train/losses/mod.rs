@@ -55,6 +55,23 @@ pub trait Loss: Send + Sync {
     }
 }
 
+/// The rows' targets of a loss that needs them, or one error saying which loss lacked what (a
+/// caller that builds a batch without its target column); every loss reads its target this way.
+pub fn required<'a>(target: Option<&'a Tensor>, spec: &LossSpec) -> Result<&'a Tensor> {
+    target.ok_or_else(|| {
+        let what = match spec.target {
+            Target::Score => "a score per row",
+            Target::Class => "a class id per row",
+            Target::Vector => "a teacher vector per row",
+            Target::None => "no target",
+        };
+        candle_core::Error::Msg(format!(
+            "loss {} needs {what} (its last column, {}), and the batch has none",
+            spec.name, spec.columns
+        ))
+    })
+}
+
 /// A loss as the registry lists it.
 #[derive(Clone, Copy)]
 pub struct LossSpec {
@@ -137,5 +154,39 @@ impl clap::ValueEnum for LossSpec {
             clap::builder::PossibleValue::new(self.name)
                 .help(format!("{}; columns {}", self.help, self.columns)),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{DType, Device};
+
+    /// Every loss that reads a target refuses a batch without one with the same error (mse,
+    /// cosine and softmax used to panic).
+    #[test]
+    fn a_missing_target_is_one_clear_error() {
+        let dev = Device::Cpu;
+        let mut checked = 0;
+        for spec in LOSSES.iter().filter(|s| s.target != Target::None) {
+            let varmap = candle_nn::VarMap::new();
+            let cx = LossContext {
+                vb: VarBuilder::from_varmap(&varmap, DType::F32, &dev),
+                dim: 8,
+                num_labels: 3,
+            };
+            let loss = (spec.build)(&cx).unwrap();
+            let emb: Vec<Tensor> = (0..spec.texts)
+                .map(|_| Tensor::randn(0f32, 1.0, (4, 8), &dev).unwrap())
+                .collect();
+            let e = loss.forward(&emb, None).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("loss {} needs", spec.name)) && e.contains("the batch has none"),
+                "{}: {e}",
+                spec.name
+            );
+            checked += 1;
+        }
+        assert!(checked >= 4, "{checked} losses with targets");
     }
 }

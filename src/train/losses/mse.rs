@@ -1,5 +1,5 @@
 //! MSELoss: each embedding against a teacher's embedding of the same text (distillation).
-use super::{mse, Loss, LossSpec, Target};
+use super::{mse, required, Loss, LossSpec, Target};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
@@ -16,6 +16,6 @@ struct Mse;
 
 impl Loss for Mse {
     fn forward(&self, emb: &[Tensor], target: Option<&Tensor>) -> Result<Tensor> {
-        mse(&emb[0], target.expect("a teacher vector column"))
+        mse(&emb[0], required(target, &SPEC)?)
     }
 }

@@ -1,6 +1,6 @@
 //! SoftmaxLoss: a linear classifier on (u, v, |u - v|), cross-entropy over the classes (SBERT's
 //! NLI training). The classifier is saved beside the encoder as softmax_head.safetensors.
-use super::{cross_entropy, softmax_features, Loss, LossSpec, Target};
+use super::{cross_entropy, required, softmax_features, Loss, LossSpec, Target};
 use crate::model::Linear;
 use candle_core::{DType, Module, Result, Tensor};
 
@@ -27,7 +27,7 @@ impl Loss for Softmax {
         let logits = self.head.forward(&softmax_features(&emb[0], &emb[1])?)?;
         cross_entropy(
             &logits,
-            &target.expect("a class column").to_dtype(DType::U32)?,
+            &required(target, &SPEC)?.to_dtype(DType::U32)?,
         )
     }
 

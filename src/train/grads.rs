@@ -1,0 +1,62 @@
+//! The gradients a training step keeps: one per trainable parameter, each detached from the
+//! graph that produced it, summed in one place (mini-batches, threads' shards, accumulation).
+//!
+//! Why detached: candle's backward detaches every intermediate gradient it visits but not the
+//! leaves' (the parameters'), so a weight gradient made as matmul(dy^T, x) still records the op
+//! and holds `x`, and through it the whole forward graph of its batch, for as long as the
+//! gradient lives. Kept across GradCache's mini-batches or gradient accumulation that is every
+//! batch's activations at once: memory grows with the batch the method exists to bound.
+use crate::error::Result;
+use candle_core::backprop::GradStore;
+use candle_core::{Tensor, TensorId, Var};
+use std::collections::HashMap;
+
+#[derive(Default)]
+pub struct ParamGrads {
+    map: HashMap<TensorId, Tensor>,
+}
+
+impl ParamGrads {
+    /// The parameters' gradients out of a backward pass's store, detached; the store (and every
+    /// activation-sized gradient in it) is dropped here.
+    pub fn from_store(params: &[Var], mut store: GradStore) -> ParamGrads {
+        let map = params
+            .iter()
+            .filter_map(|v| store.remove(v.as_tensor()).map(|g| (v.id(), g.detach())))
+            .collect();
+        ParamGrads { map }
+    }
+
+    /// Add `other`'s gradients to these, parameter by parameter (the one summation every caller
+    /// uses); a parameter only one side has keeps that side's.
+    pub fn add(&mut self, other: ParamGrads) -> Result<()> {
+        for (id, g) in other.map {
+            let sum = match self.map.remove(&id) {
+                Some(mine) => (mine + g)?.detach(),
+                None => g,
+            };
+            self.map.insert(id, sum);
+        }
+        Ok(())
+    }
+
+    /// The gradient of `param`, if the loss reached it.
+    pub fn get(&self, param: &Tensor) -> Option<&Tensor> {
+        self.map.get(&param.id())
+    }
+
+    /// The gradients in the order of `params` (the optimizer's).
+    pub fn in_order(&self, params: &[Var]) -> Vec<Option<Tensor>> {
+        params.iter().map(|v| self.map.get(&v.id()).cloned()).collect()
+    }
+
+    /// Whether any kept gradient still records the op that made it (and so holds a graph): never,
+    /// by construction; tests check it.
+    pub fn any_tracked(&self) -> bool {
+        self.map.values().any(|g| g.track_op())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
