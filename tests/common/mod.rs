@@ -175,6 +175,29 @@ pub fn tiny_bert(parent: &std::path::Path) -> PathBuf {
     dir
 }
 
+/// all-MiniLM-L6-v2 cut to its first `layers` layers (config.json says so; the checkpoint's
+/// later layers are not read): a real pre-trained encoder that trains and scores several times
+/// faster, for tests that need a model that learns.
+pub fn minilm_layers(parent: &std::path::Path, layers: usize) -> PathBuf {
+    let dir = parent.join(format!("minilm-{layers}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    for sub in ["", "1_Pooling"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for f in std::fs::read_dir(model().join(sub)).unwrap() {
+            let f = f.unwrap().path();
+            if f.is_file() {
+                std::fs::copy(&f, dir.join(sub).join(f.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    let cfg = dir.join("config.json");
+    let mut c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg).unwrap()).unwrap();
+    c["num_hidden_layers"] = layers.into();
+    std::fs::write(&cfg, serde_json::to_string_pretty(&c).unwrap()).unwrap();
+    dir
+}
+
 /// The optimizer step of the checkpoint in `out` (0 while there is none).
 pub fn checkpoint_step(out: &std::path::Path) -> u64 {
     std::fs::read_to_string(out.join("checkpoint/state.json"))

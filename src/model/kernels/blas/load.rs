@@ -117,7 +117,19 @@ pub(super) fn load() -> Option<Blas> {
             &[OpenBlas]
         }
     };
+    // A loaded BLAS owns the cores during matmuls; candle's spinning elementwise pool would fight
+    // its threads (measured 1.5x slower on 2 cores), so it is kept serial. Set before dlopen:
+    // OpenBLAS starts its worker threads as it loads, and setenv is only safe before that.
+    let candle_pool = std::env::var_os("CANDLE_NUM_THREADS").is_none();
+    if candle_pool {
+        set_env("CANDLE_NUM_THREADS", "1");
+    }
     let found = candidates(order).into_iter().find_map(|c| open(&c));
+    if found.is_none() && candle_pool && single_threaded() {
+        // no BLAS: candle's pool does the matmuls and should have every core
+        // SAFETY: a NUL-terminated name, and no other thread exists to read the environment
+        unsafe { libc::unsetenv(c"CANDLE_NUM_THREADS".as_ptr()) };
+    }
     if found.is_none() {
         // the run still works, on candle's slower gemm; say so where the user looks
         if let Some(p) = explicit_lib() {
@@ -164,11 +176,6 @@ fn open(c: &Candidate) -> Option<Blas> {
     // SAFETY: the symbols are OpenBLAS's, with these C signatures.
     unsafe {
         let sgemm = std::mem::transmute::<*mut libc::c_void, Sgemm>(f);
-        // OpenBLAS now owns the cores during matmuls; candle's spinning elementwise pool
-        // would fight its threads (measured 1.5x slower on 2 cores), so keep it serial.
-        if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
-            set_env("CANDLE_NUM_THREADS", "1");
-        }
         // the kernel OpenBLAS chose, or MKL's version, for benchmarks to report
         let core = match c.vendor {
             Vendor::OpenBlas => {
