@@ -14,6 +14,14 @@ pub fn tune_allocator() {
     }
 }
 
+/// Say that a check was skipped and why (a CPU without the instructions a path needs, no BLAS):
+/// written straight to the process's stderr, past the test harness's capture, so a skipped test
+/// shows in every log instead of passing silently.
+pub fn skipped(check: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {check}: {why}");
+}
+
 /// A `--device` value, checked when the flags are parsed: `cpu`, `cuda` or `cuda:N`. Opening a
 /// CUDA device needs a binary built with the `cuda` feature (scripts/build-cuda.sh) and a
 /// visible GPU; either lack is one clear error.

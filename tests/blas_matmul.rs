@@ -89,7 +89,7 @@ fn forward_and_backward_equal_candle_on_all_layouts() {
 #[test]
 fn empty_or_short_operands_are_errors() {
     let Some(b) = blas() else {
-        println!("skipped: no BLAS library loaded (run datasets/fetch.sh)");
+        condenser::runtime::skipped("gemm operand checks", "no BLAS library loaded (run datasets/fetch.sh)");
         return;
     };
     use condenser::model::kernels::blas::{NO_TRANS, TRANS};
@@ -109,13 +109,13 @@ fn empty_or_short_operands_are_errors() {
 #[test]
 fn serial_restores_threads_after_a_panic() {
     let Some(b) = blas() else {
-        println!("skipped: no BLAS library loaded (run datasets/fetch.sh)");
+        condenser::runtime::skipped("serial() restore", "no BLAS library loaded (run datasets/fetch.sh)");
         return;
     };
     use condenser::model::kernels::blas::serial;
     let before = b.threads();
     if before <= 1 {
-        println!("skipped: the BLAS runs 1 thread here, so a restore cannot be told apart");
+        condenser::runtime::skipped("serial() restore", "the BLAS runs 1 thread here, so a restore cannot be told apart");
         return;
     }
     assert!(serial(|| b.is_serial()));
