@@ -86,46 +86,55 @@ fn explicit_lib() -> Option<std::ffi::OsString> {
     std::env::var_os("CONDENSER_BLAS_LIB").filter(|p| !p.is_empty())
 }
 
-pub(super) fn load() -> Option<Blas> {
-    use Vendor::*;
-    let choice = std::env::var("CONDENSER_BLAS")
+/// CONDENSER_BLAS, lower-cased ("" when unset).
+fn choice() -> String {
+    std::env::var("CONDENSER_BLAS")
         .unwrap_or_default()
-        .to_ascii_lowercase();
-    let auto_core = || {
-        if let Some(core) = best_core() {
-            set_env("OPENBLAS_CORETYPE", core);
-        }
-    };
-    let order: &[Vendor] = match choice.as_str() {
-        "0" | "off" => return None,
-        "env" => &[OpenBlas],
-        "openblas" => {
-            auto_core();
-            &[OpenBlas]
-        }
-        "mkl" => &[Mkl],
-        "" | "auto" => {
-            auto_core();
-            if crate::runtime::cpu_vendor() == "GenuineIntel" {
-                &[Mkl, OpenBlas]
-            } else {
-                &[OpenBlas, Mkl]
+        .to_ascii_lowercase()
+}
+
+/// Runs as the library is loaded, before `main` and before any thread of any program that links
+/// condenser (its tests included): the one moment setenv is safe, and before OpenBLAS (which reads
+/// OPENBLAS_CORETYPE and starts its threads as it loads) or candle's pool start.
+#[used]
+#[cfg_attr(target_os = "linux", link_section = ".init_array")]
+static PREPARE_ENV: extern "C" fn() = prepare_env;
+
+/// The environment the libraries read when they start: OpenBLAS's kernel for this CPU (the
+/// AVX-512 one where it runs, over a machine-wide setting; CONDENSER_BLAS=env keeps that), and
+/// candle's elementwise pool kept serial, since a loaded BLAS owns the cores during matmuls and
+/// candle's spinning pool would fight its threads (measured 1.5x slower on 2 cores).
+extern "C" fn prepare_env() {
+    let choice = choice();
+    match choice.as_str() {
+        "0" | "off" => return, // candle's own gemm: its pool keeps every core
+        "env" | "mkl" => {}
+        "" | "auto" | "openblas" => {
+            if let Some(core) = best_core() {
+                set_env("OPENBLAS_CORETYPE", core);
             }
         }
-        core => {
-            set_env("OPENBLAS_CORETYPE", core);
-            &[OpenBlas]
-        }
-    };
-    // A loaded BLAS owns the cores during matmuls; candle's spinning elementwise pool would fight
-    // its threads (measured 1.5x slower on 2 cores), so it is kept serial. Set before dlopen:
-    // OpenBLAS starts its worker threads as it loads, and setenv is only safe before that.
-    let candle_pool = std::env::var_os("CANDLE_NUM_THREADS").is_none();
-    if candle_pool {
-        set_env("CANDLE_NUM_THREADS", "1");
+        core => set_env("OPENBLAS_CORETYPE", core),
     }
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        set_env("CANDLE_NUM_THREADS", "1");
+        super::CANDLE_SERIAL_SET.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+pub(super) fn load() -> Option<Blas> {
+    use Vendor::*;
+    let choice = choice();
+    let order: &[Vendor] = match choice.as_str() {
+        "0" | "off" => return None,
+        "mkl" => &[Mkl],
+        "" | "auto" if crate::runtime::cpu_vendor() == "GenuineIntel" => &[Mkl, OpenBlas],
+        "" | "auto" => &[OpenBlas, Mkl],
+        _ => &[OpenBlas],
+    };
     let found = candidates(order).into_iter().find_map(|c| open(&c));
-    if found.is_none() && candle_pool && single_threaded() {
+    let serial = super::CANDLE_SERIAL_SET.load(std::sync::atomic::Ordering::Relaxed);
+    if found.is_none() && serial && single_threaded() {
         // no BLAS: candle's pool does the matmuls and should have every core
         // SAFETY: a NUL-terminated name, and no other thread exists to read the environment
         unsafe { libc::unsetenv(c"CANDLE_NUM_THREADS".as_ptr()) };
@@ -244,10 +253,9 @@ fn best_core() -> Option<&'static str> {
 }
 
 /// Set an environment variable that a library reads when it starts (OpenBLAS's kernel, candle's
-/// pool size) only while this process has a single thread: setenv races with any other thread's
-/// getenv. The binary loads the BLAS first thing in main, so it always applies there; a library
-/// user that loads it later from a threaded program keeps the libraries' own defaults (said by
-/// `describe`).
+/// pool size) only while this process has a single thread (setenv races with any other thread's
+/// getenv): from `prepare_env`, before main. A program that starts threads before that (none
+/// does; a loader might) keeps the libraries' own defaults, said by `describe`.
 fn set_env(k: &str, v: &str) {
     if !single_threaded() {
         super::ENV_SKIPPED.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -64,6 +64,8 @@ static BLAS: OnceLock<Option<Blas>> = OnceLock::new();
 
 /// The environment could not be set before the libraries started (the process had threads).
 static ENV_SKIPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// CANDLE_NUM_THREADS=1 was set by `load::prepare_env` (undone where no BLAS loads).
+static CANDLE_SERIAL_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 mod load;
 
