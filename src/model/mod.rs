@@ -1,6 +1,7 @@
 //! The model, in three floors that import downwards only: `kernels` (matmul libraries, fused ops
 //! with their own backward), `layers` (BERT and the models built on it) and `folders` (HF and
 //! sentence-transformers folders on disk).
+pub mod engine;
 pub mod folders;
 pub mod kernels;
 pub mod layers;

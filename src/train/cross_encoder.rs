@@ -3,7 +3,9 @@
 //! correlation for one label, accuracy for classes).
 use super::losses::{bce_with_logits, cross_entropy};
 use super::params::{self, load_trainable};
-use super::task::{LossOutput, Score, TrainTask};
+use super::grads::ParamGrads;
+use super::task::{Gradients, LossOutput, Score, TrainTask};
+use crate::model::engine::{Engine, Leaf};
 use crate::data::{PairColumns, Pairs};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
@@ -139,21 +141,37 @@ impl TrainTask for CrossEncoderTask {
         let logits = self
             .model
             .forward_t(&self.tok.batch(&items, &self.device)?, drop)?;
-        let y: Vec<f32> = idx.iter().map(|&i| self.labels[i]).collect();
-        let loss = if self.model.num_labels == 1 {
-            bce_with_logits(
-                &logits.squeeze(1)?,
-                &Tensor::from_vec(y, idx.len(), &self.device)?,
-            )?
-        } else {
-            let classes: Vec<u32> = y.iter().map(|v| *v as u32).collect();
-            cross_entropy(
-                &logits,
-                &Tensor::from_vec(classes, idx.len(), &self.device)?,
-            )?
-        };
-        Ok(LossOutput::single(loss))
+        Ok(LossOutput::single(self.loss_of(&logits, idx)?))
     }
+
+    /// Through the engine where it applies (the CPU in f32/bf16/f16 with BLAS): BERT's states
+    /// as a leaf, the head and loss in candle, the engine's backward from the leaf's gradient.
+    fn gradients(
+        &self,
+        idx: &[usize],
+        seed: u64,
+        drop: Option<&Dropout>,
+        weight: f64,
+    ) -> Result<Gradients> {
+        let params = params::var_list(&self.varmap);
+        let Some(eng) = Engine::for_bert(&self.model.bert) else {
+            return super::task::backward(self.loss(idx, seed, drop)?, weight, &params);
+        };
+        let ids: Vec<&[u32]> = idx.iter().map(|&i| self.train[i].0.as_slice()).collect();
+        let types: Vec<&[u32]> = idx.iter().map(|&i| self.train[i].1.as_slice()).collect();
+        let leaf = Leaf::forward(&eng, &ids, Some(&types), drop)?;
+        let cls = leaf.states.as_tensor().narrow(1, 0, 1)?.squeeze(1)?;
+        let logits = self.model.head(&cls, drop)?;
+        let out = LossOutput::single(self.loss_of(&logits, idx)?);
+        let mut g = super::task::backward_store(out, weight)?;
+        let mut eg = eng.zero_grads()?;
+        leaf.backward(&eng, &g.1, drop, &mut eg)?;
+        let mut grads = ParamGrads::from_store(&params, g.1);
+        grads.add_pairs(eng.export(eg)?)?;
+        g.0.grads = grads;
+        Ok(g.0)
+    }
+
 
     fn dropout_rates(&self) -> DropoutRates {
         self.folder.config.dropout_rates()
@@ -192,5 +210,25 @@ impl TrainTask for CrossEncoderTask {
             self.tok.max_seq_length,
             dir,
         )
+    }
+}
+
+impl CrossEncoderTask {
+    /// BCE on one label's logits, or cross-entropy over classes.
+    fn loss_of(&self, logits: &Tensor, idx: &[usize]) -> Result<Tensor> {
+        let y: Vec<f32> = idx.iter().map(|&i| self.labels[i]).collect();
+        let loss = if self.model.num_labels == 1 {
+            bce_with_logits(
+                &logits.squeeze(1)?,
+                &Tensor::from_vec(y, idx.len(), &self.device)?,
+            )?
+        } else {
+            let classes: Vec<u32> = y.iter().map(|v| *v as u32).collect();
+            cross_entropy(
+                logits,
+                &Tensor::from_vec(classes, idx.len(), &self.device)?,
+            )?
+        };
+        Ok(loss)
     }
 }

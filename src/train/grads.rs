@@ -40,6 +40,12 @@ impl ParamGrads {
         Ok(())
     }
 
+    /// Add gradients given as (parameter, gradient) pairs (the engine's): each detached.
+    pub fn add_pairs(&mut self, pairs: Vec<(Tensor, Tensor)>) -> Result<()> {
+        let map = pairs.into_iter().map(|(p, g)| (p.id(), g.detach())).collect();
+        self.add(ParamGrads { map })
+    }
+
     /// The gradient of `param`, if the loss reached it.
     pub fn get(&self, param: &Tensor) -> Option<&Tensor> {
         self.map.get(&param.id())

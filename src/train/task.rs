@@ -6,6 +6,7 @@ use crate::hash::mix64;
 use crate::model::kernels::precision::Precision;
 use crate::model::{Dropout, DropoutRates};
 use super::grads::ParamGrads;
+use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor, Var};
 use candle_nn::VarMap;
 use rand::rngs::StdRng;
@@ -45,6 +46,15 @@ fn scalar(t: &Tensor) -> candle_core::Result<f64> {
 
 /// The loss times `weight`, backpropagated in one pass; the gradients of `params` kept.
 pub fn backward(out: LossOutput, weight: f64, params: &[Var]) -> Result<Gradients> {
+    let (mut g, store) = backward_store(out, weight)?;
+    g.grads = ParamGrads::from_store(params, store);
+    Ok(g)
+}
+
+/// The loss times `weight`, backpropagated: its value and parts (no gradients kept yet), and
+/// candle's whole store, for a caller that reads more than parameters from it (a leaf's gradient
+/// to run the engine's backward from).
+pub fn backward_store(out: LossOutput, weight: f64) -> Result<(Gradients, GradStore)> {
     let total = if weight == 1.0 {
         out.total
     } else {
@@ -55,11 +65,12 @@ pub fn backward(out: LossOutput, weight: f64, params: &[Var]) -> Result<Gradient
         .iter()
         .map(|(n, t)| Ok((*n, scalar(t)? * weight)))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Gradients {
+    let g = Gradients {
         value: scalar(&total)?,
         parts,
-        grads: ParamGrads::from_store(params, total.backward()?),
-    })
+        grads: ParamGrads::default(),
+    };
+    Ok((g, total.backward()?))
 }
 
 /// The examples of an epoch in a seeded random order (the default of `TrainTask::epoch_order`).

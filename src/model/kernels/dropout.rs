@@ -48,6 +48,12 @@ impl Dropout {
         Dropout::new(self.rates, mix64(self.seed ^ mix64(i.wrapping_add(1))))
     }
 
+    /// The stream's seed: kernels that draw their masks by hashing (seed, position) instead of
+    /// from the stateful RNG (model/engine) start from it.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
     /// Dropout on hidden states.
     pub fn hidden(&self, x: &Tensor) -> Result<Tensor> {
         self.apply(x, self.rates.hidden)

@@ -8,6 +8,7 @@ pub mod blas;
 pub mod dropout;
 pub mod fastmath;
 pub mod gelu;
+pub mod isa;
 pub mod layer_norm;
 pub mod linear;
 pub mod matmul;

@@ -10,10 +10,10 @@ use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, VarBuilder};
 
 pub struct BertEmbeddings {
-    word: Embedding,
-    position: Embedding,
-    token_type: Embedding,
-    norm: LayerNorm,
+    pub(crate) word: Embedding,
+    pub(crate) position: Embedding,
+    pub(crate) token_type: Embedding,
+    pub(crate) norm: LayerNorm,
 }
 
 impl BertEmbeddings {
@@ -64,13 +64,13 @@ impl BertEmbeddings {
 }
 
 pub struct SelfAttention {
-    query: Linear,
-    key: Linear,
-    value: Linear,
-    out: Linear,
-    norm: LayerNorm,
-    heads: usize,
-    head_dim: usize,
+    pub(crate) query: Linear,
+    pub(crate) key: Linear,
+    pub(crate) value: Linear,
+    pub(crate) out: Linear,
+    pub(crate) norm: LayerNorm,
+    pub(crate) heads: usize,
+    pub(crate) head_dim: usize,
 }
 
 impl SelfAttention {
@@ -151,11 +151,11 @@ impl SelfAttention {
 }
 
 pub struct BertLayer {
-    attention: SelfAttention,
-    intermediate: Linear,
-    output: Linear,
-    norm: LayerNorm,
-    act: Activation,
+    pub(crate) attention: SelfAttention,
+    pub(crate) intermediate: Linear,
+    pub(crate) output: Linear,
+    pub(crate) norm: LayerNorm,
+    pub(crate) act: Activation,
 }
 
 impl BertLayer {

@@ -45,8 +45,12 @@ impl CrossEncoder {
     /// Logits (b, num_labels).
     pub fn forward_t(&self, b: &TokenBatch, drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
         let states = self.bert.forward_t(&b.ids, &b.type_ids, &b.mask, drop)?;
-        let cls = states.narrow(1, 0, 1)?.squeeze(1)?;
-        let pooled = self.pooler.forward(&cls)?.tanh()?;
+        self.head(&states.narrow(1, 0, 1)?.squeeze(1)?, drop)
+    }
+
+    /// Logits from the [CLS] states (b, h): pooler, tanh, dropout, classifier.
+    pub fn head(&self, cls: &Tensor, drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
+        let pooled = self.pooler.forward(cls)?.tanh()?;
         self.classifier.forward(&maybe(drop, pooled)?)
     }
 }

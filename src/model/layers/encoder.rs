@@ -113,6 +113,16 @@ impl SentenceEncoder {
         self.embed_t(seqs, None)
     }
 
+    /// Pool token states (b, len, h) under their (b, len) mask, normalised where the model is.
+    pub fn pool(&self, states: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+        let pooled = self.pooling.forward(states, mask)?;
+        if self.normalize {
+            l2_normalize(&pooled)
+        } else {
+            Ok(pooled)
+        }
+    }
+
     /// As `embed`, with dropout when training.
     pub fn embed_t(&self, seqs: &[&[u32]], drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
         let b = TokenBatch::new(seqs, None, self.special.pad, &self.device)?;

@@ -18,6 +18,10 @@ impl LayerNorm {
         LayerNorm { weight, bias, eps }
     }
 
+    pub fn eps(&self) -> f64 {
+        self.eps
+    }
+
     pub fn load(vb: VarBuilder, size: usize, eps: f64) -> Result<LayerNorm> {
         let (w, b) = if vb.contains_tensor("gamma") {
             ("gamma", "beta")

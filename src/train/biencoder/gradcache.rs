@@ -10,6 +10,7 @@ use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::task::Gradients;
 use candle_core::backprop::GradStore;
+use crate::model::engine::Engine;
 use candle_core::{DType, Tensor, Var};
 
 pub fn gradients(
@@ -78,6 +79,71 @@ pub fn gradients(
             kept.add(ParamGrads::from_store(&params, s.backward()?))?;
         }
     }
+    Ok(Gradients {
+        value,
+        parts: Vec::new(),
+        grads: kept,
+    })
+}
+
+/// GradCache through the engine: pass 1 embeds every mini-batch with no tape at all; the loss
+/// and its gradient with respect to all the embeddings; pass 2 embeds each mini-batch's columns
+/// again, one at a time with its tape (the same dropout: chunk k, column c draw from fork k, c),
+/// and runs the engine's backward from that gradient into one set of gradient buffers. At any
+/// moment one column of one mini-batch has a tape: memory is bounded by the mini-batch.
+pub fn engine_gradients(
+    task: &BiEncoderTask,
+    eng: &Engine,
+    idx: &[usize],
+    drop: Option<&Dropout>,
+    weight: f64,
+    mini_batch: usize,
+) -> Result<Gradients> {
+    let chunks: Vec<&[usize]> = idx.chunks(mini_batch.max(1)).collect();
+    let columns = task.data.texts.len();
+    let stream = |k: usize, c: usize| drop.map(|d| d.fork(k as u64).fork(c as u64));
+    let mut cached: Vec<Vec<Tensor>> = vec![Vec::with_capacity(chunks.len()); columns];
+    for (k, chunk) in chunks.iter().enumerate() {
+        for (c, parts) in cached.iter_mut().enumerate() {
+            parts.push(task.embed_engine(eng, c, chunk, stream(k, c).as_ref(), false)?.0);
+        }
+    }
+    let leaves: Vec<Var> = cached
+        .iter()
+        .map(|parts| Var::from_tensor(&Tensor::cat(parts, 0)?))
+        .collect::<candle_core::Result<_>>()?;
+    std::mem::drop(cached);
+    let emb: Vec<Tensor> = leaves.iter().map(|v| v.as_tensor().clone()).collect();
+    let loss = task.loss.forward(&emb, task.target(idx)?.as_ref())?;
+    let loss = if weight == 1.0 { loss } else { loss.affine(weight, 0.0)? };
+    let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    let mut store = loss.backward()?;
+    let emb_grads: Vec<Tensor> = leaves
+        .iter()
+        .map(|v| {
+            store
+                .remove(v.as_tensor())
+                .map_or_else(|| v.as_tensor().zeros_like(), |g| Ok(g.detach()))
+        })
+        .collect::<candle_core::Result<_>>()?;
+    // the loss's own parameters (none for MNR); the encoder's come from pass 2
+    let params = crate::train::params::var_list(&task.varmap);
+    let mut kept = ParamGrads::from_store(&params, store);
+    let mut eg = eng.zero_grads()?;
+    let mut start = 0;
+    for (k, chunk) in chunks.iter().enumerate() {
+        for (c, g) in emb_grads.iter().enumerate() {
+            let d = stream(k, c);
+            let (e, leaf) = task.embed_engine(eng, c, chunk, d.as_ref(), true)?;
+            let s = (e * g.narrow(0, start, chunk.len())?)?.sum_all()?;
+            let store = s.backward()?;
+            if let Some(leaf) = leaf {
+                leaf.backward(eng, &store, d.as_ref(), &mut eg)?;
+            }
+        }
+        start += chunk.len();
+    }
+    kept.add_pairs(eng.export(eg)?)?;
     Ok(Gradients {
         value,
         parts: Vec::new(),

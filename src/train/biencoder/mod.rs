@@ -12,7 +12,9 @@ use super::task::{Gradients, LossOutput, Score, TrainTask};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
 use crate::model::folders::save::{save_sentence_encoder, EncoderLayout};
+use crate::model::engine::{pad, Engine, Leaf};
 use crate::model::{Bert, Dropout, DropoutRates, Linear, ModelFolder, Pooling, SentenceEncoder};
+use super::grads::ParamGrads;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
 use indicatif::ProgressBar;
@@ -123,6 +125,67 @@ impl BiEncoderTask {
             .collect()
     }
 
+    /// The rows `idx` of column `col`, tokenized.
+    fn column(&self, col: usize, idx: &[usize]) -> Vec<&[u32]> {
+        idx.iter().map(|&i| self.data.texts[col][i].as_slice()).collect()
+    }
+
+    /// One column's embeddings through the engine: with a kept tape (`Leaf`) when the gradient is
+    /// wanted, else plain (no graph, no tape).
+    fn embed_engine(
+        &self,
+        eng: &Engine,
+        col: usize,
+        idx: &[usize],
+        drop: Option<&Dropout>,
+        keep: bool,
+    ) -> Result<(Tensor, Option<Leaf>)> {
+        let seqs = self.column(col, idx);
+        if keep {
+            let leaf = Leaf::forward(eng, &seqs, None, drop)?;
+            Ok((self.enc.pool(leaf.states.as_tensor(), &leaf.mask)?, Some(leaf)))
+        } else {
+            let fwd = eng.forward(&seqs, None, drop, false)?;
+            let (states, mask, _) = pad(&fwd)?;
+            Ok((self.enc.pool(&states, &mask)?, None))
+        }
+    }
+
+    /// The loss of rows `idx` and its gradients through the engine: each column embedded with its
+    /// own dropout stream (fork c), the loss in candle, the engine's backward per column.
+    fn engine_gradients(
+        &self,
+        eng: &Engine,
+        idx: &[usize],
+        drop: Option<&Dropout>,
+        weight: f64,
+    ) -> Result<Gradients> {
+        let columns = self.data.texts.len();
+        let drops: Vec<Option<Dropout>> = (0..columns).map(|c| drop.map(|d| d.fork(c as u64))).collect();
+        let mut emb = Vec::with_capacity(columns);
+        let mut leaves = Vec::with_capacity(columns);
+        for (c, d) in drops.iter().enumerate() {
+            let (e, leaf) = self.embed_engine(eng, c, idx, d.as_ref(), true)?;
+            emb.push(e);
+            leaves.extend(leaf);
+        }
+        let loss = self.loss.forward(&emb, self.target(idx)?.as_ref())?;
+        let loss = if weight == 1.0 { loss } else { loss.affine(weight, 0.0)? };
+        let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        let store = loss.backward()?;
+        let mut eg = eng.zero_grads()?;
+        for (leaf, d) in leaves.into_iter().zip(&drops) {
+            leaf.backward(eng, &store, d.as_ref(), &mut eg)?;
+        }
+        let mut grads = ParamGrads::from_store(&params::var_list(&self.varmap), store);
+        grads.add_pairs(eng.export(eg)?)?;
+        Ok(Gradients {
+            value,
+            parts: Vec::new(),
+            grads,
+        })
+    }
+
     /// The GradCache mini-batch of a cached loss.
     pub fn mini_batch(&self) -> Option<usize> {
         self.mini_batch
@@ -213,9 +276,12 @@ impl TrainTask for BiEncoderTask {
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
-        match self.mini_batch {
-            Some(m) => gradcache::gradients(self, idx, drop, weight, m),
-            None => {
+        let engine = Engine::for_bert(&self.enc.bert);
+        match (self.mini_batch, &engine) {
+            (Some(m), Some(eng)) => gradcache::engine_gradients(self, eng, idx, drop, weight, m),
+            (Some(m), None) => gradcache::gradients(self, idx, drop, weight, m),
+            (None, Some(eng)) => self.engine_gradients(eng, idx, drop, weight),
+            (None, None) => {
                 let params = params::var_list(&self.varmap);
                 super::task::backward(self.loss(idx, seed, drop)?, weight, &params)
             }

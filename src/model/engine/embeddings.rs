@@ -1,0 +1,93 @@
+//! BERT's embeddings on packed rows: x = drop(LN(word[id] + position[p] + type[t])), and backward
+//! scattering the gradient into the three tables (dense gradients, as PyTorch's nn.Embedding).
+use super::rows::{self, Mask};
+use super::weights::EmbW;
+use super::Packed;
+
+/// What forward keeps: each row's token, position and type, and the LayerNorm's xhat and 1/std.
+pub struct EmbTape {
+    rows: Vec<(u32, u32, u32)>,
+    xhat: Vec<f32>,
+    rstd: Vec<f32>,
+}
+
+pub struct EmbGrads {
+    pub word: Vec<f32>,
+    pub pos: Vec<f32>,
+    pub typ: Vec<f32>,
+    pub g: Vec<f32>,
+    pub b: Vec<f32>,
+}
+
+impl EmbGrads {
+    pub fn zeros(w: &EmbW) -> EmbGrads {
+        EmbGrads {
+            word: vec![0f32; w.word.len()],
+            pos: vec![0f32; w.pos.len()],
+            typ: vec![0f32; w.typ.len()],
+            g: vec![0f32; w.g.len()],
+            b: vec![0f32; w.b.len()],
+        }
+    }
+}
+
+/// The embedded rows (t x h) of `ids` (and `types`, 0 where None), and the tape when `keep`.
+pub fn forward(
+    w: &EmbW,
+    ids: &[&[u32]],
+    types: Option<&[&[u32]]>,
+    p: &Packed,
+    mask: Option<&Mask>,
+    keep: bool,
+) -> (Vec<f32>, Option<EmbTape>) {
+    let h = w.g.len();
+    let t = p.rows;
+    let mut e = vec![0f32; t * h];
+    let mut index = Vec::with_capacity(t);
+    for (i, seq) in ids.iter().enumerate() {
+        for (pos, &id) in seq.iter().enumerate() {
+            let typ = types.map_or(0, |ts| ts[i][pos]);
+            let r = p.offsets[i] + pos;
+            let row = &mut e[r * h..(r + 1) * h];
+            let (wd, pd, td) = (id as usize * h, pos * h, typ as usize * h);
+            for j in 0..h {
+                row[j] = w.word[wd + j] + w.typ[td + j] + w.pos[pd + j];
+            }
+            index.push((id, pos as u32, typ));
+        }
+    }
+    let (mut out, mut xhat, mut rstd) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
+    rows::residual_norm(&e, None, None, 0, w.g, w.b, w.eps, &mut out, &mut xhat, &mut rstd);
+    if let Some(m) = mask {
+        for (r, row) in out.chunks_exact_mut(h).enumerate() {
+            rows::dropout_row(m, r as u64, row);
+        }
+    }
+    let tape = keep.then_some(EmbTape {
+        rows: index,
+        xhat,
+        rstd,
+    });
+    (out, tape)
+}
+
+/// Accumulate the tables' and the LayerNorm's gradients from the output's gradient `dx`.
+pub fn backward(w: &EmbW, tape: EmbTape, mut dx: Vec<f32>, mask: Option<&Mask>, gr: &mut EmbGrads) {
+    let h = w.g.len();
+    if let Some(m) = mask {
+        for (r, row) in dx.chunks_exact_mut(h).enumerate() {
+            rows::dropout_row(m, r as u64, row);
+        }
+    }
+    let mut de = vec![0f32; dx.len()];
+    rows::residual_norm_backward(&dx, &tape.xhat, &tape.rstd, w.g, None, 0, &mut de, None, &mut gr.g, &mut gr.b);
+    for (&(id, pos, typ), d) in tape.rows.iter().zip(de.chunks_exact(h)) {
+        for (table, at) in [
+            (&mut gr.word, id as usize * h),
+            (&mut gr.pos, pos as usize * h),
+            (&mut gr.typ, typ as usize * h),
+        ] {
+            rows::add_into(&mut table[at..at + h], d);
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The three products of a Linear layer in training, on row-major buffers (weights in HF's
+//! (out, in) layout): y += x W^T (forward, y holding the bias), dx (+)= dy W, dW += dy^T x. In f32
+//! they are single BLAS calls with the transposes as flags (nothing copied) and the gradient
+//! accumulated by the GEMM itself (beta 1); in bf16 or f16 they run through `precision::gemm`.
+use crate::model::kernels::bf16::MatRef;
+use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
+use crate::model::kernels::precision::{self, Precision};
+use candle_core::Result;
+
+#[derive(Clone, Copy)]
+pub struct Gemm<'b> {
+    pub blas: &'b Blas,
+    pub precision: Precision,
+}
+
+impl Gemm<'_> {
+    /// y (rows x out) += x (rows x inp) W^T, W (out x inp).
+    pub fn forward(&self, x: &[f32], w: &[f32], rows: usize, out: usize, inp: usize, y: &mut [f32]) -> Result<()> {
+        match self.precision {
+            Precision::F32 => self.blas.gemm(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, y, out),
+            p => precision::gemm(
+                p,
+                MatRef::rows(x, inp),
+                MatRef::transposed(w, inp),
+                None,
+                (rows, inp, out),
+                y,
+                out,
+                true,
+            ),
+        }
+    }
+
+    /// dx (rows x inp) = dy (rows x out) W, or dx += dy W with `accumulate`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn input_grad(
+        &self,
+        dy: &[f32],
+        w: &[f32],
+        rows: usize,
+        out: usize,
+        inp: usize,
+        dx: &mut [f32],
+        accumulate: bool,
+    ) -> Result<()> {
+        let beta = if accumulate { 1.0 } else { 0.0 };
+        match self.precision {
+            Precision::F32 => self.blas.gemm(NO_TRANS, NO_TRANS, rows, inp, out, dy, out, w, inp, beta, dx, inp),
+            p => precision::gemm(
+                p,
+                MatRef::rows(dy, out),
+                MatRef::rows(w, inp),
+                None,
+                (rows, out, inp),
+                dx,
+                inp,
+                accumulate,
+            ),
+        }
+    }
+
+    /// dW (out x inp) += dy^T (out x rows) x (rows x inp).
+    pub fn weight_grad(&self, dy: &[f32], x: &[f32], rows: usize, out: usize, inp: usize, dw: &mut [f32]) -> Result<()> {
+        match self.precision {
+            Precision::F32 => self.blas.gemm(TRANS, NO_TRANS, out, inp, rows, dy, out, x, inp, 1.0, dw, inp),
+            p => precision::gemm(
+                p,
+                MatRef::transposed(dy, out),
+                MatRef::rows(x, inp),
+                None,
+                (out, rows, inp),
+                dw,
+                inp,
+                true,
+            ),
+        }
+    }
+}

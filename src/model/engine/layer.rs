@@ -1,0 +1,177 @@
+//! One BERT layer, forward and backward side by side, on packed rows (t tokens, hidden h,
+//! intermediate i). What forward keeps for backward (`LayerTape`), per token: the input x (h),
+//! qkv (3h), the attention context (h) and a log-sum-exp per head, the first LayerNorm's output a
+//! and normalised input (2h), the GELU input u (i) and the second LayerNorm's normalised input (h):
+//! 8h + i floats, 4.5 KB at MiniLM's sizes; no attention probabilities, no dropout masks (seeded,
+//! regenerated), no GELU output (recomputed).
+//!
+//!   qkv = x Wqkv^T + bqkv          ctx = attention(qkv)           ao = ctx Wo^T + bo
+//!   a   = LN1(drop(ao) + x)        u = a Wi^T + bi                 f = gelu(u) Wd^T + bd
+//!   out = LN2(drop(f) + a)
+use super::attention::{self, Heads};
+use super::gemm::Gemm;
+use super::rows::{self, Mask};
+use super::weights::LayerW;
+use super::Packed;
+use candle_core::Result;
+
+/// The layer's three dropout sites (None: not dropped).
+#[derive(Clone, Copy, Default)]
+pub struct Sites {
+    pub attention: Option<Mask>,
+    pub attention_out: Option<Mask>,
+    pub ffn_out: Option<Mask>,
+}
+
+pub struct LayerTape {
+    pub x: Vec<f32>,
+    qkv: Vec<f32>,
+    ctx: Vec<f32>,
+    lse: Vec<f32>,
+    a: Vec<f32>,
+    xhat1: Vec<f32>,
+    rstd1: Vec<f32>,
+    u: Vec<f32>,
+    xhat2: Vec<f32>,
+    rstd2: Vec<f32>,
+}
+
+/// A layer's gradients, accumulated: Wqkv (3h x h) and its bias as one, then as in `LayerW`.
+pub struct LayerGrads {
+    pub wqkv: Vec<f32>,
+    pub bqkv: Vec<f32>,
+    pub wo: Vec<f32>,
+    pub bo: Vec<f32>,
+    pub g1: Vec<f32>,
+    pub b1: Vec<f32>,
+    pub wi: Vec<f32>,
+    pub bi: Vec<f32>,
+    pub wd: Vec<f32>,
+    pub bd: Vec<f32>,
+    pub g2: Vec<f32>,
+    pub b2: Vec<f32>,
+}
+
+impl LayerGrads {
+    pub fn zeros(h: usize, i: usize) -> LayerGrads {
+        let z = |n: usize| vec![0f32; n];
+        LayerGrads {
+            wqkv: z(3 * h * h),
+            bqkv: z(3 * h),
+            wo: z(h * h),
+            bo: z(h),
+            g1: z(h),
+            b1: z(h),
+            wi: z(i * h),
+            bi: z(i),
+            wd: z(h * i),
+            bd: z(h),
+            g2: z(h),
+            b2: z(h),
+        }
+    }
+}
+
+/// The layer's output for input `x` (t x h), and its tape when `keep` (training with backward).
+pub fn forward(
+    g: Gemm,
+    w: &LayerW,
+    x: Vec<f32>,
+    p: &Packed,
+    heads: Heads,
+    sites: &Sites,
+    keep: bool,
+) -> Result<(Vec<f32>, Option<LayerTape>)> {
+    let (t, h, i) = (p.rows, w.g1.len(), w.bi.len());
+    let mut qkv = vec![0f32; t * 3 * h];
+    rows::fill_rows(&mut qkv, &w.bqkv);
+    g.forward(&x, &w.wqkv, t, 3 * h, h, &mut qkv)?;
+    let (mut ctx, mut lse) = (vec![0f32; t * h], vec![0f32; t * heads.heads]);
+    attention::forward(g.blas, &qkv, p, heads, sites.attention.as_ref(), &mut ctx, &mut lse)?;
+    let mut ao = vec![0f32; t * h];
+    rows::fill_rows(&mut ao, w.bo);
+    g.forward(&ctx, w.wo, t, h, h, &mut ao)?;
+    let (mut a, mut xhat1, mut rstd1) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
+    let m1 = sites.attention_out.as_ref();
+    rows::residual_norm(&ao, Some(&x), m1, 0, w.g1, w.b1, w.eps1, &mut a, &mut xhat1, &mut rstd1);
+    drop(ao);
+    let mut u = vec![0f32; t * i];
+    rows::fill_rows(&mut u, w.bi);
+    g.forward(&a, w.wi, t, i, h, &mut u)?;
+    let mut gl = vec![0f32; t * i];
+    rows::gelu_into(&u, &mut gl);
+    let mut f = vec![0f32; t * h];
+    rows::fill_rows(&mut f, w.bd);
+    g.forward(&gl, w.wd, t, h, i, &mut f)?;
+    drop(gl);
+    let (mut out, mut xhat2, mut rstd2) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
+    let m2 = sites.ffn_out.as_ref();
+    rows::residual_norm(&f, Some(&a), m2, 0, w.g2, w.b2, w.eps2, &mut out, &mut xhat2, &mut rstd2);
+    let tape = keep.then(|| LayerTape {
+        x,
+        qkv,
+        ctx,
+        lse,
+        a,
+        xhat1,
+        rstd1,
+        u,
+        xhat2,
+        rstd2,
+    });
+    Ok((out, tape))
+}
+
+/// From the output's gradient `dout`, accumulate the layer's weight gradients into `gr` and
+/// return the input's gradient.
+pub fn backward(
+    g: Gemm,
+    w: &LayerW,
+    tp: LayerTape,
+    dout: &[f32],
+    p: &Packed,
+    heads: Heads,
+    sites: &Sites,
+    gr: &mut LayerGrads,
+) -> Result<Vec<f32>> {
+    let (t, h, i) = (p.rows, w.g1.len(), w.bi.len());
+    // out = LN2(drop(f) + a): dz2 flows to a (residual) and, through the mask, to f
+    let (mut da, mut df) = (vec![0f32; t * h], vec![0f32; t * h]);
+    let m2 = sites.ffn_out.as_ref();
+    rows::residual_norm_backward(dout, &tp.xhat2, &tp.rstd2, w.g2, m2, 0, &mut da, Some(&mut df), &mut gr.g2, &mut gr.b2);
+    drop((tp.xhat2, tp.rstd2));
+    // f = gelu(u) Wd^T + bd
+    rows::add_column_sums(&df, &mut gr.bd);
+    let mut gl = vec![0f32; t * i];
+    rows::gelu_into(&tp.u, &mut gl);
+    g.weight_grad(&df, &gl, t, h, i, &mut gr.wd)?;
+    let mut du = gl; // reused: d gelu(u), then du in place
+    g.input_grad(&df, w.wd, t, h, i, &mut du, false)?;
+    drop(df);
+    rows::gelu_backward(&tp.u, &mut du);
+    drop(tp.u);
+    // u = a Wi^T + bi; a also feeds the residual (da holds that part already)
+    rows::add_column_sums(&du, &mut gr.bi);
+    g.weight_grad(&du, &tp.a, t, i, h, &mut gr.wi)?;
+    g.input_grad(&du, w.wi, t, i, h, &mut da, true)?;
+    drop((du, tp.a));
+    // a = LN1(drop(ao) + x)
+    let (mut dx, mut dao) = (vec![0f32; t * h], vec![0f32; t * h]);
+    let m1 = sites.attention_out.as_ref();
+    rows::residual_norm_backward(&da, &tp.xhat1, &tp.rstd1, w.g1, m1, 0, &mut dx, Some(&mut dao), &mut gr.g1, &mut gr.b1);
+    drop((da, tp.xhat1, tp.rstd1));
+    // ao = ctx Wo^T + bo
+    rows::add_column_sums(&dao, &mut gr.bo);
+    g.weight_grad(&dao, &tp.ctx, t, h, h, &mut gr.wo)?;
+    let mut dctx = vec![0f32; t * h];
+    g.input_grad(&dao, w.wo, t, h, h, &mut dctx, false)?;
+    drop(dao);
+    let mut dqkv = vec![0f32; t * 3 * h];
+    attention::backward(g.blas, &tp.qkv, &tp.ctx, &tp.lse, &dctx, p, heads, sites.attention.as_ref(), &mut dqkv)?;
+    drop((dctx, tp.qkv, tp.ctx, tp.lse));
+    // qkv = x Wqkv^T + bqkv; x also feeds the residual (dx holds that part already)
+    rows::add_column_sums(&dqkv, &mut gr.bqkv);
+    g.weight_grad(&dqkv, &tp.x, t, 3 * h, h, &mut gr.wqkv)?;
+    g.input_grad(&dqkv, &w.wqkv, t, 3 * h, h, &mut dx, true)?;
+    Ok(dx)
+}

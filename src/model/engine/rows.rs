@@ -1,0 +1,271 @@
+//! Row-wise kernels of a BERT layer, each compiled per CPU class (`dispatch!`): LayerNorm forward
+//! and backward (fused with the residual sum and dropout before it), bias + GELU and its
+//! gradient, column sums for bias gradients, and counter-based dropout masks that backward
+//! recomputes instead of storing.
+//!
+//! Floats are summed in 16 independent lanes: the compiler may not reorder a float sum, so a plain
+//! loop stays scalar; 16 lanes fill an AVX-512 register (two AVX2, four SSE2).
+use crate::dispatch;
+use crate::model::kernels::gelu::erf_f32;
+
+const LANES: usize = 16;
+
+#[inline(always)]
+fn sum(x: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
+    }
+    let mut s: f32 = chunks.remainder().iter().sum();
+    for a in acc {
+        s += a;
+    }
+    s
+}
+
+#[inline(always)]
+fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let (cx, cy) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
+    let (rx, ry) = (cx.remainder(), cy.remainder());
+    for (a, b) in cx.zip(cy) {
+        for i in 0..LANES {
+            acc[i] += a[i] * b[i];
+        }
+    }
+    let mut s: f32 = rx.iter().zip(ry).map(|(a, b)| a * b).sum();
+    for a in acc {
+        s += a;
+    }
+    s
+}
+
+/// A dropout site's mask: element (row, col) is kept when a hash of (site seed, row, col) falls
+/// below `keep * 2^32`, and kept values are scaled by 1 / keep. The same (seed, row, col) always
+/// gives the same decision, so backward regenerates the mask from the seed (nothing stored: the
+/// attention's is batch x heads x L x L), and threads or replays (GradCache) draw identically.
+#[derive(Clone, Copy, Debug)]
+pub struct Mask {
+    seed: u64,
+    below: u32,
+    scale: f32,
+}
+
+impl Mask {
+    /// None when nothing is dropped (p = 0).
+    pub fn new(seed: u64, p: f32) -> Option<Mask> {
+        if p <= 0.0 {
+            return None;
+        }
+        let keep = 1.0 - p as f64;
+        Some(Mask {
+            seed,
+            below: (keep * 4_294_967_296.0).min(u32::MAX as f64) as u32,
+            scale: (1.0 / keep) as f32,
+        })
+    }
+
+    /// The per-row key the column hash starts from (a 64-bit mix of seed and row, done once a row).
+    #[inline(always)]
+    pub fn row_key(&self, row: u64) -> u32 {
+        let mut z = self.seed ^ row.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 32) as u32
+    }
+
+    /// The multiplier of column `col` in the row with key `key`: 0 or 1 / keep.
+    #[inline(always)]
+    pub fn factor(&self, key: u32, col: u32) -> f32 {
+        // murmur3's finaliser of (key ^ col * golden ratio): vectorises (32-bit multiplies)
+        let mut h = key ^ col.wrapping_mul(0x9e37_79b9);
+        h ^= h >> 16;
+        h = h.wrapping_mul(0x85eb_ca6b);
+        h ^= h >> 13;
+        h = h.wrapping_mul(0xc2b2_ae35);
+        h ^= h >> 16;
+        if h < self.below {
+            self.scale
+        } else {
+            0.0
+        }
+    }
+}
+
+dispatch! {
+    /// x[j] *= mask factor of (row, j), for a row of x.
+    pub fn dropout_row(mask: &Mask, row: u64, x: &mut [f32]) {
+        let key = mask.row_key(row);
+        for (j, v) in x.iter_mut().enumerate() {
+            *v *= mask.factor(key, j as u32);
+        }
+    }
+}
+
+dispatch! {
+    /// Forward of `out = LayerNorm(drop(a) + res)` over rows of width h, keeping what backward
+    /// needs: xhat (normalised input) and 1/std per row. `rows0` is the first row's index (for
+    /// the dropout hash). `a` may be `res`-free (None): then z = drop(a).
+    #[allow(clippy::too_many_arguments)]
+    pub fn residual_norm(
+        a: &[f32],
+        res: Option<&[f32]>,
+        mask: Option<&Mask>,
+        rows0: u64,
+        gamma: &[f32],
+        beta: &[f32],
+        eps: f32,
+        out: &mut [f32],
+        xhat: &mut [f32],
+        rstd: &mut [f32],
+    ) {
+        let h = gamma.len();
+        for (r, ((o, xh), rs)) in out
+            .chunks_exact_mut(h)
+            .zip(xhat.chunks_exact_mut(h))
+            .zip(rstd.iter_mut())
+            .enumerate()
+        {
+            let ar = &a[r * h..(r + 1) * h];
+            // z into xhat's row, then normalised in place
+            match mask {
+                Some(m) => {
+                    let key = m.row_key(rows0 + r as u64);
+                    for j in 0..h {
+                        xh[j] = ar[j] * m.factor(key, j as u32);
+                    }
+                }
+                None => xh.copy_from_slice(ar),
+            }
+            if let Some(res) = res {
+                for (x, v) in xh.iter_mut().zip(&res[r * h..(r + 1) * h]) {
+                    *x += v;
+                }
+            }
+            let mean = sum(xh) / h as f32;
+            for x in xh.iter_mut() {
+                *x -= mean;
+            }
+            let var = dot(xh, xh) / h as f32;
+            let inv = 1.0 / (var + eps).sqrt();
+            *rs = inv;
+            for j in 0..h {
+                xh[j] *= inv;
+                o[j] = xh[j] * gamma[j] + beta[j];
+            }
+        }
+    }
+}
+
+dispatch! {
+    /// Backward of `residual_norm` over rows: from dy (the output's gradient) the gradient of z
+    /// (= of the residual input) into `dz`, and of the dropped input into `da` (dz times the same
+    /// mask, or dz where none); dgamma and dbeta accumulate the column sums.
+    #[allow(clippy::too_many_arguments)]
+    pub fn residual_norm_backward(
+        dy: &[f32],
+        xhat: &[f32],
+        rstd: &[f32],
+        gamma: &[f32],
+        mask: Option<&Mask>,
+        rows0: u64,
+        dz: &mut [f32],
+        da: Option<&mut [f32]>,
+        dgamma: &mut [f32],
+        dbeta: &mut [f32],
+    ) {
+        let h = gamma.len();
+        let mut g = vec![0f32; h];
+        for (r, (dzr, &rs)) in dz.chunks_exact_mut(h).zip(rstd).enumerate() {
+            let (dyr, xh) = (&dy[r * h..(r + 1) * h], &xhat[r * h..(r + 1) * h]);
+            for j in 0..h {
+                g[j] = dyr[j] * gamma[j];
+                dgamma[j] += dyr[j] * xh[j];
+                dbeta[j] += dyr[j];
+            }
+            let m1 = sum(&g) / h as f32;
+            let m2 = dot(&g, xh) / h as f32;
+            for j in 0..h {
+                dzr[j] = rs * (g[j] - m1 - xh[j] * m2);
+            }
+        }
+        if let Some(da) = da {
+            match mask {
+                Some(m) => {
+                    for (r, (dar, dzr)) in da.chunks_exact_mut(h).zip(dz.chunks_exact(h)).enumerate() {
+                        let key = m.row_key(rows0 + r as u64);
+                        for j in 0..h {
+                            dar[j] = dzr[j] * m.factor(key, j as u32);
+                        }
+                    }
+                }
+                None => da.copy_from_slice(dz),
+            }
+        }
+    }
+}
+
+/// GELU (erf form): x Phi(x).
+#[inline(always)]
+fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2))
+}
+
+/// GELU's derivative: Phi(x) + x phi(x).
+#[inline(always)]
+fn gelu_grad(x: f32) -> f32 {
+    let cdf = 0.5 * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2));
+    let pdf = crate::model::kernels::fastmath::exp_f32(-0.5 * x * x) * 0.398_942_3;
+    cdf + x * pdf
+}
+
+dispatch! {
+    /// out = gelu(u), element by element.
+    pub fn gelu_into(u: &[f32], out: &mut [f32]) {
+        for (o, &x) in out.iter_mut().zip(u) {
+            *o = gelu(x);
+        }
+    }
+}
+
+dispatch! {
+    /// d *= gelu'(u): the gradient through GELU, in place.
+    pub fn gelu_backward(u: &[f32], d: &mut [f32]) {
+        for (g, &x) in d.iter_mut().zip(u) {
+            *g *= gelu_grad(x);
+        }
+    }
+}
+
+dispatch! {
+    /// acc[j] += sum over rows of d[r * n + j] (a bias gradient).
+    pub fn add_column_sums(d: &[f32], acc: &mut [f32]) {
+        let n = acc.len();
+        for row in d.chunks_exact(n) {
+            for (a, v) in acc.iter_mut().zip(row) {
+                *a += v;
+            }
+        }
+    }
+}
+
+dispatch! {
+    /// Every row of `out` (width b.len()) set to the bias `b`: a GEMM then adds x W^T (beta 1).
+    pub fn fill_rows(out: &mut [f32], b: &[f32]) {
+        for row in out.chunks_exact_mut(b.len()) {
+            row.copy_from_slice(b);
+        }
+    }
+}
+
+dispatch! {
+    /// y += x.
+    pub fn add_into(y: &mut [f32], x: &[f32]) {
+        for (a, b) in y.iter_mut().zip(x) {
+            *a += b;
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The CPU class, detected at run time, and code compiled for it. condenser is built for the
+//! x86-64 baseline (it must run on any machine it is copied to), so a loop the compiler would
+//! vectorise with AVX2 or AVX-512 gets SSE2 unless it is compiled a second and third time with
+//! those features enabled and the right copy is picked when it runs: `dispatch!` does that.
+//!
+//! Classes (as benchmarks name them): AVX2 + FMA (AMD Zen 2/3, Intel Haswell to Skylake client),
+//! AVX-512 (Zen 4/5, Skylake-X and later), each with AVX512-BF16 and AMX noted where present.
+//! CONDENSER_ISA=baseline|avx2|avx512 caps the class (never above what the CPU has), so every
+//! path can be tested and measured on a machine that has the widest one.
+use std::sync::OnceLock;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Isa {
+    /// SSE2 only (any x86-64, or another architecture).
+    Baseline,
+    /// AVX2 and FMA.
+    Avx2,
+    /// AVX-512 F/BW/DQ/VL (with AVX2 and FMA).
+    Avx512,
+}
+
+impl Isa {
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Baseline => "baseline (SSE2)",
+            Isa::Avx2 => "AVX2+FMA",
+            Isa::Avx512 => "AVX-512",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Isa> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "baseline" | "sse2" => Some(Isa::Baseline),
+            "avx2" => Some(Isa::Avx2),
+            "avx512" | "avx-512" => Some(Isa::Avx512),
+            _ => None,
+        }
+    }
+}
+
+/// The widest class this CPU has.
+pub fn detected() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx512bw") && has!("avx512dq") && has!("avx512vl") {
+            return Isa::Avx512;
+        }
+        if has!("avx2") && has!("fma") {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Baseline
+}
+
+/// The class code runs at: the detected one, capped by CONDENSER_ISA. An unknown value is
+/// refused loudly (a typo must not silently measure the wrong path).
+pub fn active() -> Isa {
+    static ACTIVE: OnceLock<Isa> = OnceLock::new();
+    *ACTIVE.get_or_init(|| {
+        let cpu = detected();
+        match std::env::var("CONDENSER_ISA") {
+            Ok(v) if !v.is_empty() => match Isa::parse(&v) {
+                Some(cap) => cap.min(cpu),
+                None => panic!("CONDENSER_ISA={v}: expected baseline, avx2 or avx512"),
+            },
+            _ => cpu,
+        }
+    })
+}
+
+/// The CPU class for summaries and benchmarks: the class code runs at, plus AVX512-BF16 and AMX
+/// where the CPU has them.
+pub fn describe() -> String {
+    let mut s = active().name().to_string();
+    if active() != detected() {
+        s += &format!(" (capped by CONDENSER_ISA; the CPU has {})", detected().name());
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512bf16") {
+            s += " + AVX512-BF16";
+        }
+        // cpuid leaf 7, EDX bit 24: AMX-TILE (std's detection of it is not stable yet)
+        let leaf7 = std::arch::x86_64::__cpuid_count(7, 0);
+        if leaf7.edx & (1 << 24) != 0 {
+            s += " + AMX";
+        }
+    }
+    s
+}
+
+/// Define `pub fn $name(args) -> R` whose body is compiled three times (AVX-512, AVX2+FMA,
+/// baseline) and run in the copy for `active()`. The body must be safe Rust; the target-feature
+/// copies are only called where the CPU has the features (checked by `active`).
+#[macro_export]
+macro_rules! dispatch {
+    ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+        $(#[$m])*
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[inline(always)]
+            fn body($($arg: $ty),*) $(-> $ret)? $body
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+            unsafe fn wide($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+            #[cfg(target_arch = "x86_64")]
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+            match $crate::model::kernels::isa::active() {
+                // SAFETY: `active` never exceeds what the CPU has (is_x86_feature_detected)
+                #[cfg(target_arch = "x86_64")]
+                $crate::model::kernels::isa::Isa::Avx512 => unsafe { wide($($arg),*) },
+                #[cfg(target_arch = "x86_64")]
+                $crate::model::kernels::isa::Isa::Avx2 => unsafe { avx2($($arg),*) },
+                _ => body($($arg),*),
+            }
+        }
+    };
+}

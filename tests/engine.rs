@@ -1,0 +1,156 @@
+//! The training engine (src/model/engine) against candle's autograd on all-MiniLM-L6-v2 and real
+//! sentences: the same hidden states and the same gradient for every parameter; and against
+//! finite differences with dropout on (masks replayed exactly from their seeds).
+mod common;
+use candle_core::{Device, Tensor, Var};
+use condenser::model::engine::Engine;
+use condenser::model::{Bert, Dropout, DropoutRates, ModelFolder, TokenBatch};
+use condenser::train::params::{load_trainable, Trainable};
+use std::collections::HashMap;
+
+fn minilm() -> (Trainable<Bert>, condenser::tokenize::Tokenizer) {
+    let folder = ModelFolder::open(&common::model()).unwrap();
+    let cfg = folder.config.clone();
+    let t = load_trainable(&folder.weights, &[], &[], 1, &Device::Cpu, |vb| Bert::load(vb, &cfg)).unwrap();
+    (t, folder.tokenizer().unwrap())
+}
+
+fn sentences(tok: &condenser::tokenize::Tokenizer, n: usize) -> Vec<Vec<u32>> {
+    let stsb = condenser::data::Pairs::read(&common::data("stsb/dev.parquet"), &Default::default()).unwrap();
+    stsb.sentence1
+        .iter()
+        .take(n)
+        .map(|t| {
+            let mut ids = vec![101u32];
+            tok.ids_into(t, &mut ids).unwrap();
+            ids.truncate(40);
+            ids.push(102);
+            ids
+        })
+        .collect()
+}
+
+/// A fixed pseudo-random weight per (row, column) of the hidden states.
+fn weights(rows: usize, h: usize) -> Vec<f32> {
+    (0..rows * h).map(|i| ((i * 7919 % 1009) as f32 / 1009.0) - 0.5).collect()
+}
+
+/// max |a - b| over max |b|, with a floor: the key biases' true gradient is exactly zero (a
+/// constant per score row, which softmax removes), so both sides hold rounding noise (~1e-7).
+fn max_rel(a: &[f32], b: &[f32]) -> f32 {
+    let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-2);
+    a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
+}
+
+#[test]
+fn engine_equals_candle_forward_and_every_gradient() {
+    let (t, tok) = minilm();
+    let bert = &t.model;
+    let seqs = sentences(&tok, 6);
+    let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+    let h = bert.config.hidden_size;
+    let eng = Engine::for_bert(bert).expect("the engine applies on the CPU in f32 with BLAS");
+    let fwd = eng.forward(&refs, None, None, true).unwrap();
+    let p = fwd.packed.clone();
+    // candle: padded batch, loss = sum(states * R) over real tokens
+    let b = TokenBatch::new(&refs, None, 0, &Device::Cpu).unwrap();
+    let states = bert.forward(&b.ids, &b.type_ids, &b.mask).unwrap();
+    let len = b.ids.dims()[1];
+    let r = weights(p.rows, h);
+    let mut rp = vec![0f32; refs.len() * len * h];
+    let mut worst_state = 0f32;
+    let cs: Vec<f32> = states.flatten_all().unwrap().to_vec1().unwrap();
+    for (i, &n) in p.lens.iter().enumerate() {
+        for pos in 0..n {
+            let (src, dst) = ((p.offsets[i] + pos) * h, (i * len + pos) * h);
+            rp[dst..dst + h].copy_from_slice(&r[src..src + h]);
+            for j in 0..h {
+                worst_state = worst_state.max((fwd.hidden[src + j] - cs[dst + j]).abs());
+            }
+        }
+    }
+    assert!(worst_state < 2e-5, "hidden states differ by {worst_state}");
+    let rt = Tensor::from_vec(rp, (refs.len(), len, h), &Device::Cpu).unwrap();
+    let store = (states * rt).unwrap().sum_all().unwrap().backward().unwrap();
+    let mut grads = eng.zero_grads().unwrap();
+    eng.backward(fwd, r, Vec::new(), None, &mut grads).unwrap();
+    let ours: HashMap<_, _> = eng
+        .export(grads)
+        .unwrap()
+        .into_iter()
+        .map(|(p, g)| (p.id(), g))
+        .collect();
+    let vars: Vec<(String, Var)> = condenser::train::params::vars(&t.varmap);
+    let mut compared = 0;
+    for (name, v) in &vars {
+        let Some(theirs) = store.get(v.as_tensor()) else {
+            continue;
+        };
+        let ours = ours.get(&v.id()).unwrap_or_else(|| panic!("engine: no gradient for {name}"));
+        let (a, b): (Vec<f32>, Vec<f32>) = (
+            ours.flatten_all().unwrap().to_vec1().unwrap(),
+            theirs.flatten_all().unwrap().to_vec1().unwrap(),
+        );
+        let d = max_rel(&a, &b);
+        assert!(d < 2e-4, "{name}: relative difference {d}");
+        compared += 1;
+    }
+    assert_eq!(compared, 5 + 16 * bert.layers.len(), "every parameter compared");
+}
+
+/// Finite differences of the engine's loss with dropout on (hidden 0.1, attention 0.1): the masks
+/// come from seeds, so the function is deterministic and its backward must match it.
+#[test]
+fn engine_gradients_match_finite_differences_with_dropout() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = common::tiny_bert(d.path());
+    let folder = ModelFolder::open(&dir).unwrap();
+    let cfg = folder.config.clone();
+    let t = load_trainable(&folder.weights, &[], &[], 1, &Device::Cpu, |vb| Bert::load(vb, &cfg)).unwrap();
+    let seqs: Vec<Vec<u32>> = vec![vec![101, 2023, 2003, 1037, 3231, 102], vec![101, 7592, 102], vec![101, 2158, 2003, 2652, 1037, 2543, 2000, 102]];
+    let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
+    let drop = Dropout::new(DropoutRates { hidden: 0.1, attention: 0.1 }, 9);
+    let eng = Engine::for_bert(&t.model).unwrap();
+    let h = cfg.hidden_size;
+    let rows: usize = seqs.iter().map(Vec::len).sum();
+    let r = weights(rows, h);
+    let loss = || -> f64 {
+        let f = eng.forward(&refs, None, Some(&drop), false).unwrap();
+        f.hidden.iter().zip(&r).map(|(a, b)| (*a as f64) * (*b as f64)).sum()
+    };
+    let fwd = eng.forward(&refs, None, Some(&drop), true).unwrap();
+    let mut grads = eng.zero_grads().unwrap();
+    eng.backward(fwd, r.clone(), Vec::new(), Some(&drop), &mut grads).unwrap();
+    let ours: HashMap<_, _> = eng.export(grads).unwrap().into_iter().map(|(p, g)| (p.id(), g)).collect();
+    let mut checked = 0;
+    for (name, v) in condenser::train::params::vars(&t.varmap) {
+        if name.contains("word_embeddings") || name.contains("position") {
+            continue; // large tables: their gradient is a scatter the others already exercise
+        }
+        let g: Vec<f32> = ours[&v.id()].flatten_all().unwrap().to_vec1().unwrap();
+        let base: Vec<f32> = v.as_tensor().flatten_all().unwrap().to_vec1().unwrap();
+        for k in [0, base.len() / 3, base.len() - 1] {
+            // small against the tiny model's 0.02-scale weights, whose LayerNorms make the loss
+            // curve within a few 1e-2
+            let eps = 2e-3f32;
+            let set = |x: f32| {
+                let mut w = base.clone();
+                w[k] = x;
+                v.set(&Tensor::from_vec(w, v.shape(), &Device::Cpu).unwrap()).unwrap();
+            };
+            set(base[k] + eps);
+            let up = loss();
+            set(base[k] - eps);
+            let down = loss();
+            set(base[k]);
+            let fd = (up - down) / (2.0 * eps as f64);
+            let an = g[k] as f64;
+            assert!(
+                (fd - an).abs() <= 2e-2 * fd.abs().max(an.abs()).max(1e-2),
+                "{name}[{k}]: finite difference {fd}, engine {an}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 60, "{checked} checks");
+}
