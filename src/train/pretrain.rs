@@ -7,13 +7,16 @@ use super::losses::{cross_entropy, span_contrastive};
 use super::masking::{Masked, Masker};
 use super::params::{self, load_trainable};
 use super::spans::two_spans;
-use super::task::{LossOutput, Score, TrainTask};
+use super::grads::ParamGrads;
+use super::task::{Gradients, LossOutput, Score, TrainTask};
+use crate::model::engine::Engine;
+use crate::model::layers::condenser::CondenserOutput;
 use crate::error::{Error, Result};
 use crate::hash::mix64;
 use crate::model::layers::condenser::Condenser;
 use crate::model::folders::save::{save_condenser, CONDENSER_HEAD};
 use crate::model::{Dropout, DropoutRates, ModelFolder, TokenBatch};
-use candle_core::{Device, Tensor};
+use candle_core::{Device, Tensor, Var};
 use candle_nn::VarMap;
 use rand::SeedableRng;
 use std::path::Path;
@@ -116,6 +119,24 @@ impl PretrainTask {
         }
         Ok(out)
     }
+
+    /// The MLM losses (and coCondenser's span contrast) of a forward's logits.
+    fn losses(&self, out: &CondenserOutput, tgt: &Tensor) -> Result<LossOutput> {
+        let head = cross_entropy(&out.head_logits, tgt)?;
+        let mut total = head.clone();
+        let mut parts = vec![("head_mlm", head)];
+        if let Some(l) = &out.late_logits {
+            let late = cross_entropy(l, tgt)?;
+            total = (total + &late)?;
+            parts.push(("late_mlm", late));
+        }
+        if self.spec.cocondenser.is_some() {
+            let co = span_contrastive(&out.cls)?;
+            total = (total + &co)?;
+            parts.push(("contrastive", co));
+        }
+        Ok(LossOutput { total, parts })
+    }
 }
 
 impl TrainTask for PretrainTask {
@@ -156,20 +177,80 @@ impl TrainTask for PretrainTask {
         let out = self
             .model
             .forward_t(&batch, &pos, self.spec.late_mlm, drop)?;
-        let head = cross_entropy(&out.head_logits, &tgt)?;
-        let mut total = head.clone();
-        let mut parts = vec![("head_mlm", head)];
-        if let Some(l) = &out.late_logits {
-            let late = cross_entropy(l, &tgt)?;
-            total = (total + &late)?;
-            parts.push(("late_mlm", late));
+        self.losses(&out, &tgt)
+    }
+
+    /// Through the engine where it applies: the backbone (tape kept), the head layers on the last
+    /// [CLS] and layer `skip_from`'s tokens, the MLM head and losses in candle on leaves of the
+    /// head's and the last layer's rows; then the head's backward, whose input gradient splits
+    /// into the last layer's [CLS] rows and layer `skip_from`'s other rows, and the backbone's.
+    fn gradients(&self, idx: &[usize], seed: u64, drop: Option<&Dropout>, weight: f64) -> Result<Gradients> {
+        let params = params::var_list(&self.varmap);
+        let m = &self.model;
+        let (Some(body), Some(head)) = (
+            Engine::for_bert(&m.bert),
+            Engine::for_layers(&m.head, m.bert.precision()),
+        ) else {
+            return super::task::backward(self.loss(idx, seed, drop)?, weight, &params);
+        };
+        let rows = self.rows(idx, seed)?;
+        let refs: Vec<&[u32]> = rows.iter().map(|m| m.input.as_slice()).collect();
+        let fwd = body.forward(&refs, None, drop, true)?;
+        let p = fwd.packed.clone();
+        let h = fwd.hidden.len() / p.rows.max(1);
+        let (mut positions, mut targets) = (Vec::new(), Vec::new());
+        for (r, mk) in rows.iter().enumerate() {
+            positions.extend(mk.positions.iter().map(|&q| (p.offsets[r] + q) as u32));
+            targets.extend_from_slice(&mk.targets);
         }
-        if self.spec.cocondenser.is_some() {
-            let co = span_contrastive(&out.cls)?;
-            total = (total + &co)?;
-            parts.push(("contrastive", co));
+        // the head's input: each item's last-layer [CLS], then layer skip_from's tokens
+        let early = fwd.state(m.skip_from).expect("the tape was kept");
+        let mut hin = early.to_vec();
+        for &off in &p.offsets {
+            hin[off * h..(off + 1) * h].copy_from_slice(&fwd.hidden[off * h..(off + 1) * h]);
         }
-        Ok(LossOutput { total, parts })
+        let head_drop = drop.map(|d| d.fork(u64::MAX));
+        let hfwd = head.forward_rows(hin, p.clone(), head_drop.as_ref(), true)?;
+        let dev = &self.device;
+        let leaf = |v: &[f32]| Var::from_tensor(&Tensor::from_vec(v.to_vec(), (p.rows, h), dev)?);
+        let (hv, lv) = (leaf(&hfwd.hidden)?, leaf(&fwd.hidden)?);
+        let n = positions.len();
+        let pos = Tensor::from_vec(positions, n, dev)?;
+        let tgt = Tensor::from_vec(targets, n, dev)?;
+        let late = if self.spec.late_mlm {
+            Some(lv.as_tensor().index_select(&pos, 0)?)
+        } else {
+            None
+        };
+        let (head_logits, late_logits) = m.mlm_logits(&hv.as_tensor().index_select(&pos, 0)?, late.as_ref())?;
+        let offs: Vec<u32> = p.offsets.iter().map(|&o| o as u32).collect();
+        let cls = lv.as_tensor().index_select(&Tensor::from_vec(offs, p.lens.len(), dev)?, 0)?;
+        let out = CondenserOutput { head_logits, late_logits, cls };
+        let (mut g, store) = super::task::backward_store(self.losses(&out, &tgt)?, weight)?;
+        let grad_of = |v: &Var| -> Result<Vec<f32>> {
+            Ok(match store.get(v.as_tensor()) {
+                Some(t) => t.flatten_all()?.to_vec1()?,
+                None => vec![0f32; p.rows * h],
+            })
+        };
+        let (dhead, mut dlast) = (grad_of(&hv)?, grad_of(&lv)?);
+        let mut hg = head.zero_grads()?;
+        let mut dhin = head
+            .backward(hfwd, dhead, Vec::new(), head_drop.as_ref(), &mut hg)?
+            .expect("the head has no embeddings: its input's gradient comes back");
+        for &off in &p.offsets {
+            for j in 0..h {
+                dlast[off * h + j] += dhin[off * h + j];
+                dhin[off * h + j] = 0.0;
+            }
+        }
+        let mut bg = body.zero_grads()?;
+        body.backward(fwd, dlast, vec![(m.skip_from, dhin)], drop, &mut bg)?;
+        let mut grads = ParamGrads::from_store(&params, store);
+        grads.add_pairs(body.export(bg)?)?;
+        grads.add_pairs(head.export(hg)?)?;
+        g.grads = grads;
+        Ok(g)
     }
 
     fn key(&self) -> super::TaskKey {

@@ -91,13 +91,21 @@ pub fn describe() -> String {
 }
 
 /// Define `pub fn $name(args) -> R` whose body is compiled three times (AVX-512, AVX2+FMA,
-/// baseline) and run in the copy for `active()`. The body must be safe Rust; the target-feature
-/// copies are only called where the CPU has the features (checked by `active`).
+/// baseline) and runs in the copy for `active()`, and `pub mod $name { pub fn at(isa, args) }`
+/// that runs a given copy (tests compare every copy the CPU can run with the baseline one). The
+/// body must be safe Rust; a target-feature copy only runs where the CPU has its features.
 #[macro_export]
 macro_rules! dispatch {
     ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$m])*
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            $name::at($crate::model::kernels::isa::active(), $($arg),*)
+        }
+
+        #[allow(non_snake_case, clippy::too_many_arguments)]
+        $vis mod $name {
+            #[allow(unused_imports)]
+            use super::*;
             #[inline(always)]
             fn body($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
@@ -106,13 +114,18 @@ macro_rules! dispatch {
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma")]
             unsafe fn avx2($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-            match $crate::model::kernels::isa::active() {
-                // SAFETY: `active` never exceeds what the CPU has (is_x86_feature_detected)
-                #[cfg(target_arch = "x86_64")]
-                $crate::model::kernels::isa::Isa::Avx512 => unsafe { wide($($arg),*) },
-                #[cfg(target_arch = "x86_64")]
-                $crate::model::kernels::isa::Isa::Avx2 => unsafe { avx2($($arg),*) },
-                _ => body($($arg),*),
+
+            /// The copy for `isa`, capped at what this CPU has.
+            pub fn at(isa: $crate::model::kernels::isa::Isa, $($arg: $ty),*) $(-> $ret)? {
+                use $crate::model::kernels::isa::{detected, Isa};
+                match isa.min(detected()) {
+                    // SAFETY: capped at `detected`, so the CPU has the copy's features
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx512 => unsafe { wide($($arg),*) },
+                    #[cfg(target_arch = "x86_64")]
+                    Isa::Avx2 => unsafe { avx2($($arg),*) },
+                    _ => body($($arg),*),
+                }
             }
         }
     };

@@ -110,6 +110,21 @@ impl Condenser {
         Tensor::cat(&[&last.narrow(1, 0, 1)?, &early.narrow(1, 1, s - 1)?], 1)
     }
 
+    /// Vocabulary logits at the masked positions: of the head's states, and of the last layer's
+    /// (late MLM) where given. Both go through the MLM head in one pass: one vocabulary-sized
+    /// GEMM, and one dense gradient of the tied word embeddings instead of two.
+    pub fn mlm_logits(&self, head: &Tensor, late: Option<&Tensor>) -> Result<(Tensor, Option<Tensor>)> {
+        let words = self.bert.embeddings.word_embeddings();
+        match late {
+            Some(l) => {
+                let n = head.dim(0)?;
+                let both = self.mlm.forward(&Tensor::cat(&[head, l], 0)?, words)?;
+                Ok((both.narrow(0, 0, n)?, Some(both.narrow(0, n, n)?)))
+            }
+            None => Ok((self.mlm.forward(head, words)?, None)),
+        }
+    }
+
     /// `positions` indexes the flattened (b * s) tokens that were masked.
     pub fn forward_t(
         &self,
@@ -126,23 +141,13 @@ impl Condenser {
         for l in &self.head {
             x = l.forward_t(&x, &bias, drop)?;
         }
-        let words = self.bert.embeddings.word_embeddings();
         let at = |t: &Tensor| -> Result<Tensor> {
             let (bs, s, h) = t.dims3()?;
             t.reshape((bs * s, h))?.index_select(positions, 0)
         };
         let last = states.last().unwrap();
-        let (head_logits, late_logits) = if late_mlm {
-            // one pass of the MLM head over both sets of masked states: one vocabulary-sized
-            // GEMM, and one dense gradient of the tied word embeddings instead of two
-            let n = positions.dim(0)?;
-            let both = self
-                .mlm
-                .forward(&Tensor::cat(&[&at(&x)?, &at(last)?], 0)?, words)?;
-            (both.narrow(0, 0, n)?, Some(both.narrow(0, n, n)?))
-        } else {
-            (self.mlm.forward(&at(&x)?, words)?, None)
-        };
+        let late = if late_mlm { Some(at(last)?) } else { None };
+        let (head_logits, late_logits) = self.mlm_logits(&at(&x)?, late.as_ref())?;
         Ok(CondenserOutput {
             head_logits,
             late_logits,
