@@ -11,7 +11,16 @@ pub fn tune_allocator() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
         libc::mallopt(libc::M_TOP_PAD, 64 << 20);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
+}
+
+/// This process's peak resident memory so far (Linux's VmHWM), in MB; None where unknown.
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
 }
 
 /// Say that a check was skipped and why (a CPU without the instructions a path needs, no BLAS):

@@ -25,6 +25,9 @@ impl TrainOpts {
             self.precision.check_cpu("--precision")?;
         }
         task.set_precision(self.precision)?;
+        if self.device == DeviceSpec::Cpu {
+            task.set_threads(cfg.threads);
+        }
         if !task.fresh().is_empty() {
             out(&format!(
                 "initialised fresh (not in the starting checkpoint): {}\n",
@@ -47,7 +50,7 @@ impl TrainOpts {
             .map(|(k, v)| format!(", best dev {k} {v:.4}"))
             .unwrap_or_default();
         out(&format!(
-            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s, batches split across {} thread{}; {}; {} products{}){best}\nwrote {}\n",
+            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s, batches split across {} thread{}; {}; {} products{}){best}\n{}\nwrote {}\n",
             r.steps,
             r.seconds,
             r.step_seconds,
@@ -61,8 +64,27 @@ impl TrainOpts {
             } else {
                 String::new()
             },
+            engine_note(self.device),
             out_dir.display()
         ));
         Ok(())
+    }
+}
+
+/// Which path trained, the CPU class its kernels ran at, and the peak memory, for the summary.
+fn engine_note(device: DeviceSpec) -> String {
+    let path = if device != DeviceSpec::Cpu {
+        "candle's graph on the GPU".to_string()
+    } else if condenser::model::engine::enabled() {
+        format!(
+            "condenser's engine, {} kernels",
+            condenser::model::kernels::isa::describe()
+        )
+    } else {
+        "candle's graph (CONDENSER_ENGINE=off)".to_string()
+    };
+    match condenser::runtime::peak_rss_mb() {
+        Some(mb) => format!("trained with {path}; peak memory {mb:.0} MB"),
+        None => format!("trained with {path}"),
     }
 }

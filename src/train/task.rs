@@ -97,6 +97,10 @@ pub trait TrainTask: Sync {
         )))
     }
 
+    /// CPU threads a micro-batch may be split across (`--threads`): tasks whose loss couples the
+    /// batch split its forward and backward themselves; others are split by the trainer.
+    fn set_threads(&mut self, _n: usize) {}
+
     /// The examples of epoch `epoch`, in the order they are batched (consecutive `batch`-sized
     /// runs): by default a seeded shuffle.
     fn epoch_order(&self, seed: u64, epoch: usize, _batch: usize) -> Vec<usize> {

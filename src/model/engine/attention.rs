@@ -7,10 +7,9 @@
 //!   dV = Pd^T dC,  dPd = dC V^T,  dS = P * (dPd * mask - D),  dQ = scale dS K,  dK = scale dS^T Q.
 //! Each (item, head) is one task with a scratch of 2 n x n; tasks run in parallel unless the
 //! caller is already one of several training threads.
-use super::rows::Mask;
+use super::rows::{self, Mask};
 use super::{parallel, Packed};
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
-use crate::model::kernels::fastmath::exp_f32;
 use candle_core::Result;
 use rayon::prelude::*;
 
@@ -55,30 +54,32 @@ impl Shared {
     }
 }
 
+thread_local! {
+    /// Each thread's working buffers, kept between tasks: a task needs up to 3 n x n and a few
+    /// n x head-width buffers, and allocating them per (item, head) made threads queue on the
+    /// allocator.
+    static SCRATCH: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `f` with buffers of at least `sizes` floats each (contents unspecified), this thread's own.
+fn with_scratch<R>(sizes: &[usize], f: impl FnOnce(&mut [Vec<f32>]) -> R) -> R {
+    SCRATCH.with(|cell| {
+        let mut bufs = cell.borrow_mut();
+        while bufs.len() < sizes.len() {
+            bufs.push(Vec::new());
+        }
+        for (b, &n) in bufs.iter_mut().zip(sizes) {
+            if b.len() < n {
+                b.resize(n, 0.0);
+            }
+        }
+        f(&mut bufs[..sizes.len()])
+    })
+}
+
 /// The dropout row of (packed row r, head h): unique per micro-batch.
 fn mask_row(r: usize, h: usize, heads: usize) -> u64 {
     (r * heads + h) as u64
-}
-
-/// Row-wise softmax of `s` (n x n) times `scale`, in place; returns each row's log-sum-exp.
-fn softmax_rows(s: &mut [f32], n: usize, scale: f32, lse: &mut [f32]) {
-    for (row, l) in s.chunks_exact_mut(n).zip(lse.iter_mut()) {
-        let mut max = f32::NEG_INFINITY;
-        for v in row.iter_mut() {
-            *v *= scale;
-            max = max.max(*v);
-        }
-        let mut sum = 0f32;
-        for v in row.iter_mut() {
-            *v = exp_f32(*v - max);
-            sum += *v;
-        }
-        let inv = 1.0 / sum;
-        for v in row.iter_mut() {
-            *v *= inv;
-        }
-        *l = max + sum.ln();
-    }
 }
 
 /// Forward: ctx (rows x hidden) from qkv (rows x 3 hidden), and lse (rows x heads).
@@ -97,25 +98,23 @@ pub fn forward(
         let (r0, n) = (p.offsets[item], p.lens[item]);
         let c = head * a.dim;
         let (q, k, v) = (&qkv[r0 * h3 + c..], &qkv[r0 * h3 + h + c..], &qkv[r0 * h3 + 2 * h + c..]);
-        let mut s = vec![0f32; n * n];
-        blas.gemm(NO_TRANS, TRANS, n, n, a.dim, q, h3, k, h3, 0.0, &mut s, n)?;
-        let mut l = vec![0f32; n];
-        softmax_rows(&mut s, n, a.scale, &mut l);
-        if let Some(m) = mask {
+        with_scratch(&[n * n, n * a.dim], |bufs| {
+            let [s, out] = bufs else { unreachable!() };
+            let (s, out) = (&mut s[..n * n], &mut out[..n * a.dim]);
+            blas.gemm(NO_TRANS, TRANS, n, n, a.dim, q, h3, k, h3, 0.0, s, n)?;
             for (i, row) in s.chunks_exact_mut(n).enumerate() {
-                super::rows::dropout_row(m, mask_row(r0 + i, head, a.heads), row);
+                let l = rows::softmax_row(row, a.scale);
+                // SAFETY: this task alone owns lse's rows r0..r0+n in column `head`
+                unsafe { *lp.at((r0 + i) * a.heads + head) = l };
+                if let Some(m) = mask {
+                    rows::dropout_row(m, mask_row(r0 + i, head, a.heads), row);
+                }
             }
-        }
-        let mut out = vec![0f32; n * a.dim];
-        blas.gemm(NO_TRANS, NO_TRANS, n, a.dim, n, &s, n, v, h3, 0.0, &mut out, a.dim)?;
-        // SAFETY: this task alone owns rows r0..r0+n of columns c..c+dim, and of lse column head
-        unsafe {
-            cp.put(&out, r0, c, a.dim, h);
-            for (i, &x) in l.iter().enumerate() {
-                *lp.at((r0 + i) * a.heads + head) = x;
-            }
-        }
-        Ok(())
+            blas.gemm(NO_TRANS, NO_TRANS, n, a.dim, n, s, n, v, h3, 0.0, out, a.dim)?;
+            // SAFETY: this task alone owns rows r0..r0+n of columns c..c+dim
+            unsafe { cp.put(out, r0, c, a.dim, h) };
+            Ok(())
+        })
     };
     run(p, a.heads, task)
 }
@@ -140,58 +139,48 @@ pub fn backward(
         let c = head * d;
         let (q, k, v) = (&qkv[r0 * h3 + c..], &qkv[r0 * h3 + h + c..], &qkv[r0 * h3 + 2 * h + c..]);
         let dc = &dctx[r0 * h + c..];
-        // P from the scores and the saved log-sum-exp
-        let mut pm = vec![0f32; n * n];
-        blas.gemm(NO_TRANS, TRANS, n, n, d, q, h3, k, h3, 0.0, &mut pm, n)?;
-        for (i, row) in pm.chunks_exact_mut(n).enumerate() {
-            let l = lse[(r0 + i) * a.heads + head];
-            for x in row.iter_mut() {
-                *x = exp_f32(*x * a.scale - l);
+        with_scratch(&[n * n, n * n, n * n, 3 * n * d, n], |bufs| {
+            let [pm, ds, pd, qkv3, dsum] = bufs else { unreachable!() };
+            let (pm, ds, pd) = (&mut pm[..n * n], &mut ds[..n * n], &mut pd[..n * n]);
+            let (dq, rest) = qkv3[..3 * n * d].split_at_mut(n * d);
+            let (dk, dv) = rest.split_at_mut(n * d);
+            // P from the scores and the saved log-sum-exp
+            blas.gemm(NO_TRANS, TRANS, n, n, d, q, h3, k, h3, 0.0, pm, n)?;
+            for (i, row) in pm.chunks_exact_mut(n).enumerate() {
+                rows::probs_row(row, a.scale, lse[(r0 + i) * a.heads + head]);
             }
-        }
-        // dPd = dC V^T
-        let mut ds = vec![0f32; n * n];
-        blas.gemm(NO_TRANS, TRANS, n, n, d, dc, h, v, h3, 0.0, &mut ds, n)?;
-        // D_i = dC_i . C_i
-        let dsum: Vec<f32> = (0..n)
-            .map(|i| {
+            // dPd = dC V^T
+            blas.gemm(NO_TRANS, TRANS, n, n, d, dc, h, v, h3, 0.0, ds, n)?;
+            // D_i = dC_i . C_i
+            for (i, di) in dsum[..n].iter_mut().enumerate() {
                 let (x, y) = (&dc[i * h..i * h + d], &ctx[(r0 + i) * h + c..(r0 + i) * h + c + d]);
-                x.iter().zip(y).map(|(a, b)| a * b).sum()
-            })
-            .collect();
-        let mut dv = vec![0f32; n * d];
-        match mask {
-            Some(m) => {
-                // dV = Pd^T dC with Pd = P * mask: the mask applied to a copy of P
-                let mut pd = pm.clone();
-                for (i, (prow, drow)) in pd.chunks_exact_mut(n).zip(ds.chunks_exact_mut(n)).enumerate() {
-                    let key = m.row_key(mask_row(r0 + i, head, a.heads));
-                    for j in 0..n {
-                        let f = m.factor(key, j as u32);
-                        prow[j] *= f;
-                        drow[j] *= f;
+                *di = x.iter().zip(y).map(|(a, b)| a * b).sum();
+            }
+            match mask {
+                Some(m) => {
+                    // dV = Pd^T dC with Pd = P * mask; dP = dPd * mask
+                    pd.copy_from_slice(pm);
+                    for (i, (prow, drow)) in pd.chunks_exact_mut(n).zip(ds.chunks_exact_mut(n)).enumerate() {
+                        rows::dropout_rows2(m, mask_row(r0 + i, head, a.heads), prow, drow);
                     }
+                    blas.gemm(TRANS, NO_TRANS, n, d, n, pd, n, dc, h, 0.0, dv, d)?;
                 }
-                blas.gemm(TRANS, NO_TRANS, n, d, n, &pd, n, dc, h, 0.0, &mut dv, d)?;
+                None => blas.gemm(TRANS, NO_TRANS, n, d, n, pm, n, dc, h, 0.0, dv, d)?,
             }
-            None => blas.gemm(TRANS, NO_TRANS, n, d, n, &pm, n, dc, h, 0.0, &mut dv, d)?,
-        }
-        // dS = scale * P * (dP - D), in ds
-        for (i, (drow, prow)) in ds.chunks_exact_mut(n).zip(pm.chunks_exact(n)).enumerate() {
-            for (x, &pv) in drow.iter_mut().zip(prow) {
-                *x = a.scale * pv * (*x - dsum[i]);
+            // dS = scale * P * (dP - D), in ds
+            for (i, (drow, prow)) in ds.chunks_exact_mut(n).zip(pm.chunks_exact(n)).enumerate() {
+                rows::score_grad_row(drow, prow, dsum[i], a.scale);
             }
-        }
-        let (mut dq, mut dk) = (vec![0f32; n * d], vec![0f32; n * d]);
-        blas.gemm(NO_TRANS, NO_TRANS, n, d, n, &ds, n, k, h3, 0.0, &mut dq, d)?;
-        blas.gemm(TRANS, NO_TRANS, n, d, n, &ds, n, q, h3, 0.0, &mut dk, d)?;
-        // SAFETY: this task alone owns rows r0..r0+n of its head's q, k and v columns
-        unsafe {
-            dp.put(&dq, r0, c, d, h3);
-            dp.put(&dk, r0, h + c, d, h3);
-            dp.put(&dv, r0, 2 * h + c, d, h3);
-        }
-        Ok(())
+            blas.gemm(NO_TRANS, NO_TRANS, n, d, n, ds, n, k, h3, 0.0, dq, d)?;
+            blas.gemm(TRANS, NO_TRANS, n, d, n, ds, n, q, h3, 0.0, dk, d)?;
+            // SAFETY: this task alone owns rows r0..r0+n of its head's q, k and v columns
+            unsafe {
+                dp.put(dq, r0, c, d, h3);
+                dp.put(dk, r0, h + c, d, h3);
+                dp.put(dv, r0, 2 * h + c, d, h3);
+            }
+            Ok(())
+        })
     };
     run(p, a.heads, task)
 }

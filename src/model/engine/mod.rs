@@ -59,10 +59,43 @@ impl Packed {
     }
 }
 
+/// CONDENSER_ENGINE=off trains through candle's graph instead (to compare the two, or to rule
+/// the engine out); anything else, or unset, uses the engine where it applies.
+pub fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        !matches!(
+            std::env::var("CONDENSER_ENGINE").unwrap_or_default().to_ascii_lowercase().as_str(),
+            "off" | "0" | "candle"
+        )
+    })
+}
+
 /// Whether kernels may split their work across threads: not when the caller is itself one of
 /// several training threads (then the BLAS has been made serial for it).
 pub(crate) fn parallel() -> bool {
     rayon::current_num_threads() > 1 && blas().is_some_and(|b| !b.is_serial())
+}
+
+/// Run `f(0) .. f(n - 1)` on `n` threads with a serial BLAS each (one thread: here, with the
+/// BLAS as it is), results in order: a batch's parts through the engine at once.
+pub fn in_threads<R: Send, E: Send>(
+    n: usize,
+    f: impl Fn(usize) -> std::result::Result<R, E> + Sync,
+) -> std::result::Result<Vec<R>, E> {
+    if n <= 1 {
+        return Ok(vec![f(0)?]);
+    }
+    let f = &f;
+    crate::model::kernels::blas::serial(|| {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n).map(|i| s.spawn(move || f(i))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("an engine thread panicked"))
+                .collect()
+        })
+    })
 }
 
 /// What a forward keeps for backward.
@@ -118,6 +151,9 @@ impl<'m> Engine<'m> {
     }
 
     fn build(emb: Option<&'m BertEmbeddings>, layers: &'m [BertLayer], precision: Precision) -> Option<Engine<'m>> {
+        if !enabled() {
+            return None;
+        }
         let first = layers.first()?;
         let w = &first.intermediate.weight;
         let ok = w.device().is_cpu()

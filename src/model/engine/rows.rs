@@ -6,6 +6,7 @@
 //! Floats are summed in 16 independent lanes: the compiler may not reorder a float sum, so a plain
 //! loop stays scalar; 16 lanes fill an AVX-512 register (two AVX2, four SSE2).
 use crate::dispatch;
+use crate::model::kernels::fastmath::exp_f32;
 use crate::model::kernels::gelu::erf_f32;
 
 const LANES: usize = 16;
@@ -218,7 +219,7 @@ fn gelu(x: f32) -> f32 {
 #[inline(always)]
 fn gelu_grad(x: f32) -> f32 {
     let cdf = 0.5 * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2));
-    let pdf = crate::model::kernels::fastmath::exp_f32(-0.5 * x * x) * 0.398_942_3;
+    let pdf = exp_f32(-0.5 * x * x) * 0.398_942_3;
     cdf + x * pdf
 }
 
@@ -266,6 +267,73 @@ dispatch! {
     pub fn add_into(y: &mut [f32], x: &[f32]) {
         for (a, b) in y.iter_mut().zip(x) {
             *a += b;
+        }
+    }
+}
+
+#[inline(always)]
+fn max(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a = a.max(*v);
+        }
+    }
+    let mut m = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
+    for a in acc {
+        m = m.max(a);
+    }
+    m
+}
+
+dispatch! {
+    /// A row of attention scores turned into probabilities in place: softmax(row * scale).
+    /// Returns the row's log-sum-exp (of the scaled scores), which backward rebuilds P from.
+    pub fn softmax_row(row: &mut [f32], scale: f32) -> f32 {
+        for v in row.iter_mut() {
+            *v *= scale;
+        }
+        let m = max(row);
+        for v in row.iter_mut() {
+            *v = exp_f32(*v - m);
+        }
+        let total = sum(row);
+        let inv = 1.0 / total;
+        for v in row.iter_mut() {
+            *v *= inv;
+        }
+        m + total.ln()
+    }
+}
+
+dispatch! {
+    /// Scores back into probabilities from their log-sum-exp: p = exp(s * scale - lse).
+    pub fn probs_row(row: &mut [f32], scale: f32, lse: f32) {
+        for v in row.iter_mut() {
+            *v = exp_f32(*v * scale - lse);
+        }
+    }
+}
+
+dispatch! {
+    /// The scores' gradient from the probabilities': ds = scale * p * (dp - d), in place in dp.
+    pub fn score_grad_row(dp: &mut [f32], p: &[f32], d: f32, scale: f32) {
+        for (g, &q) in dp.iter_mut().zip(p) {
+            *g = scale * q * (*g - d);
+        }
+    }
+}
+
+dispatch! {
+    /// One dropout mask applied to two rows at once (backward: the probabilities P and the
+    /// gradient dPd of the dropped ones), drawn as `dropout_row` draws it.
+    pub fn dropout_rows2(mask: &Mask, row: u64, a: &mut [f32], b: &mut [f32]) {
+        let key = mask.row_key(row);
+        for (j, (x, y)) in a.iter_mut().zip(b.iter_mut()).enumerate() {
+            let f = mask.factor(key, j as u32);
+            *x *= f;
+            *y *= f;
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::task::Gradients;
 use candle_core::backprop::GradStore;
-use crate::model::engine::Engine;
+use crate::model::engine::{in_threads, Engine};
 use candle_core::{DType, Tensor, Var};
 
 pub fn gradients(
@@ -89,8 +89,9 @@ pub fn gradients(
 /// GradCache through the engine: pass 1 embeds every mini-batch with no tape at all; the loss
 /// and its gradient with respect to all the embeddings; pass 2 embeds each mini-batch's columns
 /// again, one at a time with its tape (the same dropout: chunk k, column c draw from fork k, c),
-/// and runs the engine's backward from that gradient into one set of gradient buffers. At any
-/// moment one column of one mini-batch has a tape: memory is bounded by the mini-batch.
+/// and runs the engine's backward from that gradient. With several threads, thread t takes
+/// mini-batches t, t + n, ... (serial BLAS each) into its own gradient buffers. At any moment each
+/// thread holds one column of one mini-batch's tape: memory is bounded by the mini-batch.
 pub fn engine_gradients(
     task: &BiEncoderTask,
     eng: &Engine,
@@ -99,20 +100,31 @@ pub fn engine_gradients(
     weight: f64,
     mini_batch: usize,
 ) -> Result<Gradients> {
-    let chunks: Vec<&[usize]> = idx.chunks(mini_batch.max(1)).collect();
+    let size = mini_batch.max(1);
+    let chunks: Vec<&[usize]> = idx.chunks(size).collect();
     let columns = task.data.texts.len();
+    let n = task.threads.clamp(1, chunks.len().max(1));
     let stream = |k: usize, c: usize| drop.map(|d| d.fork(k as u64).fork(c as u64));
-    let mut cached: Vec<Vec<Tensor>> = vec![Vec::with_capacity(chunks.len()); columns];
-    for (k, chunk) in chunks.iter().enumerate() {
-        for (c, parts) in cached.iter_mut().enumerate() {
-            parts.push(task.embed_engine(eng, c, chunk, stream(k, c).as_ref(), false)?.0);
+    let mine = |t: usize| (t..chunks.len()).step_by(n);
+    let firsts = in_threads(n, |t| -> Result<Vec<(usize, Vec<Tensor>)>> {
+        let mut out = Vec::new();
+        for k in mine(t) {
+            let e = (0..columns)
+                .map(|c| Ok(task.embed_engine(eng, c, chunks[k], stream(k, c).as_ref(), false)?.0))
+                .collect::<Result<Vec<_>>>()?;
+            out.push((k, e));
         }
-    }
-    let leaves: Vec<Var> = cached
-        .iter()
-        .map(|parts| Var::from_tensor(&Tensor::cat(parts, 0)?))
+        Ok(out)
+    })?;
+    let mut by_chunk: Vec<(usize, Vec<Tensor>)> = firsts.into_iter().flatten().collect();
+    by_chunk.sort_by_key(|x| x.0);
+    let leaves: Vec<Var> = (0..columns)
+        .map(|c| {
+            let parts: Vec<&Tensor> = by_chunk.iter().map(|(_, e)| &e[c]).collect();
+            Var::from_tensor(&Tensor::cat(&parts, 0)?)
+        })
         .collect::<candle_core::Result<_>>()?;
-    std::mem::drop(cached);
+    std::mem::drop(by_chunk);
     let emb: Vec<Tensor> = leaves.iter().map(|v| v.as_tensor().clone()).collect();
     let loss = task.loss.forward(&emb, task.target(idx)?.as_ref())?;
     let loss = if weight == 1.0 { loss } else { loss.affine(weight, 0.0)? };
@@ -129,21 +141,24 @@ pub fn engine_gradients(
     // the loss's own parameters (none for MNR); the encoder's come from pass 2
     let params = crate::train::params::var_list(&task.varmap);
     let mut kept = ParamGrads::from_store(&params, store);
-    let mut eg = eng.zero_grads()?;
-    let mut start = 0;
-    for (k, chunk) in chunks.iter().enumerate() {
-        for (c, g) in emb_grads.iter().enumerate() {
-            let d = stream(k, c);
-            let (e, leaf) = task.embed_engine(eng, c, chunk, d.as_ref(), true)?;
-            let s = (e * g.narrow(0, start, chunk.len())?)?.sum_all()?;
-            let store = s.backward()?;
-            if let Some(leaf) = leaf {
-                leaf.backward(eng, &store, d.as_ref(), &mut eg)?;
+    let per_thread = in_threads(n, |t| -> Result<Vec<(Tensor, Tensor)>> {
+        let mut eg = eng.zero_grads()?;
+        for k in mine(t) {
+            for (c, g) in emb_grads.iter().enumerate() {
+                let d = stream(k, c);
+                let (e, leaf) = task.embed_engine(eng, c, chunks[k], d.as_ref(), true)?;
+                let s = (e * g.narrow(0, k * size, chunks[k].len())?)?.sum_all()?;
+                let store = s.backward()?;
+                if let Some(leaf) = leaf {
+                    leaf.backward(eng, &store, d.as_ref(), &mut eg)?;
+                }
             }
         }
-        start += chunk.len();
+        Ok(eng.export(eg)?)
+    })?;
+    for g in per_thread {
+        kept.add_pairs(g)?;
     }
-    kept.add_pairs(eng.export(eg)?)?;
     Ok(Gradients {
         value,
         parts: Vec::new(),

@@ -1,6 +1,7 @@
 //! Training a sentence encoder (sentence-transformers' SentenceTransformer.fit) with one of the
 //! registry's losses; the result is a sentence-transformers folder.
 mod data;
+mod engine_step;
 mod gradcache;
 mod no_duplicates;
 
@@ -14,7 +15,6 @@ use crate::eval::{Evaluator, Model};
 use crate::model::folders::save::{save_sentence_encoder, EncoderLayout};
 use crate::model::engine::{pad, Engine, Leaf};
 use crate::model::{Bert, Dropout, DropoutRates, Linear, ModelFolder, Pooling, SentenceEncoder};
-use super::grads::ParamGrads;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
 use indicatif::ProgressBar;
@@ -52,6 +52,9 @@ pub struct BiEncoderTask {
     fresh: Vec<String>,
     /// Some for a cached loss: the GradCache mini-batch.
     mini_batch: Option<usize>,
+    /// CPU threads a batch's forward and backward are split across when the loss couples the
+    /// batch (the trainer splits per-example losses itself).
+    threads: usize,
 }
 
 impl BiEncoderTask {
@@ -109,6 +112,7 @@ impl BiEncoderTask {
             folder,
             fresh: t.fresh,
             mini_batch,
+            threads: 1,
         })
     }
 
@@ -149,41 +153,6 @@ impl BiEncoderTask {
             let (states, mask, _) = pad(&fwd)?;
             Ok((self.enc.pool(&states, &mask)?, None))
         }
-    }
-
-    /// The loss of rows `idx` and its gradients through the engine: each column embedded with its
-    /// own dropout stream (fork c), the loss in candle, the engine's backward per column.
-    fn engine_gradients(
-        &self,
-        eng: &Engine,
-        idx: &[usize],
-        drop: Option<&Dropout>,
-        weight: f64,
-    ) -> Result<Gradients> {
-        let columns = self.data.texts.len();
-        let drops: Vec<Option<Dropout>> = (0..columns).map(|c| drop.map(|d| d.fork(c as u64))).collect();
-        let mut emb = Vec::with_capacity(columns);
-        let mut leaves = Vec::with_capacity(columns);
-        for (c, d) in drops.iter().enumerate() {
-            let (e, leaf) = self.embed_engine(eng, c, idx, d.as_ref(), true)?;
-            emb.push(e);
-            leaves.extend(leaf);
-        }
-        let loss = self.loss.forward(&emb, self.target(idx)?.as_ref())?;
-        let loss = if weight == 1.0 { loss } else { loss.affine(weight, 0.0)? };
-        let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
-        let store = loss.backward()?;
-        let mut eg = eng.zero_grads()?;
-        for (leaf, d) in leaves.into_iter().zip(&drops) {
-            leaf.backward(eng, &store, d.as_ref(), &mut eg)?;
-        }
-        let mut grads = ParamGrads::from_store(&params::var_list(&self.varmap), store);
-        grads.add_pairs(eng.export(eg)?)?;
-        Ok(Gradients {
-            value,
-            parts: Vec::new(),
-            grads,
-        })
     }
 
     /// The GradCache mini-batch of a cached loss.
@@ -228,6 +197,10 @@ impl TrainTask for BiEncoderTask {
     fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
         self.enc.bert.set_precision(p)?;
         Ok(())
+    }
+
+    fn set_threads(&mut self, n: usize) {
+        self.threads = n.max(1);
     }
 
     fn num_examples(&self) -> usize {
@@ -280,7 +253,7 @@ impl TrainTask for BiEncoderTask {
         match (self.mini_batch, &engine) {
             (Some(m), Some(eng)) => gradcache::engine_gradients(self, eng, idx, drop, weight, m),
             (Some(m), None) => gradcache::gradients(self, idx, drop, weight, m),
-            (None, Some(eng)) => self.engine_gradients(eng, idx, drop, weight),
+            (None, Some(eng)) => engine_step::gradients(self, eng, idx, drop, weight),
             (None, None) => {
                 let params = params::var_list(&self.varmap);
                 super::task::backward(self.loss(idx, seed, drop)?, weight, &params)

@@ -1,0 +1,83 @@
+//! A bi-encoder step through the engine: each column embedded with its tape (a `Leaf`), the loss
+//! in candle over all embeddings, the engine's backward per column. Losses with in-batch
+//! negatives couple the batch, so the trainer cannot split it into independent shards; the step
+//! splits the work instead: each thread embeds a part of the batch (serial BLAS), the loss runs
+//! once over every part's embeddings, and each thread runs its part's backward into its own
+//! gradient buffers, summed at the end.
+use super::BiEncoderTask;
+use crate::error::Result;
+use crate::model::engine::{in_threads, Engine, Leaf};
+use crate::model::Dropout;
+use crate::train::grads::ParamGrads;
+use crate::train::params;
+use crate::train::task::Gradients;
+use candle_core::{DType, Tensor};
+
+/// Rows `idx` in at most `n` contiguous parts.
+pub fn parts(idx: &[usize], n: usize) -> Vec<&[usize]> {
+    idx.chunks(idx.len().div_ceil(n.max(1)).max(1)).collect()
+}
+
+/// Column `c`'s dropout stream for part `p` of `parts`: fork c as a whole batch, fork (c, p) split.
+pub fn stream(drop: Option<&Dropout>, c: usize, p: usize, parts: usize) -> Option<Dropout> {
+    drop.map(|d| {
+        let col = d.fork(c as u64);
+        if parts == 1 {
+            col
+        } else {
+            col.fork(p as u64)
+        }
+    })
+}
+
+pub fn gradients(
+    task: &BiEncoderTask,
+    eng: &Engine,
+    idx: &[usize],
+    drop: Option<&Dropout>,
+    weight: f64,
+) -> Result<Gradients> {
+    let parts = parts(idx, task.threads);
+    let columns = task.data.texts.len();
+    let n = parts.len();
+    // each part: its columns' leaves and pooled embeddings
+    let embedded = in_threads(n, |p| -> Result<Vec<(Tensor, Leaf)>> {
+        let mut out = Vec::with_capacity(columns);
+        for c in 0..columns {
+            let d = stream(drop, c, p, n);
+            let (e, leaf) = task.embed_engine(eng, c, parts[p], d.as_ref(), true)?;
+            out.push((e, leaf.expect("a kept tape")));
+        }
+        Ok(out)
+    })?;
+    let emb: Vec<Tensor> = (0..columns)
+        .map(|c| Tensor::cat(&embedded.iter().map(|part| &part[c].0).collect::<Vec<_>>(), 0))
+        .collect::<candle_core::Result<_>>()?;
+    let loss = task.loss.forward(&emb, task.target(idx)?.as_ref())?;
+    let loss = if weight == 1.0 { loss } else { loss.affine(weight, 0.0)? };
+    let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    let store = loss.backward()?;
+    let leaves: Vec<Vec<Leaf>> = embedded
+        .into_iter()
+        .map(|part| part.into_iter().map(|(_, l)| l).collect())
+        .collect();
+    let slots: Vec<std::sync::Mutex<Option<Vec<Leaf>>>> =
+        leaves.into_iter().map(|l| std::sync::Mutex::new(Some(l))).collect();
+    let per_thread = in_threads(n, |p| -> Result<Vec<(Tensor, Tensor)>> {
+        let mut g = eng.zero_grads()?;
+        let part = slots[p].lock().unwrap().take().expect("each part once");
+        for (c, leaf) in part.into_iter().enumerate() {
+            leaf.backward(eng, &store, stream(drop, c, p, n).as_ref(), &mut g)?;
+        }
+        Ok(eng.export(g)?)
+    })?;
+    let mut grads = ParamGrads::from_store(&params::var_list(&task.varmap), store);
+    for g in per_thread {
+        grads.add_pairs(g)?;
+    }
+    Ok(Gradients {
+        value,
+        parts: Vec::new(),
+        grads,
+    })
+}
