@@ -180,6 +180,8 @@ if __name__ == "__main__":
     ap.add_argument("--only", nargs="*", default=DEFAULT)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--class", dest="cls", choices=sorted(CLASS_ENV), default="native")
+    ap.add_argument("--no-reference", action="store_true",
+                    help="condenser alone (e.g. CONDENSER_ENGINE=off against the engine)")
     a = ap.parse_args()
     ENV = CLASS_ENV[a.cls]
     import torch
@@ -197,6 +199,9 @@ if __name__ == "__main__":
             # a cross-encoder step is short: enough of them to measure; batch 512 steps are long
             steps = {"ce": 40, "pretrain": 8}.get(mode[0], a.steps if mode[1] <= 128 else 1)
             c, crss, lib = condenser(mode, steps, pairs)
+            if a.no_reference:
+                print(f"| {spec} | {c:.2f} | {crss:.0f} MB | | | | |", flush=True)
+                continue
             r, rrss = reference(mode, steps, pairs)
             print(f"| {spec} | {c:.2f} | {crss:.0f} MB | {r:.2f} | {rrss:.0f} MB | {r / c:.2f}x | {crss / rrss:.2f}x |",
                   flush=True)

@@ -89,18 +89,28 @@ fn forward_and_backward_equal_candle_on_all_layouts() {
 #[test]
 fn empty_or_short_operands_are_errors() {
     let Some(b) = blas() else {
-        condenser::runtime::skipped("gemm operand checks", "no BLAS library loaded (run datasets/fetch.sh)");
+        condenser::runtime::skipped(
+            "gemm operand checks",
+            "no BLAS library loaded (run datasets/fetch.sh)",
+        );
         return;
     };
     use condenser::model::kernels::blas::{NO_TRANS, TRANS};
     let (x, mut c) = (vec![1f32; 12], vec![0f32; 16]);
-    let e = b.sgemm(NO_TRANS, NO_TRANS, 0, 4, 3, &x, 3, &x, 4, &mut c).unwrap_err();
+    let e = b
+        .sgemm(NO_TRANS, NO_TRANS, 0, 4, 3, &x, 3, &x, 4, &mut c)
+        .unwrap_err();
     assert!(e.to_string().contains("empty matrix"), "{e}");
-    let e = b.sgemm(NO_TRANS, TRANS, 4, 4, 0, &x, 1, &x, 1, &mut c).unwrap_err();
+    let e = b
+        .sgemm(NO_TRANS, TRANS, 4, 4, 0, &x, 1, &x, 1, &mut c)
+        .unwrap_err();
     assert!(e.to_string().contains("empty matrix"), "{e}");
-    let e = b.sgemm(NO_TRANS, NO_TRANS, 4, 4, 4, &x, 4, &x, 4, &mut c).unwrap_err();
+    let e = b
+        .sgemm(NO_TRANS, NO_TRANS, 4, 4, 4, &x, 4, &x, 4, &mut c)
+        .unwrap_err();
     assert!(e.to_string().contains("too small"), "{e}");
-    b.sgemm(NO_TRANS, NO_TRANS, 4, 4, 3, &x, 3, &x, 4, &mut c).unwrap();
+    b.sgemm(NO_TRANS, NO_TRANS, 4, 4, 3, &x, 3, &x, 4, &mut c)
+        .unwrap();
     assert!(c.iter().all(|&v| v == 3.0));
 }
 
@@ -109,18 +119,28 @@ fn empty_or_short_operands_are_errors() {
 #[test]
 fn serial_restores_threads_after_a_panic() {
     let Some(b) = blas() else {
-        condenser::runtime::skipped("serial() restore", "no BLAS library loaded (run datasets/fetch.sh)");
+        condenser::runtime::skipped(
+            "serial() restore",
+            "no BLAS library loaded (run datasets/fetch.sh)",
+        );
         return;
     };
     use condenser::model::kernels::blas::serial;
     let before = b.threads();
     if before <= 1 {
-        condenser::runtime::skipped("serial() restore", "the BLAS runs 1 thread here, so a restore cannot be told apart");
+        condenser::runtime::skipped(
+            "serial() restore",
+            "the BLAS runs 1 thread here, so a restore cannot be told apart",
+        );
         return;
     }
     assert!(serial(|| b.is_serial()));
     assert_eq!(b.threads(), before);
     let r = std::panic::catch_unwind(|| serial(|| panic!("inside serial")));
     assert!(r.is_err());
-    assert_eq!(b.threads(), before, "the thread count was not restored after a panic");
+    assert_eq!(
+        b.threads(),
+        before,
+        "the thread count was not restored after a panic"
+    );
 }

@@ -1,30 +1,128 @@
-//! The oneMKL path (the one chosen on Intel CPUs) on whatever CPU runs the tests: forced with
-//! CONDENSER_BLAS=mkl, it must be the library loaded, named in summaries, and give the fixture's
-//! sentence-transformers embeddings within 1e-5, as OpenBLAS does (tests/model_parity.rs). Its
-//! own test binary: the BLAS is chosen once per process.
+//! The oneMKL paths (the ones chosen on Intel CPUs) on whatever CPU runs the tests, forced through
+//! the binary's environment: CONDENSER_BLAS=mkl must load oneMKL, say so, and embed the fixture as
+//! sentence-transformers does (within 1e-5, as OpenBLAS: tests/model_parity.rs); CONDENSER_BF16=mkl
+//! must run bf16 products on oneMKL's bf16 GEMM (AMX where the CPU has it) with bf16's fidelity,
+//! and train as condenser's own bf16 kernel does.
 mod common;
-use candle_core::Device;
-use condenser::model::kernels::blas::{self, Vendor};
-use condenser::model::SentenceEncoder;
-use indicatif::ProgressBar;
+use std::process::Command;
+
+fn condenser_env(env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_condenser"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// Encode the fixture's sentences under `env`; the summary and the worst cosine / max difference
+/// against sentence-transformers' f32 embeddings.
+fn fixture_run(env: &[(&str, &str)], extra: &[&str]) -> (String, f64, f64) {
+    let d = tempfile::tempdir().unwrap();
+    let (sentences, want) = common::fixture_embeddings();
+    let input = d.path().join("fixture.jsonl");
+    let lines: Vec<String> = sentences
+        .iter()
+        .map(|s| serde_json::json!({ "text": s }).to_string())
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let out = d.path().join("e.parquet");
+    let model = common::model();
+    let mut args = vec![
+        "encode",
+        "--model",
+        model.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let o = condenser_env(env, &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let b = condenser::data::open(&out, &["embedding"])
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let (worst, max_diff) =
+        common::worst_cosine_and_max_diff(&b.vectors("embedding").unwrap(), &want);
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        worst,
+        max_diff,
+    )
+}
 
 #[test]
 fn mkl_encodes_the_fixture_within_1e5() {
-    // SAFETY: the only test in this binary, run before anything reads the environment
-    unsafe { std::env::set_var("CONDENSER_BLAS", "mkl") };
-    let b = blas::blas().expect("datasets/fetch.sh unpacks oneMKL into datasets/lib/mkl");
-    assert_eq!(b.vendor, Vendor::Mkl);
+    let (said, _, max_diff) = fixture_run(&[("CONDENSER_BLAS", "mkl")], &[]);
     assert!(
-        blas::describe().starts_with("oneMKL"),
-        "{}",
-        blas::describe()
+        said.contains("oneMKL"),
+        "datasets/fetch.sh unpacks oneMKL into datasets/lib/mkl: {said}"
     );
-    let (sentences, want) = common::fixture_embeddings();
-    let sentences: Vec<&str> = sentences.iter().map(String::as_str).collect();
-    let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
-    let got = enc.encode(&sentences, 7, &ProgressBar::hidden()).unwrap();
-    let rows: Vec<Vec<f32>> = (0..got.len()).map(|i| got.row(i).to_vec()).collect();
-    let (_, max_diff) = common::worst_cosine_and_max_diff(&rows, &want);
-    eprintln!("{}: max abs diff {max_diff:.2e}", blas::describe());
+    eprintln!("oneMKL: max abs diff {max_diff:.2e}");
     assert!(max_diff < 1e-5, "max abs diff {max_diff}");
+}
+
+#[test]
+fn mkl_bf16_gemm_has_bf16_fidelity_and_trains_like_the_own_kernel() {
+    let mkl = [("CONDENSER_BLAS", "mkl"), ("CONDENSER_BF16", "mkl")];
+    let (said, worst, max_diff) = fixture_run(&mkl, &["--dtype", "bf16"]);
+    assert!(said.contains("oneMKL's bf16 GEMM"), "{said}");
+    eprintln!("oneMKL bf16: worst cosine {worst:.6}, max abs diff {max_diff:.2e}");
+    assert!(
+        worst >= 0.999 && max_diff > 1e-4,
+        "worst cosine {worst}, max diff {max_diff} (bf16, not f32)"
+    );
+    if !condenser::model::kernels::bf16::supported() {
+        condenser::runtime::skipped(
+            "oneMKL bf16 against the own kernel",
+            "this CPU has no AVX512-BF16 for the own kernel",
+        );
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let losses = |env: &[(&str, &str)], name: &str| -> Vec<f64> {
+        let out = d.path().join(name);
+        let o = condenser_env(
+            env,
+            &[
+                "train-cross-encoder",
+                "--model",
+                common::model().to_str().unwrap(),
+                "--train",
+                common::data("stsb/dev.parquet").to_str().unwrap(),
+                "--max-seq-length",
+                "64",
+                "--batch-size",
+                "8",
+                "--max-steps",
+                "5",
+                "--threads",
+                "1",
+                "--precision",
+                "bf16",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(out.join("train_log.csv"))
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+            .collect()
+    };
+    let (ours, theirs) = (
+        losses(&[("CONDENSER_BF16", "own")], "own"),
+        losses(&mkl, "mkl"),
+    );
+    for (a, b) in ours.iter().zip(&theirs) {
+        assert!(
+            (a - b).abs() <= 1e-3 * a.abs(),
+            "own kernel {ours:?} vs oneMKL {theirs:?}"
+        );
+    }
 }

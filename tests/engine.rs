@@ -11,12 +11,16 @@ use std::collections::HashMap;
 fn minilm() -> (Trainable<Bert>, condenser::tokenize::Tokenizer) {
     let folder = ModelFolder::open(&common::model()).unwrap();
     let cfg = folder.config.clone();
-    let t = load_trainable(&folder.weights, &[], &[], 1, &Device::Cpu, |vb| Bert::load(vb, &cfg)).unwrap();
+    let t = load_trainable(&folder.weights, &[], &[], 1, &Device::Cpu, |vb| {
+        Bert::load(vb, &cfg)
+    })
+    .unwrap();
     (t, folder.tokenizer().unwrap())
 }
 
 fn sentences(tok: &condenser::tokenize::Tokenizer, n: usize) -> Vec<Vec<u32>> {
-    let stsb = condenser::data::Pairs::read(&common::data("stsb/dev.parquet"), &Default::default()).unwrap();
+    let stsb = condenser::data::Pairs::read(&common::data("stsb/dev.parquet"), &Default::default())
+        .unwrap();
     stsb.sentence1
         .iter()
         .take(n)
@@ -32,7 +36,9 @@ fn sentences(tok: &condenser::tokenize::Tokenizer, n: usize) -> Vec<Vec<u32>> {
 
 /// A fixed pseudo-random weight per (row, column) of the hidden states.
 fn weights(rows: usize, h: usize) -> Vec<f32> {
-    (0..rows * h).map(|i| ((i * 7919 % 1009) as f32 / 1009.0) - 0.5).collect()
+    (0..rows * h)
+        .map(|i| ((i * 7919 % 1009) as f32 / 1009.0) - 0.5)
+        .collect()
 }
 
 /// max |a - b| over max |b|, with a floor: the key biases' true gradient is exactly zero (a
@@ -71,7 +77,12 @@ fn engine_equals_candle_forward_and_every_gradient() {
     }
     assert!(worst_state < 2e-5, "hidden states differ by {worst_state}");
     let rt = Tensor::from_vec(rp, (refs.len(), len, h), &Device::Cpu).unwrap();
-    let store = (states * rt).unwrap().sum_all().unwrap().backward().unwrap();
+    let store = (states * rt)
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
     let mut grads = eng.zero_grads().unwrap();
     eng.backward(fwd, r, Vec::new(), None, &mut grads).unwrap();
     let ours: HashMap<_, _> = eng
@@ -86,7 +97,9 @@ fn engine_equals_candle_forward_and_every_gradient() {
         let Some(theirs) = store.get(v.as_tensor()) else {
             continue;
         };
-        let ours = ours.get(&v.id()).unwrap_or_else(|| panic!("engine: no gradient for {name}"));
+        let ours = ours
+            .get(&v.id())
+            .unwrap_or_else(|| panic!("engine: no gradient for {name}"));
         let (a, b): (Vec<f32>, Vec<f32>) = (
             ours.flatten_all().unwrap().to_vec1().unwrap(),
             theirs.flatten_all().unwrap().to_vec1().unwrap(),
@@ -95,7 +108,11 @@ fn engine_equals_candle_forward_and_every_gradient() {
         assert!(d < 2e-4, "{name}: relative difference {d}");
         compared += 1;
     }
-    assert_eq!(compared, 5 + 16 * bert.layers.len(), "every parameter compared");
+    assert_eq!(
+        compared,
+        5 + 16 * bert.layers.len(),
+        "every parameter compared"
+    );
 }
 
 /// Finite differences of the engine's loss with dropout on (hidden 0.1, attention 0.1): the masks
@@ -106,22 +123,45 @@ fn engine_gradients_match_finite_differences_with_dropout() {
     let dir = common::tiny_bert(d.path());
     let folder = ModelFolder::open(&dir).unwrap();
     let cfg = folder.config.clone();
-    let t = load_trainable(&folder.weights, &[], &[], 1, &Device::Cpu, |vb| Bert::load(vb, &cfg)).unwrap();
-    let seqs: Vec<Vec<u32>> = vec![vec![101, 2023, 2003, 1037, 3231, 102], vec![101, 7592, 102], vec![101, 2158, 2003, 2652, 1037, 2543, 2000, 102]];
+    let t = load_trainable(&folder.weights, &[], &[], 1, &Device::Cpu, |vb| {
+        Bert::load(vb, &cfg)
+    })
+    .unwrap();
+    let seqs: Vec<Vec<u32>> = vec![
+        vec![101, 2023, 2003, 1037, 3231, 102],
+        vec![101, 7592, 102],
+        vec![101, 2158, 2003, 2652, 1037, 2543, 2000, 102],
+    ];
     let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
-    let drop = Dropout::new(DropoutRates { hidden: 0.1, attention: 0.1 }, 9);
+    let drop = Dropout::new(
+        DropoutRates {
+            hidden: 0.1,
+            attention: 0.1,
+        },
+        9,
+    );
     let eng = Engine::for_bert(&t.model).unwrap();
     let h = cfg.hidden_size;
     let rows: usize = seqs.iter().map(Vec::len).sum();
     let r = weights(rows, h);
     let loss = || -> f64 {
         let f = eng.forward(&refs, None, Some(&drop), false).unwrap();
-        f.hidden.iter().zip(&r).map(|(a, b)| (*a as f64) * (*b as f64)).sum()
+        f.hidden
+            .iter()
+            .zip(&r)
+            .map(|(a, b)| (*a as f64) * (*b as f64))
+            .sum()
     };
     let fwd = eng.forward(&refs, None, Some(&drop), true).unwrap();
     let mut grads = eng.zero_grads().unwrap();
-    eng.backward(fwd, r.clone(), Vec::new(), Some(&drop), &mut grads).unwrap();
-    let ours: HashMap<_, _> = eng.export(grads).unwrap().into_iter().map(|(p, g)| (p.id(), g)).collect();
+    eng.backward(fwd, r.clone(), Vec::new(), Some(&drop), &mut grads)
+        .unwrap();
+    let ours: HashMap<_, _> = eng
+        .export(grads)
+        .unwrap()
+        .into_iter()
+        .map(|(p, g)| (p.id(), g))
+        .collect();
     let mut checked = 0;
     for (name, v) in condenser::train::params::vars(&t.varmap) {
         if name.contains("word_embeddings") || name.contains("position") {
@@ -136,7 +176,8 @@ fn engine_gradients_match_finite_differences_with_dropout() {
             let set = |x: f32| {
                 let mut w = base.clone();
                 w[k] = x;
-                v.set(&Tensor::from_vec(w, v.shape(), &Device::Cpu).unwrap()).unwrap();
+                v.set(&Tensor::from_vec(w, v.shape(), &Device::Cpu).unwrap())
+                    .unwrap();
             };
             set(base[k] + eps);
             let up = loss();

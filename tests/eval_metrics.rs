@@ -1,9 +1,9 @@
 //! Metric definitions checked against values computed by hand on tiny examples.
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::{Field, Schema};
+use condenser::data::retrieval::RetrievalSet;
 use condenser::data::write_parquet;
 use condenser::eval::metrics::*;
-use condenser::data::retrieval::RetrievalSet;
 use condenser::eval::ranking_metrics;
 use std::collections::HashSet;
 use std::path::Path;

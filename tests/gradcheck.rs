@@ -543,7 +543,8 @@ fn condenser_head_ops() {
         randn(&[v]),
     ];
     check("condenser_head_ops", &inputs, |x| {
-        let head = condenser::model::layers::condenser::MlmHead::load(vb_from(&names, &x[3..]), &c)?;
+        let head =
+            condenser::model::layers::condenser::MlmHead::load(vb_from(&names, &x[3..]), &c)?;
         let joined = Tensor::cat(&[&x[0].narrow(1, 0, 1)?, &x[1].narrow(1, 1, 3)?], 1)?;
         let rows = joined.reshape((8, h))?.index_select(&pos, 0)?;
         head.forward(&rows, &x[2])

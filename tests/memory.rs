@@ -18,7 +18,14 @@ fn minilm_task(loss: &str) -> BiEncoderTask {
     };
     let mut t = BiEncoderTask::new(&common::model(), spec, &o).unwrap();
     let cols = condenser::data::ColumnSpec::of("sentence1,sentence2");
-    t.data = BiData::read(&common::data("stsb/dev.parquet"), spec, Some(&cols), &t.enc, 3).unwrap();
+    t.data = BiData::read(
+        &common::data("stsb/dev.parquet"),
+        spec,
+        Some(&cols),
+        &t.enc,
+        3,
+    )
+    .unwrap();
     t
 }
 
@@ -32,21 +39,37 @@ fn stored_gradients_carry_no_graph() {
     let vars = params::var_list(t.varmap());
     let out = t.loss(&idx, 1, None).unwrap();
     let raw = out.total.backward().unwrap();
-    let w = vars.iter().find(|v| v.dims().len() == 2 && v.dims()[0] == 1536).unwrap();
+    let w = vars
+        .iter()
+        .find(|v| v.dims().len() == 2 && v.dims()[0] == 1536)
+        .unwrap();
     assert!(
         raw.get(w.as_tensor()).unwrap().track_op(),
         "candle's own store holds graphs (the control: the check below can fail)"
     );
-    let graph = condenser::train::task::backward(t.loss(&idx, 1, None).unwrap(), 1.0, &vars).unwrap();
-    assert!(!graph.grads.is_empty() && !graph.grads.any_tracked(), "candle's path kept a graph");
+    let graph =
+        condenser::train::task::backward(t.loss(&idx, 1, None).unwrap(), 1.0, &vars).unwrap();
+    assert!(
+        !graph.grads.is_empty() && !graph.grads.any_tracked(),
+        "candle's path kept a graph"
+    );
     let engine = t.gradients(&idx, 1, None, 1.0).unwrap();
-    assert!(!engine.grads.is_empty() && !engine.grads.any_tracked(), "the engine's path kept a graph");
+    assert!(
+        !engine.grads.is_empty() && !engine.grads.any_tracked(),
+        "the engine's path kept a graph"
+    );
 }
 
 fn pairs(dir: &Path) -> PathBuf {
     let out = dir.join("pairs.parquet");
     let corpus = common::data("cranfield/corpus.parquet");
-    let o = common::condenser(&["convert", corpus.to_str().unwrap(), out.to_str().unwrap(), "--columns", "title,text"]);
+    let o = common::condenser(&[
+        "convert",
+        corpus.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--columns",
+        "title,text",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     out
 }
@@ -55,8 +78,19 @@ fn pairs(dir: &Path) -> PathBuf {
 fn peak(pairs: &Path, out: &Path, extra: &[&str]) -> f64 {
     let model = common::model();
     let mut a = vec![
-        "train-biencoder", "--init", model.to_str().unwrap(), "--train", pairs.to_str().unwrap(),
-        "--columns", "title,text", "--max-seq-length", "128", "--max-steps", "1", "--out", out.to_str().unwrap(),
+        "train-biencoder",
+        "--init",
+        model.to_str().unwrap(),
+        "--train",
+        pairs.to_str().unwrap(),
+        "--columns",
+        "title,text",
+        "--max-seq-length",
+        "128",
+        "--max-steps",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
     ];
     a.extend(extra);
     let o = common::condenser(&a);
@@ -75,10 +109,26 @@ fn peak(pairs: &Path, out: &Path, extra: &[&str]) -> f64 {
 fn cached_mnr_memory_is_bounded_by_the_mini_batch() {
     let d = tempfile::tempdir().unwrap();
     let p = pairs(d.path());
-    let run = |b: &str| peak(&p, &d.path().join(b), &["--loss", "cached-mnr", "--mini-batch-size", "8", "--batch-size", b]);
+    let run = |b: &str| {
+        peak(
+            &p,
+            &d.path().join(b),
+            &[
+                "--loss",
+                "cached-mnr",
+                "--mini-batch-size",
+                "8",
+                "--batch-size",
+                b,
+            ],
+        )
+    };
     let (small, large) = (run("32"), run("256"));
     eprintln!("cached-mnr peak memory: batch 32 {small:.0} MB, batch 256 {large:.0} MB");
-    assert!(large <= 1.10 * small, "batch 256 {large:.0} MB vs batch 32 {small:.0} MB");
+    assert!(
+        large <= 1.10 * small,
+        "batch 256 {large:.0} MB vs batch 32 {small:.0} MB"
+    );
 }
 
 /// Gradient accumulation holds one micro-batch's activations and one set of gradients: 4
@@ -87,8 +137,17 @@ fn cached_mnr_memory_is_bounded_by_the_mini_batch() {
 fn gradient_accumulation_peaks_like_one_micro_batch() {
     let d = tempfile::tempdir().unwrap();
     let p = pairs(d.path());
-    let run = |k: &str| peak(&p, &d.path().join(k), &["--loss", "mnr", "--batch-size", "8", "--grad-accum", k]);
+    let run = |k: &str| {
+        peak(
+            &p,
+            &d.path().join(k),
+            &["--loss", "mnr", "--batch-size", "8", "--grad-accum", k],
+        )
+    };
     let (one, four) = (run("1"), run("4"));
     eprintln!("mnr batch 8 peak memory: accumulating 1 {one:.0} MB, 4 {four:.0} MB");
-    assert!(four <= 1.10 * one, "4 micro-batches {four:.0} MB vs 1 {one:.0} MB");
+    assert!(
+        four <= 1.10 * one,
+        "4 micro-batches {four:.0} MB vs 1 {one:.0} MB"
+    );
 }

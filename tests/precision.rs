@@ -40,7 +40,10 @@ fn bf16_embeddings_within_0_999_cosine_and_stsb_within_2e3() {
             msg.contains("AVX512-BF16") && msg.contains("--dtype f32"),
             "{msg}"
         );
-        condenser::runtime::skipped("bf16 fidelity", &format!("this CPU has no AVX512-BF16; the refusal was checked: {msg}"));
+        condenser::runtime::skipped(
+            "bf16 fidelity",
+            &format!("this CPU has no AVX512-BF16; the refusal was checked: {msg}"),
+        );
         return;
     }
     let (worst, max_diff) = fixture_fidelity(ComputeType::Bf16);
@@ -175,7 +178,10 @@ fn bf16_training_follows_f32_on_stsb() {
         ]);
         assert!(!o.status.success());
         assert!(String::from_utf8_lossy(&o.stderr).contains("AVX512-BF16"));
-        condenser::runtime::skipped("bf16 training", "this CPU has no AVX512-BF16; the refusal was checked");
+        condenser::runtime::skipped(
+            "bf16 training",
+            "this CPU has no AVX512-BF16; the refusal was checked",
+        );
         return;
     }
     let d = tempfile::tempdir().unwrap();

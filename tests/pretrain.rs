@@ -166,8 +166,7 @@ fn head_reads_last_cls_and_early_tokens() {
     let diff = condenser::model::max_abs_diff(&manual, &out.head_logits).unwrap();
     assert!(diff < 1e-5, "head logits differ by {diff}");
     // and not what the last layer alone would give
-    let late =
-        condenser::model::max_abs_diff(&out.late_logits.unwrap(), &out.head_logits).unwrap();
+    let late = condenser::model::max_abs_diff(&out.late_logits.unwrap(), &out.head_logits).unwrap();
     assert!(late > 1e-3);
 }
 
@@ -604,21 +603,44 @@ fn engine_step_equals_the_candle_graph() {
         &indicatif::ProgressBar::hidden(),
     )
     .unwrap();
-    let t = PretrainTask::new(&minilm, HeadInit::Fresh, blocks, &spec(3, None, 2), &Device::Cpu).unwrap();
+    let t = PretrainTask::new(
+        &minilm,
+        HeadInit::Fresh,
+        blocks,
+        &spec(3, None, 2),
+        &Device::Cpu,
+    )
+    .unwrap();
     let idx: Vec<usize> = (0..6).map(|i| i * 11).collect();
     let engine = t.gradients(&idx, 5, None, 1.0).unwrap();
     let vars = params::var_list(t.varmap());
-    let graph = condenser::train::task::backward(t.loss(&idx, 5, None).unwrap(), 1.0, &vars).unwrap();
-    assert!((engine.value - graph.value).abs() < 1e-4 * graph.value, "{} vs {}", engine.value, graph.value);
+    let graph =
+        condenser::train::task::backward(t.loss(&idx, 5, None).unwrap(), 1.0, &vars).unwrap();
+    assert!(
+        (engine.value - graph.value).abs() < 1e-4 * graph.value,
+        "{} vs {}",
+        engine.value,
+        graph.value
+    );
     let mut compared = 0;
     for (name, v) in params::vars(t.varmap()) {
         let (Some(a), Some(b)) = (engine.grads.get(&v), graph.grads.get(&v)) else {
-            assert!(graph.grads.get(&v).is_none(), "engine: no gradient for {name}");
+            assert!(
+                graph.grads.get(&v).is_none(),
+                "engine: no gradient for {name}"
+            );
             continue;
         };
-        let (a, b): (Vec<f32>, Vec<f32>) = (a.flatten_all().unwrap().to_vec1().unwrap(), b.flatten_all().unwrap().to_vec1().unwrap());
+        let (a, b): (Vec<f32>, Vec<f32>) = (
+            a.flatten_all().unwrap().to_vec1().unwrap(),
+            b.flatten_all().unwrap().to_vec1().unwrap(),
+        );
         let scale = b.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-2);
-        let diff = a.iter().zip(&b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale;
+        let diff = a
+            .iter()
+            .zip(&b)
+            .fold(0f32, |m, (x, y)| m.max((x - y).abs()))
+            / scale;
         assert!(diff < 5e-4, "{name}: relative difference {diff}");
         compared += 1;
     }

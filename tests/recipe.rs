@@ -221,7 +221,10 @@ fn every_shipped_recipe_plans() {
             assert!(t.contains("[1/"), "{}: {t}", p.display());
             if grid {
                 // every grid step's flags parsed: the last evaluation is planned
-                assert!(t.contains("evaluate-") && !t.contains("planned once"), "{t}");
+                assert!(
+                    t.contains("evaluate-") && !t.contains("planned once"),
+                    "{t}"
+                );
             }
             n += 1;
         }

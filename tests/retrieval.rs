@@ -491,8 +491,21 @@ fn mined_negatives_with_a_cross_encoder_keep_its_margin() {
     let pairs = |split: &str| {
         let out = d.path().join(format!("pairs-{split}.parquet"));
         let o = condenser(&[
-            "mine", "--candidates", "bm25", "--retrieval", &s(&cran), "--split", split,
-            "--format", "labeled-pair", "--num-negatives", "7", "--range-min", "100", "--out", &s(&out),
+            "mine",
+            "--candidates",
+            "bm25",
+            "--retrieval",
+            &s(&cran),
+            "--split",
+            split,
+            "--format",
+            "labeled-pair",
+            "--num-negatives",
+            "7",
+            "--range-min",
+            "100",
+            "--out",
+            &s(&out),
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         out
@@ -500,32 +513,79 @@ fn mined_negatives_with_a_cross_encoder_keep_its_margin() {
     let train = pairs("train");
     let ce = d.path().join("ce");
     let o = condenser(&[
-        "train-cross-encoder", "--model", &s(&tiny), "--train", &s(&train),
-        "--columns", "anchor,positive,label", "--max-seq-length", "64", "--epochs", "30",
-        "--batch-size", "16", "--lr", "1e-3", "--out", &s(&ce),
+        "train-cross-encoder",
+        "--model",
+        &s(&tiny),
+        "--train",
+        &s(&train),
+        "--columns",
+        "anchor,positive,label",
+        "--max-seq-length",
+        "64",
+        "--epochs",
+        "30",
+        "--batch-size",
+        "16",
+        "--lr",
+        "1e-3",
+        "--out",
+        &s(&ce),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // it separates the pairs it will score: AP far above the share of positives
     let eval = d.path().join("eval");
     let o = condenser(&[
-        "evaluate", "--model", &s(&ce), "--classification", &format!("test={}", s(&train)),
-        "--columns", "anchor,positive,label", "--out", &s(&eval),
+        "evaluate",
+        "--model",
+        &s(&ce),
+        "--classification",
+        &format!("test={}", s(&train)),
+        "--columns",
+        "anchor,positive,label",
+        "--out",
+        &s(&eval),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(eval.join("results.json")).unwrap()).unwrap();
     let labels = table(&train);
-    let base = labels.iter().filter(|r| r["label"].as_f64() == Some(1.0)).count() as f64
+    let base = labels
+        .iter()
+        .filter(|r| r["label"].as_f64() == Some(1.0))
+        .count() as f64
         / labels.len() as f64;
     let m = &r["results"][0]["metrics"];
-    let ap = m.as_object().unwrap().iter().find(|(k, _)| k.ends_with("ap")).unwrap_or_else(|| panic!("{m}")).1;
-    assert!(ap.as_f64().unwrap() > base + 0.3, "AP {ap} vs base rate {base:.3}: {m}");
+    let ap = m
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.ends_with("ap"))
+        .unwrap_or_else(|| panic!("{m}"))
+        .1;
+    assert!(
+        ap.as_f64().unwrap() > base + 0.3,
+        "AP {ap} vs base rate {base:.3}: {m}"
+    );
     let out = d.path().join("ce-mined.parquet");
     let margin = 0.01;
     let o = condenser(&[
-        "mine", "--model", &s(&tiny), "--retrieval", &s(&cran), "--split", "train",
-        "--cross-encoder", &s(&ce), "--absolute-margin", &margin.to_string(),
-        "--format", "triplet", "--range-max", "15", "--out", &s(&out),
+        "mine",
+        "--model",
+        &s(&tiny),
+        "--retrieval",
+        &s(&cran),
+        "--split",
+        "train",
+        "--cross-encoder",
+        &s(&ce),
+        "--absolute-margin",
+        &margin.to_string(),
+        "--format",
+        "triplet",
+        "--range-max",
+        "15",
+        "--out",
+        &s(&out),
     ]);
     let said = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -537,16 +597,32 @@ fn mined_negatives_with_a_cross_encoder_keep_its_margin() {
         .unwrap_or_else(|| panic!("{said}"));
     let rows = table(&out);
     println!("cross-encoder AP {ap} (base {base:.3}); {said}");
-    assert!(rows.len() >= 50 && filtered > 0, "{} rows, {filtered} filtered: {said}", rows.len());
+    assert!(
+        rows.len() >= 50 && filtered > 0,
+        "{} rows, {filtered} filtered: {said}",
+        rows.len()
+    );
     let mut hardest: std::collections::HashMap<&str, f64> = Default::default();
     for r in &rows {
-        let h = hardest.entry(r["anchor"].as_str().unwrap()).or_insert(f64::INFINITY);
+        let h = hardest
+            .entry(r["anchor"].as_str().unwrap())
+            .or_insert(f64::INFINITY);
         *h = h.min(r["scores"][0].as_f64().unwrap());
     }
-    assert!(hardest.len() >= 20, "negatives for {} anchors only", hardest.len());
+    assert!(
+        hardest.len() >= 20,
+        "negatives for {} anchors only",
+        hardest.len()
+    );
     for r in &rows {
-        let (p, n) = (r["scores"][0].as_f64().unwrap(), r["scores"][1].as_f64().unwrap());
-        assert!(n + margin <= hardest[r["anchor"].as_str().unwrap()] + 1e-6, "{r:?}");
+        let (p, n) = (
+            r["scores"][0].as_f64().unwrap(),
+            r["scores"][1].as_f64().unwrap(),
+        );
+        assert!(
+            n + margin <= hardest[r["anchor"].as_str().unwrap()] + 1e-6,
+            "{r:?}"
+        );
         assert!((r["margin"].as_f64().unwrap() - (p - n)).abs() < 1e-5);
     }
 }

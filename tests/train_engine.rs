@@ -229,9 +229,21 @@ fn resume_refuses_other_data_or_another_loss() {
     let train = |file: &Path, loss: &[&str], resume: bool| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_condenser"));
         c.args(["train-biencoder", "--init", tiny.to_str().unwrap()])
-            .args(["--train", file.to_str().unwrap(), "--out", out.to_str().unwrap()])
+            .args([
+                "--train",
+                file.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ])
             .args(loss)
-            .args(["--epochs", "40", "--batch-size", "8", "--checkpoint-steps", "2"])
+            .args([
+                "--epochs",
+                "40",
+                "--batch-size",
+                "8",
+                "--checkpoint-steps",
+                "2",
+            ])
             .args(["--max-seq-length", "32", "--threads", "1"]);
         if resume {
             c.arg("--resume");
@@ -242,12 +254,18 @@ fn resume_refuses_other_data_or_another_loss() {
     common::kill_after_checkpoint(train(&a, &cosine, false), &out, 2);
     let err = |c: &mut Command| {
         let o = c.output().unwrap();
-        assert!(!o.status.success(), "resumed: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(
+            !o.status.success(),
+            "resumed: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
     let e = err(&mut train(&b, &cosine, true));
     assert!(
-        e.contains("training data changed") && e.contains("64 examples") && e.contains("content differs"),
+        e.contains("training data changed")
+            && e.contains("64 examples")
+            && e.contains("content differs"),
         "{e}"
     );
     let mnr = ["--loss", "mnr", "--columns", "sentence1,sentence2"];

@@ -5,8 +5,8 @@
 use super::{random_pairs, ranking_depth, semantic_ranking, take_ranked, Bm25, Sampling};
 use crate::data::{self, ColumnSpec, ParquetSink};
 use crate::error::{Error, Result};
-use crate::flags;
 use crate::eval::accuracy::argmax;
+use crate::flags;
 use crate::model::CrossEncoderModel;
 use crate::model::SentenceEncoder;
 use arrow_array::{ArrayRef, Float32Array, RecordBatch, StringArray};

@@ -1,5 +1,5 @@
-use super::shard_opts::{shard_note, ShardOpts};
 use super::model_opts::matmuls;
+use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
 use condenser::augment::AugmentJob;
 use condenser::error::Result;

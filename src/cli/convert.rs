@@ -1,7 +1,7 @@
 use super::{out, progress};
-use condenser::flags;
 use condenser::data::{convert, ColumnSpec, Rows};
 use condenser::error::Result;
+use condenser::flags;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -1,9 +1,9 @@
-use super::shard_opts::{shard_note, ShardOpts};
 use super::named::Named;
+use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
-use condenser::flags;
 use condenser::data::ColumnSpec;
 use condenser::error::Result;
+use condenser::flags;
 use condenser::overlap::{self, Mode, Options, Source};
 use condenser::tokenize::Tokenizer;
 use std::path::PathBuf;

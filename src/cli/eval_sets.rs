@@ -46,4 +46,3 @@ impl clap::Args for EvalSets {
         Self::augment_args(cmd)
     }
 }
-

@@ -1,10 +1,10 @@
-use super::model_opts::ModelOpts;
 use super::eval_sets::EvalSets;
+use super::model_opts::ModelOpts;
 use super::{out, progress};
-use condenser::flags;
 use condenser::data::PairColumns;
 use condenser::error::{Error, Result};
 use condenser::eval::{EvalOptions, EvalReport, ScoreFn, EVALUATORS};
+use condenser::flags;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

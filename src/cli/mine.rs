@@ -47,7 +47,10 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let source = match (a.retrieval, a.input) {
-        (Some(dir), _) => MineSource::Retrieval { dir, split: a.split },
+        (Some(dir), _) => MineSource::Retrieval {
+            dir,
+            split: a.split,
+        },
         (None, Some(file)) => MineSource::Pairs {
             file,
             columns: a.columns,

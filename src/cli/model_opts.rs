@@ -34,7 +34,10 @@ impl ModelOpts {
         let base = matmuls(self.device);
         match (self.device, self.dtype) {
             (DeviceSpec::Cpu, Some(ComputeType::Bf16)) => {
-                format!("{base}; Linear products in bf16 on the AVX512-BF16 kernel")
+                format!(
+                    "{base}; Linear products in bf16 on {}",
+                    condenser::model::kernels::precision::bf16_backend()
+                )
             }
             (DeviceSpec::Cpu, Some(ComputeType::F16)) => {
                 format!("{base}; Linear products on f16-rounded operands")

@@ -45,4 +45,3 @@ pub fn exec(argv: Vec<String>, dry: bool) -> Result<()> {
         super::run_argv(argv)
     }
 }
-

@@ -1,9 +1,9 @@
 use super::out;
 use super::train_opts::TrainOpts;
-use condenser::flags;
 use condenser::data::{ColumnSpec, PairColumns};
 use condenser::error::Result;
 use condenser::eval::{dev_evaluator, EvalOptions};
+use condenser::flags;
 use condenser::model::PoolingMode;
 use condenser::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
 use condenser::train::losses::{self, LossSpec, Target};

@@ -1,8 +1,8 @@
 use super::train_opts::TrainOpts;
-use condenser::flags;
 use condenser::data::PairColumns;
 use condenser::error::Result;
 use condenser::eval::{accuracy, sts, EvalOptions};
+use condenser::flags;
 use condenser::train::cross_encoder::{CrossEncoderData, CrossEncoderTask};
 use std::path::PathBuf;
 

@@ -1,6 +1,6 @@
 //! The flags every training command shares, and the TrainConfig they make.
-use condenser::flags;
 use condenser::error::Result;
+use condenser::flags;
 use condenser::model::Precision;
 use condenser::runtime::DeviceSpec;
 use condenser::train::TrainConfig;

@@ -58,7 +58,13 @@ impl TrainOpts {
             r.threads,
             if r.threads == 1 { "" } else { "s" },
             matmuls(self.device),
-            self.precision.name(),
+            match self.precision {
+                Precision::Bf16 => format!(
+                    "bf16 on {}",
+                    condenser::model::kernels::precision::bf16_backend()
+                ),
+                p => p.name().to_string(),
+            },
             if r.skipped_steps > 0 {
                 format!(", {} f16 steps skipped for overflow", r.skipped_steps)
             } else {

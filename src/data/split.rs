@@ -1,9 +1,9 @@
 //! Deterministic train/test splits any user can re-run: items ordered by xxh3 of their key with a
 //! seed (ties by key), the first ones to train. The rule depends only on the keys and the seed, not
 //! on file order or the machine. Retrieval folders split by query; pair files split by row.
+use super::retrieval::{find_file, RetrievalSet};
 use crate::data::write_parquet;
 use crate::error::{Context, Error, Result};
-use super::retrieval::{find_file, RetrievalSet};
 use arrow_array::{ArrayRef, Float32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use std::path::Path;

@@ -15,7 +15,13 @@ pub fn shard_settings(sources: &[Source], opts: &Options, tokenizer: &Path) -> R
         sources: &'a [Source],
         options: &'a Options,
     }
-    shard::settings(&Job { sources, options: opts }, &[("tokenizer", Some(tokenizer))])
+    shard::settings(
+        &Job {
+            sources,
+            options: opts,
+        },
+        &[("tokenizer", Some(tokenizer))],
+    )
 }
 
 /// Compute and write this shard's part (each dataset's rows of the shard, in whole blocks); the

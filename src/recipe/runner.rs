@@ -44,7 +44,11 @@ impl<'a> Runner<'a> {
                 .map_err(fail)?;
             let resume = match decision {
                 Decision::Skip(why) => {
-                    log(&format!("[{tag}{}/{n}] {}: {why}, skipped\n", i + 1, step.name));
+                    log(&format!(
+                        "[{tag}{}/{n}] {}: {why}, skipped\n",
+                        i + 1,
+                        step.name
+                    ));
                     continue;
                 }
                 Decision::Run { resume, why } => {

@@ -150,14 +150,17 @@ pub type Settings = serde_json::Map<String, serde_json::Value>;
 /// writes and which shard it is), plus a fingerprint of each model folder it reads, so shards made
 /// with other flags or other weights never merge.
 pub fn settings(job: &impl Serialize, models: &[(&str, Option<&Path>)]) -> Result<Settings> {
-    let serde_json::Value::Object(mut map) = serde_json::to_value(job)
-        .map_err(|e| Error::msg(format!("shard settings: {e}")))?
+    let serde_json::Value::Object(mut map) =
+        serde_json::to_value(job).map_err(|e| Error::msg(format!("shard settings: {e}")))?
     else {
         return Err(Error::msg("shard settings: a job serialises to a table"));
     };
     for (name, dir) in models {
         if let Some(dir) = dir {
-            map.insert(format!("{name}_fingerprint"), model_fingerprint(dir)?.into());
+            map.insert(
+                format!("{name}_fingerprint"),
+                model_fingerprint(dir)?.into(),
+            );
         }
     }
     Ok(map)

@@ -2,11 +2,11 @@
 //! written to a fresh folder and swapped in by rename, so a kill at any moment leaves the previous
 //! checkpoint whole. The data position and dropout masks derive from the step, so they need no
 //! saved RNG state.
-use crate::model::folders::weights::read_weights;
 use super::optim::AdamW;
 use super::params;
 use crate::data::write_atomic;
 use crate::error::{Error, Result};
+use crate::model::folders::weights::read_weights;
 use crate::plot::{line_chart, Figure};
 use candle_nn::VarMap;
 use serde::{Deserialize, Serialize};

@@ -1,16 +1,16 @@
 //! Training a cross-encoder (sentence-transformers' CrossEncoder.fit): one label with BCE on
 //! labels in [0, 1], or classes with cross-entropy; dev evaluation by an evaluator (STS
 //! correlation for one label, accuracy for classes).
+use super::grads::ParamGrads;
 use super::losses::{bce_with_logits, cross_entropy};
 use super::params::{self, load_trainable};
-use super::grads::ParamGrads;
 use super::task::{Gradients, LossOutput, Score, TrainTask};
-use crate::model::engine::{Engine, Leaf};
 use crate::data::{PairColumns, Pairs};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
-use crate::model::CrossEncoderModel;
+use crate::model::engine::{Engine, Leaf};
 use crate::model::folders::save::save_cross_encoder;
+use crate::model::CrossEncoderModel;
 use crate::model::{CrossEncoder, Dropout, DropoutRates, ModelFolder, PairTokenizer};
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
@@ -120,7 +120,10 @@ impl TrainTask for CrossEncoderTask {
         } else {
             format!("cross-entropy {} classes", self.model.num_labels)
         };
-        super::TaskKey { loss, data: f.hex() }
+        super::TaskKey {
+            loss,
+            data: f.hex(),
+        }
     }
 
     fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
@@ -171,7 +174,6 @@ impl TrainTask for CrossEncoderTask {
         g.0.grads = grads;
         Ok(g.0)
     }
-
 
     fn dropout_rates(&self) -> DropoutRates {
         self.folder.config.dropout_rates()
@@ -224,10 +226,7 @@ impl CrossEncoderTask {
             )?
         } else {
             let classes: Vec<u32> = y.iter().map(|v| *v as u32).collect();
-            cross_entropy(
-                logits,
-                &Tensor::from_vec(classes, idx.len(), &self.device)?,
-            )?
+            cross_entropy(logits, &Tensor::from_vec(classes, idx.len(), &self.device)?)?
         };
         Ok(loss)
     }

@@ -42,7 +42,10 @@ impl ParamGrads {
 
     /// Add gradients given as (parameter, gradient) pairs (the engine's): each detached.
     pub fn add_pairs(&mut self, pairs: Vec<(Tensor, Tensor)>) -> Result<()> {
-        let map = pairs.into_iter().map(|(p, g)| (p.id(), g.detach())).collect();
+        let map = pairs
+            .into_iter()
+            .map(|(p, g)| (p.id(), g.detach()))
+            .collect();
         self.add(ParamGrads { map })
     }
 
@@ -53,7 +56,10 @@ impl ParamGrads {
 
     /// The gradients in the order of `params` (the optimizer's).
     pub fn in_order(&self, params: &[Var]) -> Vec<Option<Tensor>> {
-        params.iter().map(|v| self.map.get(&v.id()).cloned()).collect()
+        params
+            .iter()
+            .map(|v| self.map.get(&v.id()).cloned())
+            .collect()
     }
 
     /// Whether any kept gradient still records the op that made it (and so holds a graph): never,

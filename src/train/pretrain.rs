@@ -3,18 +3,18 @@
 //! span contrast when asked. The output is the backbone as a plain HF BERT folder plus
 //! condenser_head.safetensors (head layers and MLM head) that --continue-from reads back.
 use super::corpus::Blocks;
+use super::grads::ParamGrads;
 use super::losses::{cross_entropy, span_contrastive};
 use super::masking::{Masked, Masker};
 use super::params::{self, load_trainable};
 use super::spans::two_spans;
-use super::grads::ParamGrads;
 use super::task::{Gradients, LossOutput, Score, TrainTask};
-use crate::model::engine::Engine;
-use crate::model::layers::condenser::CondenserOutput;
 use crate::error::{Error, Result};
 use crate::hash::mix64;
-use crate::model::layers::condenser::Condenser;
+use crate::model::engine::Engine;
 use crate::model::folders::save::{save_condenser, CONDENSER_HEAD};
+use crate::model::layers::condenser::Condenser;
+use crate::model::layers::condenser::CondenserOutput;
 use crate::model::{Dropout, DropoutRates, ModelFolder, TokenBatch};
 use candle_core::{Device, Tensor, Var};
 use candle_nn::VarMap;
@@ -184,7 +184,13 @@ impl TrainTask for PretrainTask {
     /// [CLS] and layer `skip_from`'s tokens, the MLM head and losses in candle on leaves of the
     /// head's and the last layer's rows; then the head's backward, whose input gradient splits
     /// into the last layer's [CLS] rows and layer `skip_from`'s other rows, and the backbone's.
-    fn gradients(&self, idx: &[usize], seed: u64, drop: Option<&Dropout>, weight: f64) -> Result<Gradients> {
+    fn gradients(
+        &self,
+        idx: &[usize],
+        seed: u64,
+        drop: Option<&Dropout>,
+        weight: f64,
+    ) -> Result<Gradients> {
         let params = params::var_list(&self.varmap);
         let m = &self.model;
         let (Some(body), Some(head)) = (
@@ -222,10 +228,17 @@ impl TrainTask for PretrainTask {
         } else {
             None
         };
-        let (head_logits, late_logits) = m.mlm_logits(&hv.as_tensor().index_select(&pos, 0)?, late.as_ref())?;
+        let (head_logits, late_logits) =
+            m.mlm_logits(&hv.as_tensor().index_select(&pos, 0)?, late.as_ref())?;
         let offs: Vec<u32> = p.offsets.iter().map(|&o| o as u32).collect();
-        let cls = lv.as_tensor().index_select(&Tensor::from_vec(offs, p.lens.len(), dev)?, 0)?;
-        let out = CondenserOutput { head_logits, late_logits, cls };
+        let cls = lv
+            .as_tensor()
+            .index_select(&Tensor::from_vec(offs, p.lens.len(), dev)?, 0)?;
+        let out = CondenserOutput {
+            head_logits,
+            late_logits,
+            cls,
+        };
         let (mut g, store) = super::task::backward_store(self.losses(&out, &tgt)?, weight)?;
         let grad_of = |v: &Var| -> Result<Vec<f32>> {
             Ok(match store.get(v.as_tensor()) {

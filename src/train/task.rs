@@ -1,11 +1,11 @@
 //! What a training command hands the trainer: its examples' loss (and gradients), its evaluation,
 //! its parameters and how to save them.
 use super::config::TaskKey;
+use super::grads::ParamGrads;
 use crate::error::{Error, Result};
 use crate::hash::mix64;
 use crate::model::kernels::precision::Precision;
 use crate::model::{Dropout, DropoutRates};
-use super::grads::ParamGrads;
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Tensor, Var};
 use candle_nn::VarMap;
@@ -100,6 +100,11 @@ pub trait TrainTask: Sync {
     /// CPU threads a micro-batch may be split across (`--threads`): tasks whose loss couples the
     /// batch split its forward and backward themselves; others are split by the trainer.
     fn set_threads(&mut self, _n: usize) {}
+
+    /// Threads a batch runs on when the task splits it itself (a coupled loss), for the summary.
+    fn own_split(&self) -> Option<usize> {
+        None
+    }
 
     /// The examples of epoch `epoch`, in the order they are batched (consecutive `batch`-sized
     /// runs): by default a seeded shuffle.

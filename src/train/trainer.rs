@@ -3,10 +3,10 @@
 //! killed run resumes from bit for bit, a NaN stop, progress, train_log.csv and a loss curve.
 use super::checkpoint::{self, TrainState};
 use super::config::TrainConfig;
+use super::grads::ParamGrads;
 use super::loss_scale;
 use super::optim::{clip_factor, linear_schedule, AdamW};
 use super::params;
-use super::grads::ParamGrads;
 use super::task::{Gradients, TrainTask};
 use crate::error::{Error, Result};
 use crate::hash::mix64;
@@ -155,7 +155,11 @@ pub fn train(
             let t_update = Instant::now();
             let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
             if loss_scale::after_step(&mut st, norm.is_finite()) {
-                opt.step(&grads, lr, clip_factor(norm, cfg.max_grad_norm) / (k * scale))?;
+                opt.step(
+                    &grads,
+                    lr,
+                    clip_factor(norm, cfg.max_grad_norm) / (k * scale),
+                )?;
             } else {
                 progress.println(format!(
                     "step {}: f16 gradients overflowed; update skipped, loss scale now {}",
@@ -203,7 +207,7 @@ pub fn train(
         step_seconds,
         examples_per_s: examples as f64 / step_seconds.max(1e-9),
         skipped_steps: st.skipped_steps,
-        threads: split,
+        threads: task.own_split().unwrap_or(split),
         already_done,
     })
 }
@@ -279,7 +283,11 @@ fn micro_step(
                 .collect()
         })
     });
-    let (mut value, mut parts, mut acc) = (0.0, Vec::<(&'static str, f64)>::new(), ParamGrads::default());
+    let (mut value, mut parts, mut acc) = (
+        0.0,
+        Vec::<(&'static str, f64)>::new(),
+        ParamGrads::default(),
+    );
     for r in results {
         let g = r?;
         value += g.value;

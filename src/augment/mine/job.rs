@@ -56,7 +56,11 @@ impl MineJob {
             ));
         }
         let inference = &self.inference;
-        let encoder = self.model.as_ref().map(|m| inference.encoder(m)).transpose()?;
+        let encoder = self
+            .model
+            .as_ref()
+            .map(|m| inference.encoder(m))
+            .transpose()?;
         let ce = self
             .cross_encoder
             .as_ref()
@@ -78,7 +82,13 @@ impl MineJob {
             write_mined(&mined, o.format, o.num_negatives, scores, &dest)?
         };
         if let Some(r) = shard {
-            r.finish("mine", &dest, mined.anchors.len(), mined.range.clone(), rows > 0)?;
+            r.finish(
+                "mine",
+                &dest,
+                mined.anchors.len(),
+                mined.range.clone(),
+                rows > 0,
+            )?;
         }
         Ok(MineSummary {
             anchors: mined.range.len(),

@@ -1,9 +1,9 @@
 //! What `mine` reads: a retrieval folder (each (query, relevant document) of a qrels split is a
 //! pair, the folder's corpus the corpus) or a pairs file with an optional corpus file.
 use super::MineInput;
+use crate::data::retrieval::{read_texts, RetrievalSet};
 use crate::data::{self, ColumnSpec};
 use crate::error::{Error, Result};
-use crate::data::retrieval::{read_texts, RetrievalSet};
 use std::collections::HashSet;
 use std::path::PathBuf;
 

@@ -7,7 +7,9 @@
 //!   dV = Pd^T dC,  dPd = dC V^T,  dS = P * (dPd * mask - D),  dQ = scale dS K,  dK = scale dS^T Q.
 //! Each (item, head) is one task with a scratch of 2 n x n; tasks run in parallel unless the
 //! caller is already one of several training threads.
-use super::rows::{self, Mask};
+use super::mask::{self, Mask};
+
+use super::softmax;
 use super::{parallel, Packed};
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
 use candle_core::Result;
@@ -97,20 +99,26 @@ pub fn forward(
     let task = |(item, head): (usize, usize)| -> Result<()> {
         let (r0, n) = (p.offsets[item], p.lens[item]);
         let c = head * a.dim;
-        let (q, k, v) = (&qkv[r0 * h3 + c..], &qkv[r0 * h3 + h + c..], &qkv[r0 * h3 + 2 * h + c..]);
+        let (q, k, v) = (
+            &qkv[r0 * h3 + c..],
+            &qkv[r0 * h3 + h + c..],
+            &qkv[r0 * h3 + 2 * h + c..],
+        );
         with_scratch(&[n * n, n * a.dim], |bufs| {
             let [s, out] = bufs else { unreachable!() };
             let (s, out) = (&mut s[..n * n], &mut out[..n * a.dim]);
             blas.gemm(NO_TRANS, TRANS, n, n, a.dim, q, h3, k, h3, 0.0, s, n)?;
             for (i, row) in s.chunks_exact_mut(n).enumerate() {
-                let l = rows::softmax_row(row, a.scale);
+                let l = softmax::softmax_row(row, a.scale);
                 // SAFETY: this task alone owns lse's rows r0..r0+n in column `head`
                 unsafe { *lp.at((r0 + i) * a.heads + head) = l };
                 if let Some(m) = mask {
-                    rows::dropout_row(m, mask_row(r0 + i, head, a.heads), row);
+                    mask::dropout_row(m, mask_row(r0 + i, head, a.heads), row);
                 }
             }
-            blas.gemm(NO_TRANS, NO_TRANS, n, a.dim, n, s, n, v, h3, 0.0, out, a.dim)?;
+            blas.gemm(
+                NO_TRANS, NO_TRANS, n, a.dim, n, s, n, v, h3, 0.0, out, a.dim,
+            )?;
             // SAFETY: this task alone owns rows r0..r0+n of columns c..c+dim
             unsafe { cp.put(out, r0, c, a.dim, h) };
             Ok(())
@@ -137,31 +145,44 @@ pub fn backward(
     let task = |(item, head): (usize, usize)| -> Result<()> {
         let (r0, n, d) = (p.offsets[item], p.lens[item], a.dim);
         let c = head * d;
-        let (q, k, v) = (&qkv[r0 * h3 + c..], &qkv[r0 * h3 + h + c..], &qkv[r0 * h3 + 2 * h + c..]);
+        let (q, k, v) = (
+            &qkv[r0 * h3 + c..],
+            &qkv[r0 * h3 + h + c..],
+            &qkv[r0 * h3 + 2 * h + c..],
+        );
         let dc = &dctx[r0 * h + c..];
         with_scratch(&[n * n, n * n, n * n, 3 * n * d, n], |bufs| {
-            let [pm, ds, pd, qkv3, dsum] = bufs else { unreachable!() };
+            let [pm, ds, pd, qkv3, dsum] = bufs else {
+                unreachable!()
+            };
             let (pm, ds, pd) = (&mut pm[..n * n], &mut ds[..n * n], &mut pd[..n * n]);
             let (dq, rest) = qkv3[..3 * n * d].split_at_mut(n * d);
             let (dk, dv) = rest.split_at_mut(n * d);
             // P from the scores and the saved log-sum-exp
             blas.gemm(NO_TRANS, TRANS, n, n, d, q, h3, k, h3, 0.0, pm, n)?;
             for (i, row) in pm.chunks_exact_mut(n).enumerate() {
-                rows::probs_row(row, a.scale, lse[(r0 + i) * a.heads + head]);
+                softmax::probs_row(row, a.scale, lse[(r0 + i) * a.heads + head]);
             }
             // dPd = dC V^T
             blas.gemm(NO_TRANS, TRANS, n, n, d, dc, h, v, h3, 0.0, ds, n)?;
             // D_i = dC_i . C_i
             for (i, di) in dsum[..n].iter_mut().enumerate() {
-                let (x, y) = (&dc[i * h..i * h + d], &ctx[(r0 + i) * h + c..(r0 + i) * h + c + d]);
+                let (x, y) = (
+                    &dc[i * h..i * h + d],
+                    &ctx[(r0 + i) * h + c..(r0 + i) * h + c + d],
+                );
                 *di = x.iter().zip(y).map(|(a, b)| a * b).sum();
             }
             match mask {
                 Some(m) => {
                     // dV = Pd^T dC with Pd = P * mask; dP = dPd * mask
                     pd.copy_from_slice(pm);
-                    for (i, (prow, drow)) in pd.chunks_exact_mut(n).zip(ds.chunks_exact_mut(n)).enumerate() {
-                        rows::dropout_rows2(m, mask_row(r0 + i, head, a.heads), prow, drow);
+                    for (i, (prow, drow)) in pd
+                        .chunks_exact_mut(n)
+                        .zip(ds.chunks_exact_mut(n))
+                        .enumerate()
+                    {
+                        mask::dropout_rows2(m, mask_row(r0 + i, head, a.heads), prow, drow);
                     }
                     blas.gemm(TRANS, NO_TRANS, n, d, n, pd, n, dc, h, 0.0, dv, d)?;
                 }
@@ -169,7 +190,7 @@ pub fn backward(
             }
             // dS = scale * P * (dP - D), in ds
             for (i, (drow, prow)) in ds.chunks_exact_mut(n).zip(pm.chunks_exact(n)).enumerate() {
-                rows::score_grad_row(drow, prow, dsum[i], a.scale);
+                softmax::score_grad_row(drow, prow, dsum[i], a.scale);
             }
             blas.gemm(NO_TRANS, NO_TRANS, n, d, n, ds, n, k, h3, 0.0, dq, d)?;
             blas.gemm(TRANS, NO_TRANS, n, d, n, ds, n, q, h3, 0.0, dk, d)?;

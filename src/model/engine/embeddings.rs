@@ -1,6 +1,7 @@
 //! BERT's embeddings on packed rows: x = drop(LN(word[id] + position[p] + type[t])), and backward
 //! scattering the gradient into the three tables (dense gradients, as PyTorch's nn.Embedding).
-use super::rows::{self, Mask};
+use super::mask::{self, Mask};
+use super::rows;
 use super::weights::EmbW;
 use super::Packed;
 
@@ -50,17 +51,21 @@ pub fn forward(
             let r = p.offsets[i] + pos;
             let row = &mut e[r * h..(r + 1) * h];
             let (wd, pd, td) = (id as usize * h, pos * h, typ as usize * h);
-            for j in 0..h {
-                row[j] = w.word[wd + j] + w.typ[td + j] + w.pos[pd + j];
+            let (word, typ_row, pos_row) =
+                (&w.word[wd..wd + h], &w.typ[td..td + h], &w.pos[pd..pd + h]);
+            for (j, x) in row.iter_mut().enumerate() {
+                *x = word[j] + typ_row[j] + pos_row[j];
             }
             index.push((id, pos as u32, typ));
         }
     }
     let (mut out, mut xhat, mut rstd) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
-    rows::residual_norm(&e, None, None, 0, w.g, w.b, w.eps, &mut out, &mut xhat, &mut rstd);
+    rows::residual_norm(
+        &e, None, None, 0, w.g, w.b, w.eps, &mut out, &mut xhat, &mut rstd,
+    );
     if let Some(m) = mask {
         for (r, row) in out.chunks_exact_mut(h).enumerate() {
-            rows::dropout_row(m, r as u64, row);
+            mask::dropout_row(m, r as u64, row);
         }
     }
     let tape = keep.then_some(EmbTape {
@@ -76,11 +81,13 @@ pub fn backward(w: &EmbW, tape: EmbTape, mut dx: Vec<f32>, mask: Option<&Mask>, 
     let h = w.g.len();
     if let Some(m) = mask {
         for (r, row) in dx.chunks_exact_mut(h).enumerate() {
-            rows::dropout_row(m, r as u64, row);
+            mask::dropout_row(m, r as u64, row);
         }
     }
     let mut de = vec![0f32; dx.len()];
-    rows::residual_norm_backward(&dx, &tape.xhat, &tape.rstd, w.g, None, 0, &mut de, None, &mut gr.g, &mut gr.b);
+    rows::residual_norm_backward(
+        &dx, &tape.xhat, &tape.rstd, w.g, None, 0, &mut de, None, &mut gr.g, &mut gr.b,
+    );
     for (&(id, pos, typ), d) in tape.rows.iter().zip(de.chunks_exact(h)) {
         for (table, at) in [
             (&mut gr.word, id as usize * h),

@@ -15,9 +15,19 @@ pub struct Gemm<'b> {
 
 impl Gemm<'_> {
     /// y (rows x out) += x (rows x inp) W^T, W (out x inp).
-    pub fn forward(&self, x: &[f32], w: &[f32], rows: usize, out: usize, inp: usize, y: &mut [f32]) -> Result<()> {
+    pub fn forward(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        rows: usize,
+        out: usize,
+        inp: usize,
+        y: &mut [f32],
+    ) -> Result<()> {
         match self.precision {
-            Precision::F32 => self.blas.gemm(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, y, out),
+            Precision::F32 => self
+                .blas
+                .gemm(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, y, out),
             p => precision::gemm(
                 p,
                 MatRef::rows(x, inp),
@@ -45,7 +55,9 @@ impl Gemm<'_> {
     ) -> Result<()> {
         let beta = if accumulate { 1.0 } else { 0.0 };
         match self.precision {
-            Precision::F32 => self.blas.gemm(NO_TRANS, NO_TRANS, rows, inp, out, dy, out, w, inp, beta, dx, inp),
+            Precision::F32 => self.blas.gemm(
+                NO_TRANS, NO_TRANS, rows, inp, out, dy, out, w, inp, beta, dx, inp,
+            ),
             p => precision::gemm(
                 p,
                 MatRef::rows(dy, out),
@@ -60,9 +72,19 @@ impl Gemm<'_> {
     }
 
     /// dW (out x inp) += dy^T (out x rows) x (rows x inp).
-    pub fn weight_grad(&self, dy: &[f32], x: &[f32], rows: usize, out: usize, inp: usize, dw: &mut [f32]) -> Result<()> {
+    pub fn weight_grad(
+        &self,
+        dy: &[f32],
+        x: &[f32],
+        rows: usize,
+        out: usize,
+        inp: usize,
+        dw: &mut [f32],
+    ) -> Result<()> {
         match self.precision {
-            Precision::F32 => self.blas.gemm(TRANS, NO_TRANS, out, inp, rows, dy, out, x, inp, 1.0, dw, inp),
+            Precision::F32 => self.blas.gemm(
+                TRANS, NO_TRANS, out, inp, rows, dy, out, x, inp, 1.0, dw, inp,
+            ),
             p => precision::gemm(
                 p,
                 MatRef::transposed(dy, out),

@@ -10,7 +10,8 @@
 //!   out = LN2(drop(f) + a)
 use super::attention::{self, Heads};
 use super::gemm::Gemm;
-use super::rows::{self, Mask};
+use super::mask::Mask;
+use super::rows;
 use super::weights::LayerW;
 use super::Packed;
 use candle_core::Result;
@@ -87,13 +88,32 @@ pub fn forward(
     rows::fill_rows(&mut qkv, &w.bqkv);
     g.forward(&x, &w.wqkv, t, 3 * h, h, &mut qkv)?;
     let (mut ctx, mut lse) = (vec![0f32; t * h], vec![0f32; t * heads.heads]);
-    attention::forward(g.blas, &qkv, p, heads, sites.attention.as_ref(), &mut ctx, &mut lse)?;
+    attention::forward(
+        g.blas,
+        &qkv,
+        p,
+        heads,
+        sites.attention.as_ref(),
+        &mut ctx,
+        &mut lse,
+    )?;
     let mut ao = vec![0f32; t * h];
     rows::fill_rows(&mut ao, w.bo);
     g.forward(&ctx, w.wo, t, h, h, &mut ao)?;
     let (mut a, mut xhat1, mut rstd1) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
     let m1 = sites.attention_out.as_ref();
-    rows::residual_norm(&ao, Some(&x), m1, 0, w.g1, w.b1, w.eps1, &mut a, &mut xhat1, &mut rstd1);
+    rows::residual_norm(
+        &ao,
+        Some(&x),
+        m1,
+        0,
+        w.g1,
+        w.b1,
+        w.eps1,
+        &mut a,
+        &mut xhat1,
+        &mut rstd1,
+    );
     drop(ao);
     let mut u = vec![0f32; t * i];
     rows::fill_rows(&mut u, w.bi);
@@ -106,8 +126,19 @@ pub fn forward(
     drop(gl);
     let (mut out, mut xhat2, mut rstd2) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
     let m2 = sites.ffn_out.as_ref();
-    rows::residual_norm(&f, Some(&a), m2, 0, w.g2, w.b2, w.eps2, &mut out, &mut xhat2, &mut rstd2);
-    let tape = keep.then(|| LayerTape {
+    rows::residual_norm(
+        &f,
+        Some(&a),
+        m2,
+        0,
+        w.g2,
+        w.b2,
+        w.eps2,
+        &mut out,
+        &mut xhat2,
+        &mut rstd2,
+    );
+    let tape = keep.then_some(LayerTape {
         x,
         qkv,
         ctx,
@@ -122,6 +153,7 @@ pub fn forward(
     Ok((out, tape))
 }
 
+#[allow(clippy::too_many_arguments)]
 /// From the output's gradient `dout`, accumulate the layer's weight gradients into `gr` and
 /// return the input's gradient.
 pub fn backward(
@@ -138,7 +170,18 @@ pub fn backward(
     // out = LN2(drop(f) + a): dz2 flows to a (residual) and, through the mask, to f
     let (mut da, mut df) = (vec![0f32; t * h], vec![0f32; t * h]);
     let m2 = sites.ffn_out.as_ref();
-    rows::residual_norm_backward(dout, &tp.xhat2, &tp.rstd2, w.g2, m2, 0, &mut da, Some(&mut df), &mut gr.g2, &mut gr.b2);
+    rows::residual_norm_backward(
+        dout,
+        &tp.xhat2,
+        &tp.rstd2,
+        w.g2,
+        m2,
+        0,
+        &mut da,
+        Some(&mut df),
+        &mut gr.g2,
+        &mut gr.b2,
+    );
     drop((tp.xhat2, tp.rstd2));
     // f = gelu(u) Wd^T + bd
     rows::add_column_sums(&df, &mut gr.bd);
@@ -158,7 +201,18 @@ pub fn backward(
     // a = LN1(drop(ao) + x)
     let (mut dx, mut dao) = (vec![0f32; t * h], vec![0f32; t * h]);
     let m1 = sites.attention_out.as_ref();
-    rows::residual_norm_backward(&da, &tp.xhat1, &tp.rstd1, w.g1, m1, 0, &mut dx, Some(&mut dao), &mut gr.g1, &mut gr.b1);
+    rows::residual_norm_backward(
+        &da,
+        &tp.xhat1,
+        &tp.rstd1,
+        w.g1,
+        m1,
+        0,
+        &mut dx,
+        Some(&mut dao),
+        &mut gr.g1,
+        &mut gr.b1,
+    );
     drop((da, tp.xhat1, tp.rstd1));
     // ao = ctx Wo^T + bo
     rows::add_column_sums(&dao, &mut gr.bo);
@@ -167,7 +221,17 @@ pub fn backward(
     g.input_grad(&dao, w.wo, t, h, h, &mut dctx, false)?;
     drop(dao);
     let mut dqkv = vec![0f32; t * 3 * h];
-    attention::backward(g.blas, &tp.qkv, &tp.ctx, &tp.lse, &dctx, p, heads, sites.attention.as_ref(), &mut dqkv)?;
+    attention::backward(
+        g.blas,
+        &tp.qkv,
+        &tp.ctx,
+        &tp.lse,
+        &dctx,
+        p,
+        heads,
+        sites.attention.as_ref(),
+        &mut dqkv,
+    )?;
     drop((dctx, tp.qkv, tp.ctx, tp.lse));
     // qkv = x Wqkv^T + bqkv; x also feeds the residual (dx holds that part already)
     rows::add_column_sums(&dqkv, &mut gr.bqkv);

@@ -18,12 +18,14 @@ mod embeddings;
 mod gemm;
 mod layer;
 mod leaf;
+pub mod mask;
 pub mod rows;
+mod softmax;
 mod weights;
 
 pub use embeddings::EmbGrads;
-pub use leaf::{pad, Leaf};
 pub use layer::LayerGrads;
+pub use leaf::{pad, Leaf};
 
 use crate::hash::mix64;
 use crate::model::kernels::blas::{blas, Blas};
@@ -33,7 +35,7 @@ use attention::Heads;
 use candle_core::{DType, Result, Tensor};
 use gemm::Gemm;
 use layer::{LayerTape, Sites};
-use rows::Mask;
+use mask::Mask;
 
 /// Sequences packed end to end: item i is rows offsets[i] .. offsets[i] + lens[i].
 #[derive(Clone, Debug)]
@@ -51,7 +53,11 @@ impl Packed {
             offsets.push(rows);
             rows += n;
         }
-        Packed { offsets, lens, rows }
+        Packed {
+            offsets,
+            lens,
+            rows,
+        }
     }
 
     pub fn of(seqs: &[&[u32]]) -> Packed {
@@ -65,7 +71,10 @@ pub fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
         !matches!(
-            std::env::var("CONDENSER_ENGINE").unwrap_or_default().to_ascii_lowercase().as_str(),
+            std::env::var("CONDENSER_ENGINE")
+                .unwrap_or_default()
+                .to_ascii_lowercase()
+                .as_str(),
             "off" | "0" | "candle"
         )
     })
@@ -150,7 +159,11 @@ impl<'m> Engine<'m> {
         Self::build(None, layers, precision)
     }
 
-    fn build(emb: Option<&'m BertEmbeddings>, layers: &'m [BertLayer], precision: Precision) -> Option<Engine<'m>> {
+    fn build(
+        emb: Option<&'m BertEmbeddings>,
+        layers: &'m [BertLayer],
+        precision: Precision,
+    ) -> Option<Engine<'m>> {
         if !enabled() {
             return None;
         }
@@ -185,7 +198,10 @@ impl<'m> Engine<'m> {
         weights::with_weights(self.emb, self.layers, |e, ls| {
             Ok(Grads {
                 emb: e.as_ref().map(EmbGrads::zeros),
-                layers: ls.iter().map(|w| LayerGrads::zeros(w.g1.len(), w.bi.len())).collect(),
+                layers: ls
+                    .iter()
+                    .map(|w| LayerGrads::zeros(w.g1.len(), w.bi.len()))
+                    .collect(),
             })
         })
     }
@@ -193,7 +209,11 @@ impl<'m> Engine<'m> {
     /// Each dropout site's mask: the embeddings' is site 0, layer l's are 1 + 3l, 2 + 3l, 3 + 3l.
     fn mask(drop: Option<&Dropout>, site: u64, attention: bool) -> Option<Mask> {
         let d = drop?;
-        let p = if attention { d.rates.attention } else { d.rates.hidden };
+        let p = if attention {
+            d.rates.attention
+        } else {
+            d.rates.hidden
+        };
         Mask::new(mix64(d.seed() ^ mix64(site.wrapping_add(0x5eed))), p)
     }
 
@@ -228,8 +248,16 @@ impl<'m> Engine<'m> {
     }
 
     /// Forward of rows (packed as `packed`) through the layers alone.
-    pub fn forward_rows(&self, x: Vec<f32>, packed: Packed, drop: Option<&Dropout>, keep: bool) -> Result<Forward> {
-        weights::with_weights(None, self.layers, |_, ls| self.run_layers(&ls, x, None, packed, drop, keep))
+    pub fn forward_rows(
+        &self,
+        x: Vec<f32>,
+        packed: Packed,
+        drop: Option<&Dropout>,
+        keep: bool,
+    ) -> Result<Forward> {
+        weights::with_weights(None, self.layers, |_, ls| {
+            self.run_layers(&ls, x, None, packed, drop, keep)
+        })
     }
 
     fn run_layers(
@@ -243,7 +271,15 @@ impl<'m> Engine<'m> {
     ) -> Result<Forward> {
         let mut tapes = Vec::with_capacity(ls.len());
         for (l, w) in ls.iter().enumerate() {
-            let (y, tape) = layer::forward(self.gemm(), w, x, &packed, self.heads, &Self::sites(drop, l), keep)?;
+            let (y, tape) = layer::forward(
+                self.gemm(),
+                w,
+                x,
+                &packed,
+                self.heads,
+                &Self::sites(drop, l),
+                keep,
+            )?;
             tapes.extend(tape);
             x = y;
         }
@@ -281,7 +317,16 @@ impl<'m> Engine<'m> {
             add(&mut d, ls.len());
             for (l, (tp, w)) in tape.layers.into_iter().zip(&ls).enumerate().rev() {
                 let sites = Self::sites(drop, l);
-                d = layer::backward(self.gemm(), w, tp, &d, &p, self.heads, &sites, &mut grads.layers[l])?;
+                d = layer::backward(
+                    self.gemm(),
+                    w,
+                    tp,
+                    &d,
+                    &p,
+                    self.heads,
+                    &sites,
+                    &mut grads.layers[l],
+                )?;
                 add(&mut d, l);
             }
             match (e, tape.emb, grads.emb.as_mut()) {

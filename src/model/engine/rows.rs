@@ -1,18 +1,19 @@
 //! Row-wise kernels of a BERT layer, each compiled per CPU class (`dispatch!`): LayerNorm forward
 //! and backward (fused with the residual sum and dropout before it), bias + GELU and its
-//! gradient, column sums for bias gradients, and counter-based dropout masks that backward
-//! recomputes instead of storing.
+//! gradient, column sums for bias gradients. Dropout masks are in mask.rs, attention's row
+//! kernels in softmax.rs.
 //!
 //! Floats are summed in 16 independent lanes: the compiler may not reorder a float sum, so a plain
 //! loop stays scalar; 16 lanes fill an AVX-512 register (two AVX2, four SSE2).
+use super::mask::Mask;
 use crate::dispatch;
 use crate::model::kernels::fastmath::exp_f32;
 use crate::model::kernels::gelu::erf_f32;
 
-const LANES: usize = 16;
+pub(super) const LANES: usize = 16;
 
 #[inline(always)]
-fn sum(x: &[f32]) -> f32 {
+pub(super) fn sum(x: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
     let mut chunks = x.chunks_exact(LANES);
     for c in &mut chunks {
@@ -28,7 +29,7 @@ fn sum(x: &[f32]) -> f32 {
 }
 
 #[inline(always)]
-fn dot(x: &[f32], y: &[f32]) -> f32 {
+pub(super) fn dot(x: &[f32], y: &[f32]) -> f32 {
     let mut acc = [0f32; LANES];
     let (cx, cy) = (x.chunks_exact(LANES), y.chunks_exact(LANES));
     let (rx, ry) = (cx.remainder(), cy.remainder());
@@ -42,68 +43,6 @@ fn dot(x: &[f32], y: &[f32]) -> f32 {
         s += a;
     }
     s
-}
-
-/// A dropout site's mask: element (row, col) is kept when a hash of (site seed, row, col) falls
-/// below `keep * 2^32`, and kept values are scaled by 1 / keep. The same (seed, row, col) always
-/// gives the same decision, so backward regenerates the mask from the seed (nothing stored: the
-/// attention's is batch x heads x L x L), and threads or replays (GradCache) draw identically.
-#[derive(Clone, Copy, Debug)]
-pub struct Mask {
-    seed: u64,
-    below: u32,
-    scale: f32,
-}
-
-impl Mask {
-    /// None when nothing is dropped (p = 0).
-    pub fn new(seed: u64, p: f32) -> Option<Mask> {
-        if p <= 0.0 {
-            return None;
-        }
-        let keep = 1.0 - p as f64;
-        Some(Mask {
-            seed,
-            below: (keep * 4_294_967_296.0).min(u32::MAX as f64) as u32,
-            scale: (1.0 / keep) as f32,
-        })
-    }
-
-    /// The per-row key the column hash starts from (a 64-bit mix of seed and row, done once a row).
-    #[inline(always)]
-    pub fn row_key(&self, row: u64) -> u32 {
-        let mut z = self.seed ^ row.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 32) as u32
-    }
-
-    /// The multiplier of column `col` in the row with key `key`: 0 or 1 / keep.
-    #[inline(always)]
-    pub fn factor(&self, key: u32, col: u32) -> f32 {
-        // murmur3's finaliser of (key ^ col * golden ratio): vectorises (32-bit multiplies)
-        let mut h = key ^ col.wrapping_mul(0x9e37_79b9);
-        h ^= h >> 16;
-        h = h.wrapping_mul(0x85eb_ca6b);
-        h ^= h >> 13;
-        h = h.wrapping_mul(0xc2b2_ae35);
-        h ^= h >> 16;
-        if h < self.below {
-            self.scale
-        } else {
-            0.0
-        }
-    }
-}
-
-dispatch! {
-    /// x[j] *= mask factor of (row, j), for a row of x.
-    pub fn dropout_row(mask: &Mask, row: u64, x: &mut [f32]) {
-        let key = mask.row_key(row);
-        for (j, v) in x.iter_mut().enumerate() {
-            *v *= mask.factor(key, j as u32);
-        }
-    }
 }
 
 dispatch! {
@@ -271,80 +210,16 @@ dispatch! {
     }
 }
 
-#[inline(always)]
-fn max(x: &[f32]) -> f32 {
-    let mut acc = [f32::NEG_INFINITY; LANES];
-    let mut chunks = x.chunks_exact(LANES);
-    for c in &mut chunks {
-        for (a, v) in acc.iter_mut().zip(c) {
-            *a = a.max(*v);
-        }
-    }
-    let mut m = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, v| m.max(*v));
-    for a in acc {
-        m = m.max(a);
-    }
-    m
-}
-
-dispatch! {
-    /// A row of attention scores turned into probabilities in place: softmax(row * scale).
-    /// Returns the row's log-sum-exp (of the scaled scores), which backward rebuilds P from.
-    pub fn softmax_row(row: &mut [f32], scale: f32) -> f32 {
-        for v in row.iter_mut() {
-            *v *= scale;
-        }
-        let m = max(row);
-        for v in row.iter_mut() {
-            *v = exp_f32(*v - m);
-        }
-        let total = sum(row);
-        let inv = 1.0 / total;
-        for v in row.iter_mut() {
-            *v *= inv;
-        }
-        m + total.ln()
-    }
-}
-
-dispatch! {
-    /// Scores back into probabilities from their log-sum-exp: p = exp(s * scale - lse).
-    pub fn probs_row(row: &mut [f32], scale: f32, lse: f32) {
-        for v in row.iter_mut() {
-            *v = exp_f32(*v * scale - lse);
-        }
-    }
-}
-
-dispatch! {
-    /// The scores' gradient from the probabilities': ds = scale * p * (dp - d), in place in dp.
-    pub fn score_grad_row(dp: &mut [f32], p: &[f32], d: f32, scale: f32) {
-        for (g, &q) in dp.iter_mut().zip(p) {
-            *g = scale * q * (*g - d);
-        }
-    }
-}
-
-dispatch! {
-    /// One dropout mask applied to two rows at once (backward: the probabilities P and the
-    /// gradient dPd of the dropped ones), drawn as `dropout_row` draws it.
-    pub fn dropout_rows2(mask: &Mask, row: u64, a: &mut [f32], b: &mut [f32]) {
-        let key = mask.row_key(row);
-        for (j, (x, y)) in a.iter_mut().zip(b.iter_mut()).enumerate() {
-            let f = mask.factor(key, j as u32);
-            *x *= f;
-            *y *= f;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::engine::mask::dropout_row;
     use crate::model::kernels::isa::{detected, Isa};
 
     fn data(n: usize, seed: u32) -> Vec<f32> {
-        (0..n as u32).map(|i| ((i.wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0).collect()
+        (0..n as u32)
+            .map(|i| ((i.wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0)
+            .collect()
     }
 
     /// Every copy of every row kernel this CPU can run gives the baseline copy's floats exactly
@@ -355,10 +230,40 @@ mod tests {
         let (a, res, g, b) = (data(rows * h, 1), data(rows * h, 2), data(h, 3), data(h, 4));
         let mask = Mask::new(42, 0.1);
         let run = |isa: Isa| {
-            let (mut out, mut xhat, mut rstd) = (vec![0f32; rows * h], vec![0f32; rows * h], vec![0f32; rows]);
-            residual_norm::at(isa, &a, Some(&res), mask.as_ref(), 3, &g, &b, 1e-12, &mut out, &mut xhat, &mut rstd);
-            let (mut dz, mut da, mut dg, mut db) = (vec![0f32; rows * h], vec![0f32; rows * h], vec![0f32; h], vec![0f32; h]);
-            residual_norm_backward::at(isa, &res, &xhat, &rstd, &g, mask.as_ref(), 3, &mut dz, Some(&mut da), &mut dg, &mut db);
+            let (mut out, mut xhat, mut rstd) =
+                (vec![0f32; rows * h], vec![0f32; rows * h], vec![0f32; rows]);
+            residual_norm::at(
+                isa,
+                &a,
+                Some(&res),
+                mask.as_ref(),
+                3,
+                &g,
+                &b,
+                1e-12,
+                &mut out,
+                &mut xhat,
+                &mut rstd,
+            );
+            let (mut dz, mut da, mut dg, mut db) = (
+                vec![0f32; rows * h],
+                vec![0f32; rows * h],
+                vec![0f32; h],
+                vec![0f32; h],
+            );
+            residual_norm_backward::at(
+                isa,
+                &res,
+                &xhat,
+                &rstd,
+                &g,
+                mask.as_ref(),
+                3,
+                &mut dz,
+                Some(&mut da),
+                &mut dg,
+                &mut db,
+            );
             let mut gl = vec![0f32; rows * h];
             gelu_into::at(isa, &a, &mut gl);
             let mut dgl = res.clone();
@@ -379,7 +284,11 @@ mod tests {
                 continue;
             }
             for (k, (x, y)) in run(isa).iter().zip(&base).enumerate() {
-                assert!(x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()), "{} output {k}", isa.name());
+                assert!(
+                    x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()),
+                    "{} output {k}",
+                    isa.name()
+                );
             }
         }
     }
@@ -393,7 +302,9 @@ mod tests {
         dropout_row(&m, 5, &mut ones);
         let kept = ones.iter().filter(|&&v| v > 0.0).count() as f64 / 1e5;
         assert!((kept - 0.9).abs() < 0.005, "kept {kept}");
-        assert!(ones.iter().all(|&v| v == 0.0 || (v - 1.0 / 0.9).abs() < 1e-6));
+        assert!(ones
+            .iter()
+            .all(|&v| v == 0.0 || (v - 1.0 / 0.9).abs() < 1e-6));
         let mut again = vec![1f32; 100_000];
         dropout_row(&m, 5, &mut again);
         assert_eq!(ones, again);

@@ -1,8 +1,8 @@
 //! Reading model folders: a plain Hugging Face BERT folder (config.json + model.safetensors or
 //! pytorch_model.bin + tokenizer.json or vocab.txt) or a sentence-transformers folder on top of it
 //! (modules.json, 1_Pooling/config.json, Normalize, sentence_bert_config.json).
-use crate::model::{Bert, BertConfig, Pooling};
 use crate::error::{Error, Result};
+use crate::model::{Bert, BertConfig, Pooling};
 use crate::tokenize::Tokenizer;
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;

@@ -3,9 +3,9 @@
 //! folder is a BertForSequenceClassification, a cross-encoder.
 use super::folder::ModelFolder;
 use super::load::is_cross_encoder;
+use crate::error::{Error, Result};
 use crate::model::kernels::precision::Precision;
 use crate::model::{CrossEncoderModel, Linear, Pooling, PoolingMode, SentenceEncoder};
-use crate::error::{Error, Result};
 use crate::runtime::ComputeType;
 use candle_core::{DType, Device};
 use std::path::Path;

@@ -3,9 +3,9 @@
 //! sentence_bert_config.json; a cross-encoder as BertForSequenceClassification; a Condenser as a
 //! plain BERT backbone plus its head. Every file is written atomically.
 use super::folder::ModelFolder;
-use crate::model::Pooling;
 use crate::data::write_atomic;
 use crate::error::{Context, Error, Result};
+use crate::model::Pooling;
 use candle_core::Tensor;
 use std::collections::HashMap;
 use std::path::Path;

@@ -69,12 +69,28 @@ pub fn active() -> Isa {
     })
 }
 
+/// Whether the CPU has AMX with bf16 tiles (cpuid leaf 7, EDX bits 22 and 24).
+pub fn has_amx_bf16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let leaf7 = std::arch::x86_64::__cpuid_count(7, 0);
+        leaf7.edx & (1 << 22) != 0 && leaf7.edx & (1 << 24) != 0
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// The CPU class for summaries and benchmarks: the class code runs at, plus AVX512-BF16 and AMX
 /// where the CPU has them.
 pub fn describe() -> String {
     let mut s = active().name().to_string();
     if active() != detected() {
-        s += &format!(" (capped by CONDENSER_ISA; the CPU has {})", detected().name());
+        s += &format!(
+            " (capped by CONDENSER_ISA; the CPU has {})",
+            detected().name()
+        );
     }
     #[cfg(target_arch = "x86_64")]
     {

@@ -1,6 +1,6 @@
 //! x W^T + b as one CPU op with its own backward (the Linear layer's product).
 use super::bf16::{MatRef, PackedB};
-use super::blas::{blas, TRANS, NO_TRANS};
+use super::blas::{blas, NO_TRANS, TRANS};
 use super::matmul::matmul;
 use super::precision::{self, Precision};
 use candle_core::{bail, CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};

@@ -42,7 +42,20 @@ impl Precision {
 
     /// Refuse a precision this CPU cannot run at its speed, naming the CPU and the way out.
     pub fn check_cpu(self, flag: &str) -> crate::error::Result<()> {
-        if self == Precision::Bf16 && !bf16::supported() {
+        let choice = bf16_choice();
+        if self == Precision::Bf16 && choice == "mkl" && bf16_route() != Bf16Route::Mkl {
+            return Err(crate::error::Error::msg(format!(
+                "{flag} bf16 with CONDENSER_BF16=mkl: the loaded BLAS ({}) has no bf16 GEMM; load \
+                 oneMKL (CONDENSER_BLAS=mkl, fetched by datasets/fetch.sh) or unset CONDENSER_BF16",
+                super::blas::describe()
+            )));
+        }
+        if !matches!(choice.as_str(), "" | "auto" | "mkl" | "own") {
+            return Err(crate::error::Error::msg(format!(
+                "CONDENSER_BF16={choice}: expected auto, mkl or own"
+            )));
+        }
+        if self == Precision::Bf16 && bf16_route() == Bf16Route::Own && !bf16::supported() {
             return Err(crate::error::Error::msg(format!(
                 "{flag} bf16: this CPU ({}) has no AVX512-BF16 (nor AMX-BF16), so bf16 products \
                  would only be emulated, slower than f32; use {flag} f32",
@@ -56,6 +69,43 @@ impl Precision {
             )));
         }
         Ok(())
+    }
+}
+
+/// Where bf16 products run (CONDENSER_BF16): oneMKL's bf16 GEMM (AMX tiles on Sapphire Rapids
+/// and later, where it beats condenser's kernel), or condenser's AVX512-BF16 kernel. `auto` (the
+/// default) takes MKL when it is the loaded BLAS, has a bf16 GEMM and the CPU has AMX-BF16; `mkl`
+/// or `own` insists (the other is refused where it cannot run: `check_cpu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bf16Route {
+    Own,
+    Mkl,
+}
+
+fn bf16_choice() -> String {
+    std::env::var("CONDENSER_BF16")
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+}
+
+pub fn bf16_route() -> Bf16Route {
+    static ROUTE: std::sync::OnceLock<Bf16Route> = std::sync::OnceLock::new();
+    *ROUTE.get_or_init(|| {
+        let mkl = blas().is_some_and(|b| b.has_bf16());
+        match bf16_choice().as_str() {
+            "mkl" if mkl => Bf16Route::Mkl,
+            "" | "auto" if mkl && super::isa::has_amx_bf16() => Bf16Route::Mkl,
+            _ => Bf16Route::Own,
+        }
+    })
+}
+
+/// Where bf16 products run, for summaries.
+pub fn bf16_backend() -> &'static str {
+    match bf16_route() {
+        Bf16Route::Mkl if super::isa::has_amx_bf16() => "oneMKL's bf16 GEMM (AMX)",
+        Bf16Route::Mkl => "oneMKL's bf16 GEMM",
+        Bf16Route::Own => "condenser's AVX512-BF16 kernel",
     }
 }
 
@@ -88,10 +138,22 @@ pub fn gemm(
 ) -> Result<()> {
     let beta = if accumulate { 1.0 } else { 0.0 };
     match p {
-        Precision::Bf16 => match packed {
-            Some(pb) => Ok(bf16::gemm(a, m, pb, c, ldc, accumulate)),
-            None => Ok(bf16::gemm(a, m, &PackedB::pack(b, k, n), c, ldc, accumulate)),
-        },
+        Precision::Bf16 if bf16_route() == Bf16Route::Mkl => {
+            let bits = |x: &MatRef, rows: usize, cols: usize| -> Vec<u16> {
+                (0..rows * cols)
+                    .map(|i| bf16::to_bf16(x.data[i / cols * x.rs + i % cols * x.cs]))
+                    .collect()
+            };
+            let blas = blas().expect("checked by bf16_route");
+            blas.gemm_bf16(m, n, k, &bits(&a, m, k), &bits(&b, k, n), beta, c, ldc)
+        }
+        Precision::Bf16 => {
+            match packed {
+                Some(pb) => bf16::gemm(a, m, pb, c, ldc, accumulate),
+                None => bf16::gemm(a, m, &PackedB::pack(b, k, n), c, ldc, accumulate),
+            }
+            Ok(())
+        }
         // f16: the operands rounded (no f16 product instruction here), then sgemm; f32 as is
         Precision::F16 | Precision::F32 => {
             let round: fn(f32) -> f32 = if p == Precision::F16 {

@@ -113,7 +113,11 @@ impl Condenser {
     /// Vocabulary logits at the masked positions: of the head's states, and of the last layer's
     /// (late MLM) where given. Both go through the MLM head in one pass: one vocabulary-sized
     /// GEMM, and one dense gradient of the tied word embeddings instead of two.
-    pub fn mlm_logits(&self, head: &Tensor, late: Option<&Tensor>) -> Result<(Tensor, Option<Tensor>)> {
+    pub fn mlm_logits(
+        &self,
+        head: &Tensor,
+        late: Option<&Tensor>,
+    ) -> Result<(Tensor, Option<Tensor>)> {
         let words = self.bert.embeddings.word_embeddings();
         match late {
             Some(l) => {

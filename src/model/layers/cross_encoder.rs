@@ -6,8 +6,8 @@ use super::bert::Bert;
 use super::config::BertConfig;
 use super::encoder::Specials;
 use super::linear::Linear;
-use crate::model::kernels::dropout::{maybe, Dropout};
 use crate::error::{Context, Error, Result};
+use crate::model::kernels::dropout::{maybe, Dropout};
 use crate::tokenize::Tokenizer;
 use candle_core::{Device, Module, Tensor, D};
 use candle_nn::VarBuilder;
@@ -36,7 +36,10 @@ impl CrossEncoder {
     }
 
     /// The products' precision (model/precision.rs) of BERT, pooler and classifier.
-    pub fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> candle_core::Result<()> {
+    pub fn set_precision(
+        &mut self,
+        p: crate::model::kernels::precision::Precision,
+    ) -> candle_core::Result<()> {
         self.bert.set_precision(p)?;
         self.pooler.set_precision(p)?;
         self.classifier.set_precision(p)

@@ -4,8 +4,8 @@
 use super::batch::TokenBatch;
 use super::bert::Bert;
 use super::pooling::{l2_normalize, Pooling};
-use crate::model::kernels::dropout::Dropout;
 use crate::error::{Context, Error, Result};
+use crate::model::kernels::dropout::Dropout;
 use crate::tokenize::Tokenizer;
 use candle_core::{DType, Device, Tensor};
 use indicatif::ProgressBar;

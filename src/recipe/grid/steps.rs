@@ -43,9 +43,16 @@ impl Grid {
     /// preparation steps ran).
     pub fn steps(&self, p: Planning) -> Result<Vec<Step>> {
         for d in &self.domains {
-            for (what, f) in [("train", &d.train), ("test", &d.test), ("dev", &d.dev().to_path_buf())] {
+            for (what, f) in [
+                ("train", &d.train),
+                ("test", &d.test),
+                ("dev", &d.dev().to_path_buf()),
+            ] {
                 if p == Planning::Run && !f.is_file() {
-                    return Err(Error::file(f, format!("domain '{}' {what}: no such file", d.name)));
+                    return Err(Error::file(
+                        f,
+                        format!("domain '{}' {what}: no such file", d.name),
+                    ));
                 }
             }
         }
@@ -92,7 +99,14 @@ impl Grid {
                 vec![ce.join("model.safetensors"), ce.join("train_log.csv")],
             ));
             let gold = format!("gold-{}", s.name);
-            steps.push(biencoder(&gold, &model, &s.train, &self.gold_biencoder(s), &batch, &seed));
+            steps.push(biencoder(
+                &gold,
+                &model,
+                &s.train,
+                &self.gold_biencoder(s),
+                &batch,
+                &seed,
+            ));
             for t in &self.domains {
                 for augmented in [false, true] {
                     let silver = self.silver_pairs(s, t, augmented);
@@ -149,8 +163,6 @@ impl Grid {
         m
     }
 }
-
-
 
 /// A bi-encoder from `model` with the cosine loss, 1 epoch, on labelled pairs.
 fn biencoder(name: &str, model: &str, train: &Path, out: &Path, batch: &str, seed: &str) -> Step {

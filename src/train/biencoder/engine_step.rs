@@ -51,18 +51,29 @@ pub fn gradients(
         Ok(out)
     })?;
     let emb: Vec<Tensor> = (0..columns)
-        .map(|c| Tensor::cat(&embedded.iter().map(|part| &part[c].0).collect::<Vec<_>>(), 0))
+        .map(|c| {
+            Tensor::cat(
+                &embedded.iter().map(|part| &part[c].0).collect::<Vec<_>>(),
+                0,
+            )
+        })
         .collect::<candle_core::Result<_>>()?;
     let loss = task.loss.forward(&emb, task.target(idx)?.as_ref())?;
-    let loss = if weight == 1.0 { loss } else { loss.affine(weight, 0.0)? };
+    let loss = if weight == 1.0 {
+        loss
+    } else {
+        loss.affine(weight, 0.0)?
+    };
     let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
     let store = loss.backward()?;
     let leaves: Vec<Vec<Leaf>> = embedded
         .into_iter()
         .map(|part| part.into_iter().map(|(_, l)| l).collect())
         .collect();
-    let slots: Vec<std::sync::Mutex<Option<Vec<Leaf>>>> =
-        leaves.into_iter().map(|l| std::sync::Mutex::new(Some(l))).collect();
+    let slots: Vec<std::sync::Mutex<Option<Vec<Leaf>>>> = leaves
+        .into_iter()
+        .map(|l| std::sync::Mutex::new(Some(l)))
+        .collect();
     let per_thread = in_threads(n, |p| -> Result<Vec<(Tensor, Tensor)>> {
         let mut g = eng.zero_grads()?;
         let part = slots[p].lock().unwrap().take().expect("each part once");

@@ -6,11 +6,11 @@
 //! whole batch's, as if it had been embedded at once.
 use super::BiEncoderTask;
 use crate::error::Result;
+use crate::model::engine::{in_threads, Engine};
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::task::Gradients;
 use candle_core::backprop::GradStore;
-use crate::model::engine::{in_threads, Engine};
 use candle_core::{DType, Tensor, Var};
 
 pub fn gradients(
@@ -110,7 +110,11 @@ pub fn engine_gradients(
         let mut out = Vec::new();
         for k in mine(t) {
             let e = (0..columns)
-                .map(|c| Ok(task.embed_engine(eng, c, chunks[k], stream(k, c).as_ref(), false)?.0))
+                .map(|c| {
+                    Ok(task
+                        .embed_engine(eng, c, chunks[k], stream(k, c).as_ref(), false)?
+                        .0)
+                })
                 .collect::<Result<Vec<_>>>()?;
             out.push((k, e));
         }
@@ -127,7 +131,11 @@ pub fn engine_gradients(
     std::mem::drop(by_chunk);
     let emb: Vec<Tensor> = leaves.iter().map(|v| v.as_tensor().clone()).collect();
     let loss = task.loss.forward(&emb, task.target(idx)?.as_ref())?;
-    let loss = if weight == 1.0 { loss } else { loss.affine(weight, 0.0)? };
+    let loss = if weight == 1.0 {
+        loss
+    } else {
+        loss.affine(weight, 0.0)?
+    };
     let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
     let mut store = loss.backward()?;
     let emb_grads: Vec<Tensor> = leaves

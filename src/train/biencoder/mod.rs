@@ -12,8 +12,8 @@ use super::params::{self, load_trainable};
 use super::task::{Gradients, LossOutput, Score, TrainTask};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
-use crate::model::folders::save::{save_sentence_encoder, EncoderLayout};
 use crate::model::engine::{pad, Engine, Leaf};
+use crate::model::folders::save::{save_sentence_encoder, EncoderLayout};
 use crate::model::{Bert, Dropout, DropoutRates, Linear, ModelFolder, Pooling, SentenceEncoder};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
@@ -131,7 +131,9 @@ impl BiEncoderTask {
 
     /// The rows `idx` of column `col`, tokenized.
     fn column(&self, col: usize, idx: &[usize]) -> Vec<&[u32]> {
-        idx.iter().map(|&i| self.data.texts[col][i].as_slice()).collect()
+        idx.iter()
+            .map(|&i| self.data.texts[col][i].as_slice())
+            .collect()
     }
 
     /// One column's embeddings through the engine: with a kept tape (`Leaf`) when the gradient is
@@ -147,7 +149,10 @@ impl BiEncoderTask {
         let seqs = self.column(col, idx);
         if keep {
             let leaf = Leaf::forward(eng, &seqs, None, drop)?;
-            Ok((self.enc.pool(leaf.states.as_tensor(), &leaf.mask)?, Some(leaf)))
+            Ok((
+                self.enc.pool(leaf.states.as_tensor(), &leaf.mask)?,
+                Some(leaf),
+            ))
         } else {
             let fwd = eng.forward(&seqs, None, drop, false)?;
             let (states, mask, _) = pad(&fwd)?;
@@ -201,6 +206,11 @@ impl TrainTask for BiEncoderTask {
 
     fn set_threads(&mut self, n: usize) {
         self.threads = n.max(1);
+    }
+
+    fn own_split(&self) -> Option<usize> {
+        let engine = Engine::for_bert(&self.enc.bert).is_some();
+        (!self.spec.per_example && engine).then_some(self.threads)
     }
 
     fn num_examples(&self) -> usize {

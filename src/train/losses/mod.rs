@@ -181,7 +181,8 @@ mod tests {
                 .collect();
             let e = loss.forward(&emb, None).unwrap_err().to_string();
             assert!(
-                e.contains(&format!("loss {} needs", spec.name)) && e.contains("the batch has none"),
+                e.contains(&format!("loss {} needs", spec.name))
+                    && e.contains("the batch has none"),
                 "{}: {e}",
                 spec.name
             );

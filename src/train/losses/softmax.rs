@@ -25,10 +25,7 @@ struct Softmax {
 impl Loss for Softmax {
     fn forward(&self, emb: &[Tensor], target: Option<&Tensor>) -> Result<Tensor> {
         let logits = self.head.forward(&softmax_features(&emb[0], &emb[1])?)?;
-        cross_entropy(
-            &logits,
-            &required(target, &SPEC)?.to_dtype(DType::U32)?,
-        )
+        cross_entropy(&logits, &required(target, &SPEC)?.to_dtype(DType::U32)?)
     }
 
     fn head(&self) -> Option<(&'static str, &Linear)> {

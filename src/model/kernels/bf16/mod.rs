@@ -226,7 +226,8 @@ mod tests {
         c
     }
 
-    const NO_BF16: &str = "this CPU has no AVX512-BF16 (the kernel's instruction); the packing and \
+    const NO_BF16: &str =
+        "this CPU has no AVX512-BF16 (the kernel's instruction); the packing and \
         rounding tests still ran";
 
     /// The packed layout holds every element of B, rounded, where the kernel reads it: [panel]
@@ -245,7 +246,11 @@ mod tests {
                 let (pair, rest) = (rest / (2 * NR), rest % (2 * NR));
                 let (col, half) = (panel * NR + rest / 2, rest % 2);
                 let d = pair * 2 + half;
-                let want = if d < k && col < n { to_bf16(b.at(d, col)) } else { 0 };
+                let want = if d < k && col < n {
+                    to_bf16(b.at(d, col))
+                } else {
+                    0
+                };
                 assert_eq!(h, want, "k {k} n {n}: element {i} (row {d}, column {col})");
             }
         }

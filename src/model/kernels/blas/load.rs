@@ -226,12 +226,16 @@ fn open(c: &Candidate) -> Option<Blas> {
                 std::mem::transmute::<*mut libc::c_void, GetThreads>(get),
             )
         });
+        let bf16 = sym(h, "cblas_gemm_bf16bf16f32");
+        let gemm_bf16 = (c.vendor == Vendor::Mkl && !bf16.is_null())
+            .then(|| std::mem::transmute::<*mut libc::c_void, super::GemmBf16>(bf16));
         Some(Blas {
             vendor: c.vendor,
             sgemm,
             threads,
             library: c.name.to_string_lossy().into_owned(),
             core,
+            gemm_bf16,
         })
     }
 }
@@ -270,4 +274,3 @@ fn set_env(k: &str, v: &str) {
 fn single_threaded() -> bool {
     std::fs::read_dir("/proc/self/task").is_ok_and(|d| d.count() == 1)
 }
-

@@ -38,6 +38,25 @@ type Sgemm = unsafe extern "C" fn(
     i32,
 );
 
+/// oneMKL's cblas_gemm_bf16bf16f32: (layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
+/// beta, C, ldc) with bf16 (u16) operands and f32 C.
+type GemmBf16 = unsafe extern "C" fn(
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    f32,
+    *const u16,
+    i32,
+    *const u16,
+    i32,
+    f32,
+    *mut f32,
+    i32,
+);
+
 type CoreName = unsafe extern "C" fn() -> *const libc::c_char;
 type MklVersion = unsafe extern "C" fn(*mut libc::c_char, i32);
 type SetThreads = unsafe extern "C" fn(i32);
@@ -58,6 +77,8 @@ pub struct Blas {
     pub library: String,
     /// OpenBLAS's kernel ("Haswell", "SkylakeX", ...), or MKL's version.
     pub core: String,
+    /// oneMKL's bf16 GEMM, where the library has one (AMX on Sapphire Rapids and later).
+    gemm_bf16: Option<GemmBf16>,
 }
 
 static BLAS: OnceLock<Option<Blas>> = OnceLock::new();
@@ -104,7 +125,8 @@ impl Blas {
     /// The library's thread count now (1 where it cannot say).
     pub fn threads(&self) -> usize {
         // SAFETY: the library's thread-count query has no preconditions
-        self.threads.map_or(1, |(_, get)| unsafe { get() }.max(1) as usize)
+        self.threads
+            .map_or(1, |(_, get)| unsafe { get() }.max(1) as usize)
     }
 }
 
@@ -130,6 +152,56 @@ pub fn describe() -> String {
 }
 
 impl Blas {
+    /// Whether the library has a bf16 GEMM (oneMKL's).
+    pub fn has_bf16(&self) -> bool {
+        self.gemm_bf16.is_some()
+    }
+
+    /// C (m x n, leading dimension ldc) = A B + beta C with A (m x k) and B (k x n) row-major bf16
+    /// (round-to-nearest-even bits), f32 accumulation: oneMKL's bf16 GEMM.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_bf16(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[u16],
+        b: &[u16],
+        beta: f32,
+        c: &mut [f32],
+        ldc: usize,
+    ) -> candle_core::Result<()> {
+        let Some(f) = self.gemm_bf16 else {
+            candle_core::bail!("the loaded BLAS ({}) has no bf16 GEMM", self.library)
+        };
+        if m == 0 || n == 0 || k == 0 {
+            candle_core::bail!("bf16 gemm: an empty matrix ({m} x {k} times {k} x {n})");
+        }
+        if a.len() < m * k || b.len() < k * n || ldc < n || c.len() < (m - 1) * ldc + n {
+            candle_core::bail!("bf16 gemm: buffers too small for {m} x {k} times {k} x {n}");
+        }
+        // SAFETY: the checks above keep every access inside the slices
+        unsafe {
+            f(
+                ROW_MAJOR,
+                NO_TRANS,
+                NO_TRANS,
+                m as i32,
+                n as i32,
+                k as i32,
+                1.0,
+                a.as_ptr(),
+                k as i32,
+                b.as_ptr(),
+                n as i32,
+                beta,
+                c.as_mut_ptr(),
+                ldc as i32,
+            )
+        };
+        Ok(())
+    }
+
     /// C (m x n, row-major, ldc = n) = op(A) op(B), with op given by the trans flags.
     #[allow(clippy::too_many_arguments)]
     pub fn sgemm(

@@ -1,0 +1,142 @@
+//! Every CPU class this machine has, forced through the binary's environment (CONDENSER_ISA for
+//! condenser's own kernels, CONDENSER_BLAS for OpenBLAS's: Haswell for AVX2+FMA, SkylakeX for
+//! AVX-512), embeds like sentence-transformers and trains like the widest class. A class the CPU
+//! lacks is skipped with its reason printed.
+mod common;
+use condenser::model::kernels::isa::{detected, Isa};
+use std::path::Path;
+
+/// (CONDENSER_ISA, CONDENSER_BLAS, class) for each class, widest last.
+const CLASSES: [(&str, &str, Isa); 2] = [
+    ("avx2", "haswell", Isa::Avx2),
+    ("avx512", "skylakex", Isa::Avx512),
+];
+
+fn classes() -> Vec<(&'static str, &'static str)> {
+    let mut out = Vec::new();
+    for (isa, blas, class) in CLASSES {
+        if detected() >= class {
+            out.push((isa, blas));
+        } else {
+            condenser::runtime::skipped(
+                &format!("the {} class", class.name()),
+                &format!("this CPU's widest class is {}", detected().name()),
+            );
+        }
+    }
+    out
+}
+
+fn condenser_at(isa: &str, blas: &str, args: &[&str]) -> String {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"))
+        .args(args)
+        .env("CONDENSER_ISA", isa)
+        .env("CONDENSER_BLAS", blas)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{isa}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn every_class_embeds_like_sentence_transformers() {
+    let d = tempfile::tempdir().unwrap();
+    let (sentences, want) = common::fixture_embeddings();
+    let input = d.path().join("fixture.jsonl");
+    let lines: Vec<String> = sentences
+        .iter()
+        .map(|s| serde_json::json!({ "text": s }).to_string())
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    for (isa, blas) in classes() {
+        let out = d.path().join(format!("{isa}.parquet"));
+        let said = condenser_at(
+            isa,
+            blas,
+            &[
+                "encode",
+                "--model",
+                common::model().to_str().unwrap(),
+                "--input",
+                input.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(said.to_lowercase().contains(blas), "{isa}: {said}");
+        let b = condenser::data::open(&out, &["embedding"])
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        let got = b.vectors("embedding").unwrap();
+        let (worst, max_diff) = common::worst_cosine_and_max_diff(&got, &want);
+        assert!(
+            worst > 0.999_999 && max_diff < 1e-5,
+            "{isa}: worst cosine {worst}, max diff {max_diff}"
+        );
+    }
+}
+
+/// The losses of a few cross-encoder steps (through the engine), per class, against the widest's.
+#[test]
+fn every_class_trains_like_the_widest() {
+    let d = tempfile::tempdir().unwrap();
+    let losses = |isa: &str, blas: &str| -> Vec<f64> {
+        let out = d.path().join(isa);
+        let said = condenser_at(
+            isa,
+            blas,
+            &[
+                "train-cross-encoder",
+                "--model",
+                common::model().to_str().unwrap(),
+                "--train",
+                common::data("stsb/dev.parquet").to_str().unwrap(),
+                "--max-seq-length",
+                "64",
+                "--batch-size",
+                "8",
+                "--max-steps",
+                "6",
+                "--threads",
+                "1",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        let class = CLASSES.iter().find(|c| c.0 == isa).unwrap().2;
+        assert!(
+            said.contains(&format!("engine, {}", class.name())),
+            "{isa}: {said}"
+        );
+        log_losses(&out.join("train_log.csv"))
+    };
+    let runs: Vec<(&str, Vec<f64>)> = classes()
+        .into_iter()
+        .map(|(i, b)| (i, losses(i, b)))
+        .collect();
+    let (widest, want) = runs.last().unwrap();
+    for (isa, got) in &runs {
+        assert_eq!(got.len(), 6);
+        for (a, b) in got.iter().zip(want) {
+            assert!(
+                (a - b).abs() <= 1e-4 * b.abs(),
+                "{isa} vs {widest}: {got:?} vs {want:?}"
+            );
+        }
+    }
+}
+
+fn log_losses(p: &Path) -> Vec<f64> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect()
+}
