@@ -20,7 +20,7 @@ mod layer;
 mod leaf;
 pub mod mask;
 pub mod rows;
-mod softmax;
+pub mod softmax;
 mod weights;
 
 pub use embeddings::EmbGrads;

@@ -61,3 +61,32 @@ dispatch! {
         }
     }
 }
+
+dispatch! {
+    /// log(sum(exp(row))), taken from the row's maximum (a classification row's normaliser).
+    pub fn log_sum_exp(row: &[f32]) -> f32 {
+        let m = max(row);
+        let mut acc = [0f32; LANES];
+        let mut chunks = row.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (a, &v) in acc.iter_mut().zip(c) {
+                *a += exp_f32(v - m);
+            }
+        }
+        let mut s: f32 = chunks.remainder().iter().map(|&v| exp_f32(v - m)).sum();
+        for a in acc {
+            s += a;
+        }
+        m + s.ln()
+    }
+}
+
+dispatch! {
+    /// out = softmax(row) * k, from the row's log-sum-exp (cross-entropy's gradient, less the
+    /// one-hot the caller subtracts).
+    pub fn scaled_softmax(row: &[f32], lse: f32, k: f32, out: &mut [f32]) {
+        for (o, &v) in out.iter_mut().zip(row) {
+            *o = exp_f32(v - lse) * k;
+        }
+    }
+}

@@ -1,8 +1,9 @@
 //! Cross-entropy over class logits as one CPU f32 op: mean over rows of logsumexp(x) - x[class].
 //! Composed, it is eight graph nodes over the (rows, classes) logits, each with its own output and
 //! backward buffer; for an MLM head those are positions x 30,522 floats. Backward: (softmax(x) -
-//! onehot(class)) / rows times the incoming gradient.
-use crate::model::kernels::fastmath::exp_f32;
+//! onehot(class)) / rows times the incoming gradient. Rows are reduced in the engine's row kernels
+//! (compiled per CPU class).
+use crate::model::engine::softmax::{log_sum_exp, scaled_softmax};
 use candle_core::{bail, CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -23,12 +24,6 @@ fn classes_of(s: &CpuStorage, l: &Layout) -> Result<Vec<usize>> {
         .collect())
 }
 
-/// Per row: (max, log of the sum of exp(x - max)).
-fn lse(row: &[f32]) -> (f32, f32) {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f32 = row.iter().map(|&v| exp_f32(v - max)).sum();
-    (max, sum.ln())
-}
 
 struct Fwd;
 
@@ -50,10 +45,7 @@ impl CustomOp2 for Fwd {
         let losses: Vec<f64> = x
             .par_chunks(c)
             .zip(&classes)
-            .map(|(row, &k)| {
-                let (max, l) = lse(row);
-                (max + l - row[k]) as f64
-            })
+            .map(|(row, &k)| (log_sum_exp(row) - row[k]) as f64)
             .collect();
         let mean = losses.iter().sum::<f64>() / classes.len().max(1) as f64;
         Ok((CpuStorage::F32(vec![mean as f32]), Shape::from(())))
@@ -98,10 +90,7 @@ impl CustomOp2 for Bwd {
             .zip(x.par_chunks(c))
             .zip(&classes)
             .for_each(|((d, row), &cls)| {
-                let (max, l) = lse(row);
-                for (o, &v) in d.iter_mut().zip(row) {
-                    *o = exp_f32(v - max - l) * k;
-                }
+                scaled_softmax(row, log_sum_exp(row), k, d);
                 d[cls] -= k;
             });
         Ok((CpuStorage::F32(dx), lx.shape().clone()))
