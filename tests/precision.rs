@@ -142,7 +142,9 @@ fn train_minilm(out: &std::path::Path, precision: &str) -> (Vec<f64>, f64) {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(
-        stdout.contains(&format!("{precision} products")),
+        // f32 says "f32 products"; bf16 names its route ("bf16 on condenser's AVX512-BF16 kernel products")
+        stdout.contains(&format!("; {precision} products"))
+            || stdout.contains(&format!("; {precision} on ")),
         "{stdout}"
     );
     let losses: Vec<f64> = std::fs::read_to_string(out.join("train_log.csv"))
