@@ -74,8 +74,16 @@ pub fn run(a: Args) -> Result<()> {
     }
     if !spec.per_example {
         out(&format!(
-            "loss {} uses in-batch negatives: batches are arranged without repeated texts{}\n",
+            "loss {} uses in-batch negatives: batches are arranged without repeated texts{}{}\n",
             spec.name,
+            match task.unavoidable_repeats(a.train_opts.batch_size()) {
+                Some((most, batches)) => format!(
+                    " where possible (not everywhere: a text is in {most} rows and an epoch has \
+                     {batches} batches, so some of its rows share a batch and serve as each \
+                     other's negatives)"
+                ),
+                None => String::new(),
+            },
             if spec.cached {
                 format!(
                     ", embedded {} rows at a time (GradCache)",

@@ -63,6 +63,10 @@ impl TrainOpts {
         self.seed
     }
 
+    pub fn batch_size(&self) -> usize {
+        self.batch_size as usize
+    }
+
     pub fn device(&self) -> Result<candle_core::Device> {
         self.device.open()
     }

@@ -105,7 +105,11 @@ impl candle_core::InplaceOp1 for HostUpdate<'_> {
         "adamw"
     }
 
-    fn cpu_fwd(&self, storage: &mut candle_core::CpuStorage, layout: &candle_core::Layout) -> Result<()> {
+    fn cpu_fwd(
+        &self,
+        storage: &mut candle_core::CpuStorage,
+        layout: &candle_core::Layout,
+    ) -> Result<()> {
         let (a, b) = layout
             .contiguous_offsets()
             .ok_or_else(|| candle_core::Error::Msg("adamw: a contiguous parameter".into()))?;
@@ -381,7 +385,9 @@ mod tests {
         for i in 0..2 {
             assert!(
                 (gw[i] as f64 - want_w[i]).abs() < 1e-6,
-                "weight {i} ({tensor_moments}): {} vs {}", gw[i], want_w[i]
+                "weight {i} ({tensor_moments}): {} vs {}",
+                gw[i],
+                want_w[i]
             );
             assert!(
                 (gb[i] as f64 - want_b[i]).abs() < 1e-6,

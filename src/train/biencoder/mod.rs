@@ -161,6 +161,15 @@ impl BiEncoderTask {
     }
 
     /// The GradCache mini-batch of a cached loss.
+    /// For in-batch-negative losses: (the most rows one text occurs in, the epoch's batches) when
+    /// the first exceeds the second, so that some batch must repeat a text.
+    pub fn unavoidable_repeats(&self, batch: usize) -> Option<(usize, usize)> {
+        if self.spec.per_example {
+            return None;
+        }
+        no_duplicates::unavoidable_repeats(&self.data.texts, batch)
+    }
+
     pub fn mini_batch(&self) -> Option<usize> {
         self.mini_batch
     }

@@ -65,9 +65,29 @@ pub fn arrange(order: Vec<usize>, texts: &[Vec<Vec<u32>>], batch: usize) -> Vec<
     batches.concat()
 }
 
+/// The most rows one text occurs in, when that is more than an epoch's batches of `batch` rows:
+/// then no arrangement avoids a repeated text in some batch (and `arrange` puts the overflow
+/// wherever there is room), which the user is told.
+pub fn unavoidable_repeats(texts: &[Vec<Vec<u32>>], batch: usize) -> Option<(usize, usize)> {
+    let n = texts.first().map_or(0, Vec::len);
+    let batches = n.div_ceil(batch.max(1));
+    let mut count: FastMap<&[u32], usize> = FastMap::default();
+    for row in 0..n {
+        let mut once: FastSet<&[u32]> = FastSet::default();
+        for col in texts {
+            // a text counted once per row even when two columns of the row hold it
+            if once.insert(&col[row]) {
+                *count.entry(&col[row]).or_default() += 1;
+            }
+        }
+    }
+    let most = count.values().copied().max().unwrap_or(0);
+    (most > batches).then_some((most, batches))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::arrange;
+    use super::{arrange, unavoidable_repeats};
 
     #[test]
     fn batches_hold_no_repeated_text_and_every_row_once() {
@@ -94,5 +114,12 @@ mod tests {
             qs.dedup();
             assert_eq!(qs.len(), b.len(), "batch {b:?} repeats a query");
         }
+        assert_eq!(
+            unavoidable_repeats(&texts, 5),
+            None,
+            "4 positives, 5 batches"
+        );
+        // batches of 8: 3 batches, and queries 3 and 7 hold 4 rows each
+        assert_eq!(unavoidable_repeats(&texts, 8), Some((4, 3)));
     }
 }

@@ -24,7 +24,6 @@ fn classes_of(s: &CpuStorage, l: &Layout) -> Result<Vec<usize>> {
         .collect())
 }
 
-
 struct Fwd;
 
 impl CustomOp2 for Fwd {
