@@ -26,6 +26,8 @@ pub const COLUMNS: &str = "columns";
 /// convert's row sample size; augment's sampling method.
 pub const SAMPLE: &str = "sample";
 pub const CROSS_ENCODER: &str = "cross-encoder";
+/// `augment --corpus`: pseudo-query pairs from a corpus alone.
+pub const CORPUS: &str = "corpus";
 /// augment's and encode's input file.
 pub const INPUT: &str = "input";
 /// augment: every input row is unlabelled target data.

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 #[derive(Clone, Debug, clap::Args, serde::Serialize)]
 pub struct AugmentJob {
     /// A trained cross-encoder folder (from train-cross-encoder or any BertForSequenceClassification)
-    #[arg(long = flags::CROSS_ENCODER)]
-    pub cross_encoder: PathBuf,
+    #[arg(long = flags::CROSS_ENCODER, required_unless_present = "corpus")]
+    pub cross_encoder: Option<PathBuf>,
     /// The bi-encoder of semantic sampling (--sample semantic or bm25+semantic)
     #[arg(long = flags::MODEL)]
     pub model: Option<PathBuf>,
@@ -31,7 +31,7 @@ impl AugmentJob {
         shard::settings(
             self,
             &[
-                ("cross_encoder", Some(&self.cross_encoder)),
+                ("cross_encoder", self.cross_encoder.as_deref()),
                 ("model", self.model.as_deref()),
             ],
         )
@@ -40,7 +40,11 @@ impl AugmentJob {
     /// Load the models, then sample, label and write (`augment`).
     pub fn run(&self, progress: &ProgressBar) -> Result<AugmentSummary> {
         let device = self.device.open()?;
-        let labeler = CrossEncoderModel::load(&self.cross_encoder, &device)?;
+        let ce = self
+            .cross_encoder
+            .as_ref()
+            .ok_or_else(|| crate::error::Error::msg("augment needs --cross-encoder"))?;
+        let labeler = CrossEncoderModel::load(ce, &device)?;
         let sampler = self
             .model
             .as_ref()

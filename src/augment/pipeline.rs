@@ -23,8 +23,8 @@ const CHUNK: usize = crate::shard::BLOCK;
 #[derive(Clone, Debug, clap::Args, serde::Serialize)]
 pub struct AugmentSpec {
     /// Pairs: sentence1, sentence2 and, where known, label
-    #[arg(long = flags::INPUT)]
-    pub input: PathBuf,
+    #[arg(long = flags::INPUT, required_unless_present = "corpus")]
+    pub input: Option<PathBuf>,
     /// Columns sentence1,sentence2[,label]: a named label column must exist (unless --unlabeled);
     /// `label?` reads it only where the file has it; two names: every row is unlabelled
     #[arg(long = flags::COLUMNS, default_value = "sentence1,sentence2,label")]
@@ -73,6 +73,15 @@ enum Origin {
     Sampled,
 }
 
+impl AugmentSpec {
+    /// The input pairs (clap requires them unless `--corpus` is given).
+    fn input(&self) -> Result<&std::path::Path> {
+        self.input
+            .as_deref()
+            .ok_or_else(|| Error::msg("augment needs --input (pairs to label and sample from)"))
+    }
+}
+
 impl Origin {
     fn name(self) -> &'static str {
         match self {
@@ -94,7 +103,8 @@ fn label_column(spec: &AugmentSpec) -> Result<Option<String>> {
     if spec.unlabeled {
         return Ok(None);
     }
-    let have = data::column_names(&spec.input)?;
+    let input = spec.input()?;
+    let have = data::column_names(input)?;
     if have.contains(&label.name) {
         return Ok(Some(label.name.clone()));
     }
@@ -102,7 +112,7 @@ fn label_column(spec: &AugmentSpec) -> Result<Option<String>> {
         return Ok(None);
     }
     Err(Error::column(
-        &spec.input,
+        input,
         &label.name,
         format!(
             "missing label column; the file has: {}. Name the label column with --columns, or pass \
@@ -132,7 +142,7 @@ pub fn augment(
     let mut want = vec![names[0], names[1]];
     want.extend(label.as_deref());
     let (mut s1, mut s2, mut gold) = (Vec::new(), Vec::new(), Vec::new());
-    for b in data::open(&spec.input, &want)? {
+    for b in data::open(spec.input()?, &want)? {
         let b = b?;
         s1.extend(b.texts(names[0])?.into_iter().map(String::from));
         s2.extend(b.texts(names[1])?.into_iter().map(String::from));

@@ -1,19 +1,24 @@
 use super::model_opts::matmuls;
 use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
-use condenser::augment::AugmentJob;
-use condenser::error::Result;
+use condenser::augment::{write_pseudo_pairs, AugmentJob, PseudoSpec};
+use condenser::error::{Error, Result};
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     job: AugmentJob,
+    #[command(flatten)]
+    pseudo: PseudoSpec,
     /// A shard draws the whole (seeded) sample and labels its blocks of the pair list
     #[command(flatten)]
     shard: ShardOpts,
 }
 
 pub fn run(mut a: Args) -> Result<()> {
+    if a.pseudo.corpus.is_some() {
+        return pseudo(&a);
+    }
     a.job.spec.shard = a.shard.resolve(|| a.job.shard_settings())?;
     let bar = progress::bar(Some(0), "pairs labelled");
     let s = a.job.run(&bar)?;
@@ -28,6 +33,27 @@ pub fn run(mut a: Args) -> Result<()> {
         s.out.display(),
         shard_note(a.job.spec.shard.as_ref(), rows, "pairs"),
         matmuls(a.job.device)
+    ));
+    Ok(())
+}
+
+/// `augment --corpus`: pseudo-query pairs, no model; seconds even for large corpora, so unsharded.
+fn pseudo(a: &Args) -> Result<()> {
+    if a.shard.resolve(|| Ok(Default::default()))?.is_some() {
+        return Err(Error::msg(
+            "augment --corpus runs unsharded (it reads the corpus once and loads no model)",
+        ));
+    }
+    let s = write_pseudo_pairs(&a.pseudo, a.job.spec.seed, &a.job.spec.out)?;
+    out(&format!(
+        "wrote {} pseudo-query pairs ({} title-body, {} crop) from {} documents ({} duplicate or \
+         empty texts dropped) to {}\n",
+        s.title_body + s.crops,
+        s.title_body,
+        s.crops,
+        s.documents,
+        s.duplicates,
+        a.job.spec.out.display()
     ));
     Ok(())
 }

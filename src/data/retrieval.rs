@@ -52,8 +52,16 @@ fn pick<'a>(path: &Path, names: &[&'a str]) -> Result<&'a str> {
         })
 }
 
-/// (id, text) rows; `title text` where the file has a non-empty title.
-pub fn read_texts(path: &Path) -> Result<Vec<(String, String)>> {
+/// One corpus row: id, the title where the file has a non-empty one, the text (both trimmed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Document {
+    pub id: String,
+    pub title: Option<String>,
+    pub text: String,
+}
+
+/// The corpus file's rows (`_id` or `id`, `text`, optional `title`).
+pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
     let id = pick(path, &["_id", "id"])?;
     let has_title = data::column_names(path)?.iter().any(|c| c == "title");
     let mut cols = vec![id, "text"];
@@ -71,17 +79,34 @@ pub fn read_texts(path: &Path) -> Result<Vec<(String, String)>> {
             vec![None; ids.len()]
         };
         for ((id, t), title) in ids.into_iter().zip(texts).zip(titles) {
-            let text = match title.filter(|t| !t.trim().is_empty()) {
-                Some(title) => format!("{} {}", title.trim(), t.trim()),
-                None => t.trim().to_string(),
-            };
-            out.push((id, text));
+            out.push(Document {
+                id,
+                title: title
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(String::from),
+                text: t.trim().to_string(),
+            });
         }
     }
     if out.is_empty() {
         return Err(Error::file(path, "no rows"));
     }
     Ok(out)
+}
+
+/// (id, text) rows; `title text` where the file has a non-empty title (BEIR's join).
+pub fn read_texts(path: &Path) -> Result<Vec<(String, String)>> {
+    Ok(read_documents(path)?
+        .into_iter()
+        .map(|d| {
+            let text = match d.title {
+                Some(title) => format!("{title} {}", d.text),
+                None => d.text,
+            };
+            (d.id, text)
+        })
+        .collect())
 }
 
 fn check_unique(path: &Path, items: &[(String, String)]) -> Result<HashSet<String>> {
