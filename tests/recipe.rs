@@ -243,3 +243,55 @@ fn every_shipped_recipe_plans() {
     let t = text(&o);
     assert!(t.contains("step 'enc'") && t.contains("--modle"), "{t}");
 }
+
+#[test]
+fn for_each_repeats_a_step_per_value_and_expands_list_items() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("seeds.toml");
+    std::fs::write(
+        &file,
+        r#"
+[vars]
+out = "o"
+seeds = "1 2,3"
+[[step]]
+name = "train"
+command = "split"
+for_each = { seed = "{seeds}" }
+args = { seed = "{seed}", out = "{out}/m-s{seed}" }
+[[step]]
+name = "evaluate"
+command = "evaluate"
+args = { model = ["base", { for_each = { seed = "{seeds}" }, value = "{out}/m-s{seed}" }], out = "{out}/eval" }
+"#,
+    )
+    .unwrap();
+    let r = condenser::recipe::Recipe::load(&file, &[]).unwrap();
+    let names: Vec<&str> = r.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "train[seed=1]",
+            "train[seed=2]",
+            "train[seed=3]",
+            "evaluate"
+        ]
+    );
+    // arguments in name order (TOML tables are sorted)
+    assert_eq!(r.steps[1].args, ["--out", "o/m-s2", "--seed", "2"]);
+    assert_eq!(r.steps[1].out.as_deref(), Some(Path::new("o/m-s2")));
+    assert_eq!(
+        r.steps[3].args,
+        [
+            "--model", "base", "--model", "o/m-s1", "--model", "o/m-s2", "--model", "o/m-s3",
+            "--out", "o/eval"
+        ]
+    );
+    // --set overrides the list; a for_each without values is an error naming the step
+    let r = condenser::recipe::Recipe::load(&file, &[("seeds".into(), "7".into())]).unwrap();
+    assert_eq!(r.steps.len(), 2);
+    let e = condenser::recipe::Recipe::load(&file, &[("seeds".into(), " ".into())])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("step 'train'") && e.contains("no values"), "{e}");
+}

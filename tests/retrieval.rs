@@ -1,56 +1,9 @@
 //! Retrieval folders (BEIR layout and ours), hard-negative mining and the retrieval losses.
 mod common;
-use common::{condenser, data, tiny_bert};
+use common::{beir_cranfield, condenser, data, tiny_bert};
 use condenser::data::retrieval::{read_texts, RetrievalSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// Cranfield rewritten in BEIR's layout, as BEIR's GenericDataLoader reads it: corpus.jsonl with
-/// `_id`, `title`, `text` (and a metadata object BEIR files carry), queries.jsonl, and
-/// qrels/test.tsv with its `query-id corpus-id score` header.
-fn beir_cranfield(dir: &Path) -> PathBuf {
-    let out = dir.join("cranfield-beir");
-    std::fs::create_dir_all(out.join("qrels")).unwrap();
-    let src = data("cranfield");
-    let mut corpus = std::fs::File::create(out.join("corpus.jsonl")).unwrap();
-    for b in condenser::data::open(&src.join("corpus.parquet"), &["id", "title", "text"]).unwrap() {
-        let b = b.unwrap();
-        let (ids, titles, texts) = (
-            b.ids("id").unwrap(),
-            b.texts("title").unwrap(),
-            b.texts("text").unwrap(),
-        );
-        for ((id, title), text) in ids.iter().zip(titles).zip(texts) {
-            let line = serde_json::json!({"_id": id, "title": title, "text": text, "metadata": {}});
-            writeln!(corpus, "{line}").unwrap();
-        }
-    }
-    let mut queries = std::fs::File::create(out.join("queries.jsonl")).unwrap();
-    for (id, text) in read_texts(&src.join("queries.parquet")).unwrap() {
-        writeln!(
-            queries,
-            "{}",
-            serde_json::json!({"_id": id, "text": text, "metadata": {}})
-        )
-        .unwrap();
-    }
-    let mut qrels = std::fs::File::create(out.join("qrels/test.tsv")).unwrap();
-    writeln!(qrels, "query-id\tcorpus-id\tscore").unwrap();
-    for b in
-        condenser::data::open(&src.join("qrels.parquet"), &["query_id", "doc_id", "score"]).unwrap()
-    {
-        let b = b.unwrap();
-        let (q, d, s) = (
-            b.ids("query_id").unwrap(),
-            b.ids("doc_id").unwrap(),
-            b.labels("score").unwrap(),
-        );
-        for ((q, d), s) in q.iter().zip(d).zip(s) {
-            writeln!(qrels, "{q}\t{d}\t{s}").unwrap();
-        }
-    }
-    out
-}
 
 fn results(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()

@@ -46,6 +46,9 @@ pub enum Command {
     Pretrain(pretrain::Args),
     /// Run a recipe (TOML steps), skipping finished steps: a re-run resumes
     Run(run::Args),
+    /// Methods over seeds from evaluate's results: mean +- sd, gain over a baseline (counted
+    /// beyond twice the sd), wall time per run; Markdown, JSON and a bar chart with error bars
+    Report(report::Args),
     /// The domain-transfer grid: every source's cross-encoder labels every target, bi-encoders on
     /// the silver targets, all scored per target, and whether bigram overlap forecasts the gain
     TransferGrid(transfer_grid::Args),
@@ -70,6 +73,7 @@ pub fn dispatch(c: Command) -> Result<()> {
         Command::Merge(a) => merge::run(a),
         Command::Pretrain(a) => pretrain::run(a),
         Command::Run(a) => run::run(a),
+        Command::Report(a) => report::run(a),
         Command::TransferGrid(a) => transfer_grid::run(a),
         Command::Analyze(a) => analyze::run(a),
     }

@@ -14,6 +14,7 @@ mod model_opts;
 mod named;
 mod pretrain;
 mod progress;
+mod report;
 mod run;
 mod shard_opts;
 mod similarity;

@@ -1,6 +1,6 @@
 //! Evaluation: one evaluator a file behind one trait (sentence-transformers' evaluation/ folder),
 //! used by `evaluate` and by dev evaluation during training; the metrics; the [CLS] attention
-//! analysis and the similarity matrix.
+//! analysis and the similarity matrix; methods over seeds (`seeds`, for `report`).
 pub mod accuracy;
 pub mod attention;
 pub mod classification;
@@ -9,6 +9,7 @@ mod evaluator;
 pub mod metrics;
 mod report;
 pub mod retrieval;
+pub mod seeds;
 pub mod similarity;
 pub mod sts;
 

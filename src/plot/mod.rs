@@ -1,10 +1,12 @@
 //! Plots through plotters: SVG (text stays text) and PNG, whose text is rendered with DejaVu Sans
 //! embedded in the binary (the `dejavu` crate), so reports need no system fonts. A figure draws
 //! itself on any plotters backend; `save` writes `stem.svg` and `stem.png`, each atomically.
+mod bars;
 mod heatmap;
 mod line;
 mod scatter;
 
+pub use bars::{bar_chart, BarChart};
 pub use heatmap::heatmap;
 pub use line::line_chart;
 pub use scatter::{scatter, Scatter};

@@ -43,8 +43,10 @@ impl Step {
             let candidates = [Some(a.as_str()), a.split_once('=').map(|(_, p)| p)];
             for c in candidates.into_iter().flatten() {
                 let p = PathBuf::from(c);
+                // the runner's own state file changes with every step: never an input
                 let own = self.outputs.contains(&p)
-                    || self.out.as_ref().is_some_and(|o| p.starts_with(o));
+                    || self.out.as_ref().is_some_and(|o| p.starts_with(o))
+                    || p.file_name().is_some_and(|n| n == state::STATE_FILE);
                 if !own && p.exists() && !out.contains(&p) {
                     out.push(p);
                     break;
@@ -123,72 +125,9 @@ impl Recipe {
                 .map(String::from)
                 .unwrap_or_else(|| format!("step-{}", i + 1));
             let ctx = |m: String| bad(format!("step '{name}': {m}"));
-            let sub = |v: &str| substitute(v, &vars).map_err(ctx);
-            let command = s
-                .get("command")
-                .and_then(|c| c.as_str())
-                .ok_or_else(|| ctx("missing command".into()))?
-                .to_string();
-            let mut args = Vec::new();
-            for p in s
-                .get("positional")
-                .and_then(|p| p.as_array())
-                .into_iter()
-                .flatten()
-            {
-                args.push(sub(
-                    &scalar(p).ok_or_else(|| ctx("positional: strings only".into()))?
-                )?);
+            for (tag, vars) in for_each(s, &vars).map_err(ctx)? {
+                steps.push(build_step(s, format!("{name}{tag}"), &vars).map_err(ctx)?);
             }
-            let mut out = None;
-            if let Some(a) = s.get("args") {
-                let a = a
-                    .as_table()
-                    .ok_or_else(|| ctx("args must be a table".into()))?;
-                for (k, v) in a {
-                    let flag = format!("--{}", k.replace('_', "-"));
-                    let values: Vec<&toml::Value> = match v {
-                        toml::Value::Array(xs) => xs.iter().collect(),
-                        x => vec![x],
-                    };
-                    for v in values {
-                        match v {
-                            toml::Value::Boolean(true) => args.push(flag.clone()),
-                            toml::Value::Boolean(false) => {}
-                            v => {
-                                let s = sub(&scalar(v).ok_or_else(|| {
-                                    ctx(format!(
-                                        "args.{k}: expected a string, number, boolean or list"
-                                    ))
-                                })?)?;
-                                if k == "out" {
-                                    out = Some(PathBuf::from(&s));
-                                }
-                                args.push(flag.clone());
-                                args.push(s);
-                            }
-                        }
-                    }
-                }
-            }
-            let mut outputs = Vec::new();
-            for o in s
-                .get("outputs")
-                .and_then(|o| o.as_array())
-                .into_iter()
-                .flatten()
-            {
-                outputs.push(PathBuf::from(sub(o
-                    .as_str()
-                    .ok_or_else(|| ctx("outputs: strings only".into()))?)?));
-            }
-            steps.push(Step {
-                name,
-                command,
-                args,
-                outputs,
-                out,
-            });
         }
         let stem = path
             .file_stem()
@@ -205,6 +144,131 @@ impl Recipe {
             state_dir,
         })
     }
+}
+
+/// One step's table with `vars` bound: its argv, outputs and --out. An element of a list
+/// argument may be `{ for_each = { VAR = "v1 v2 ..." }, value = "..." }`: one value per item.
+fn build_step(
+    s: &toml::Table,
+    name: String,
+    vars: &BTreeMap<String, String>,
+) -> std::result::Result<Step, String> {
+    let sub = |v: &str| substitute(v, vars);
+    let command = s
+        .get("command")
+        .and_then(|c| c.as_str())
+        .ok_or_else(|| String::from("missing command"))?
+        .to_string();
+    let mut args = Vec::new();
+    for p in s
+        .get("positional")
+        .and_then(|p| p.as_array())
+        .into_iter()
+        .flatten()
+    {
+        args.push(sub(
+            &scalar(p).ok_or_else(|| String::from("positional: strings only"))?
+        )?);
+    }
+    let mut out = None;
+    if let Some(a) = s.get("args") {
+        let a = a
+            .as_table()
+            .ok_or_else(|| String::from("args must be a table"))?;
+        for (k, v) in a {
+            let flag = format!("--{}", k.replace('_', "-"));
+            let items: Vec<&toml::Value> = match v {
+                toml::Value::Array(xs) => xs.iter().collect(),
+                x => vec![x],
+            };
+            for v in items {
+                let values = match v {
+                    toml::Value::Boolean(true) => {
+                        args.push(flag.clone());
+                        continue;
+                    }
+                    toml::Value::Boolean(false) => continue,
+                    toml::Value::Table(t) => {
+                        let value = t.get("value").and_then(scalar).ok_or_else(|| {
+                            format!("args.{k}: a table item needs for_each and a string value")
+                        })?;
+                        for_each(t, vars)?
+                            .into_iter()
+                            .map(|(_, vars)| substitute(&value, &vars))
+                            .collect::<std::result::Result<Vec<_>, _>>()?
+                    }
+                    v => vec![sub(&scalar(v).ok_or_else(|| {
+                        format!(
+                            "args.{k}: expected a string, number, boolean, list or for_each table"
+                        )
+                    })?)?],
+                };
+                for s in values {
+                    if k == "out" {
+                        out = Some(PathBuf::from(&s));
+                    }
+                    args.push(flag.clone());
+                    args.push(s);
+                }
+            }
+        }
+    }
+    let mut outputs = Vec::new();
+    for o in s
+        .get("outputs")
+        .and_then(|o| o.as_array())
+        .into_iter()
+        .flatten()
+    {
+        outputs.push(PathBuf::from(sub(o
+            .as_str()
+            .ok_or_else(|| String::from("outputs: strings only"))?)?));
+    }
+    Ok(Step {
+        name,
+        command,
+        args,
+        outputs,
+        out,
+    })
+}
+
+type Vars = BTreeMap<String, String>;
+
+/// The variable bindings a table's `for_each = { VAR = "a b c" }` asks for (the values, after
+/// substitution, split on spaces or commas), each with its name tag "[VAR=a]"; without
+/// `for_each`, `vars` alone and no tag. Recipes repeat a step per seed this way.
+fn for_each(
+    t: &toml::Table,
+    vars: &BTreeMap<String, String>,
+) -> std::result::Result<Vec<(String, Vars)>, String> {
+    let Some(f) = t.get("for_each") else {
+        return Ok(vec![(String::new(), vars.clone())]);
+    };
+    let f = f
+        .as_table()
+        .filter(|f| f.len() == 1)
+        .ok_or("for_each: one VAR = \"values\" pair")?;
+    let (var, values) = f.iter().next().expect("one pair");
+    let values = substitute(
+        &scalar(values).ok_or("for_each: the values are a string")?,
+        vars,
+    )?;
+    let values: Vec<&str> = values
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if values.is_empty() {
+        return Err(format!("for_each.{var}: no values"));
+    }
+    Ok(values
+        .into_iter()
+        .map(|v| {
+            let mut bound = vars.clone();
+            bound.insert(var.clone(), v.to_string());
+            (format!("[{var}={v}]"), bound)
+        })
+        .collect())
 }
 
 /// A TOML file, parsed.

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The state's file name in a recipe's out folder.
+pub const STATE_FILE: &str = "recipe_state.json";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Status {
@@ -23,6 +26,11 @@ struct Record {
     /// Input path -> fingerprint, as they were when the step started.
     #[serde(default)]
     inputs: BTreeMap<String, String>,
+    /// The step's --out, and its wall time once done (for reports: `condenser report --state`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    out: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seconds: Option<f64>,
 }
 
 /// What to do with a step, and why.
@@ -39,11 +47,13 @@ pub enum Decision {
 pub struct State {
     path: PathBuf,
     steps: BTreeMap<String, Record>,
+    /// When the running step started.
+    started: Option<std::time::Instant>,
 }
 
 impl State {
     pub fn load(dir: &Path) -> Result<State> {
-        let path = dir.join("recipe_state.json");
+        let path = dir.join(STATE_FILE);
         let steps = match std::fs::read_to_string(&path) {
             Ok(t) => {
                 #[derive(Deserialize)]
@@ -57,7 +67,11 @@ impl State {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
             Err(e) => return Err(Error::file(&path, e)),
         };
-        Ok(State { path, steps })
+        Ok(State {
+            path,
+            steps,
+            started: None,
+        })
     }
 
     /// Decide on `step`. `dirty`: what steps that run (or would run) before it write; a step
@@ -121,8 +135,11 @@ impl State {
                 status: Status::Running,
                 args: step.args.clone(),
                 inputs,
+                out: step.out.clone(),
+                seconds: None,
             },
         );
+        self.started = Some(std::time::Instant::now());
         self.save()
     }
 
@@ -137,8 +154,17 @@ impl State {
         }
         if let Some(r) = self.steps.get_mut(&step.name) {
             r.status = Status::Done;
+            r.seconds = self.started.take().map(|t| t.elapsed().as_secs_f64());
         }
         self.save()
+    }
+
+    /// Each finished step's --out and wall time in seconds.
+    pub fn wall_times(&self) -> Vec<(PathBuf, f64)> {
+        self.steps
+            .values()
+            .filter_map(|r| Some((r.out.clone()?, r.seconds?)))
+            .collect()
     }
 
     fn save(&self) -> Result<()> {
@@ -186,6 +212,8 @@ fn walk(root: &Path, dir: &Path, depth: usize, out: &mut Vec<String>) -> Result<
         };
         if m.is_dir() {
             walk(root, &p, depth + 1, out)?;
+        } else if p.file_name().is_some_and(|n| n == STATE_FILE) {
+            // a recipe's own bookkeeping inside a folder input, rewritten by every step
         } else {
             let rel = p.strip_prefix(root).unwrap_or(&p).display().to_string();
             out.push(format!("{rel} {} {}", m.len(), mtime(&m)));

@@ -260,3 +260,52 @@ pub fn cross_encoder(dir: &std::path::Path) -> PathBuf {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     ce
 }
+
+/// Cranfield rewritten in BEIR's layout, as BEIR's GenericDataLoader reads it: corpus.jsonl with
+/// `_id`, `title`, `text` (and a metadata object BEIR files carry), queries.jsonl, and
+/// qrels/test.tsv with its `query-id corpus-id score` header.
+pub fn beir_cranfield(dir: &std::path::Path) -> PathBuf {
+    use std::io::Write;
+    let out = dir.join("cranfield-beir");
+    std::fs::create_dir_all(out.join("qrels")).unwrap();
+    let src = data("cranfield");
+    let mut corpus = std::fs::File::create(out.join("corpus.jsonl")).unwrap();
+    for b in condenser::data::open(&src.join("corpus.parquet"), &["id", "title", "text"]).unwrap() {
+        let b = b.unwrap();
+        let (ids, titles, texts) = (
+            b.ids("id").unwrap(),
+            b.texts("title").unwrap(),
+            b.texts("text").unwrap(),
+        );
+        for ((id, title), text) in ids.iter().zip(titles).zip(texts) {
+            let line = serde_json::json!({"_id": id, "title": title, "text": text, "metadata": {}});
+            writeln!(corpus, "{line}").unwrap();
+        }
+    }
+    let mut queries = std::fs::File::create(out.join("queries.jsonl")).unwrap();
+    for (id, text) in condenser::data::retrieval::read_texts(&src.join("queries.parquet")).unwrap()
+    {
+        writeln!(
+            queries,
+            "{}",
+            serde_json::json!({"_id": id, "text": text, "metadata": {}})
+        )
+        .unwrap();
+    }
+    let mut qrels = std::fs::File::create(out.join("qrels/test.tsv")).unwrap();
+    writeln!(qrels, "query-id\tcorpus-id\tscore").unwrap();
+    for b in
+        condenser::data::open(&src.join("qrels.parquet"), &["query_id", "doc_id", "score"]).unwrap()
+    {
+        let b = b.unwrap();
+        let (q, d, s) = (
+            b.ids("query_id").unwrap(),
+            b.ids("doc_id").unwrap(),
+            b.labels("score").unwrap(),
+        );
+        for ((q, d), s) in q.iter().zip(d).zip(s) {
+            writeln!(qrels, "{q}\t{d}\t{s}").unwrap();
+        }
+    }
+    out
+}
