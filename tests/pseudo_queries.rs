@@ -170,6 +170,8 @@ fn bad_corpus_names_file_and_column_and_flags_do_not_mix() {
     refused(&corpus, &[], &["corpus.jsonl", "text"]);
     // a cross-encoder has nothing to do with corpus pairs: refused, not ignored
     refused(&corpus, &["--cross-encoder", "x"], &["--cross-encoder"]);
+    // so are labelling flags that have defaults (a value given would be silently unused)
+    refused(&corpus, &["--top-k", "5"], &["--top-k"]);
     // crop fractions outside (0, 1]
     refused(&corpus, &["--crop-max", "1.5"], &["--crop-max"]);
 }

@@ -39,7 +39,7 @@ pub enum PseudoPairs {
 pub struct PseudoSpec {
     /// Pseudo-query pairs from this corpus alone (a corpus file with id, text and optionally title,
     /// or a retrieval folder holding one): no cross-encoder, no input pairs
-    #[arg(long = flags::CORPUS, conflicts_with_all = ["cross_encoder", "input", "model", "sampling", "relabel_gold", "unlabeled"])]
+    #[arg(long = flags::CORPUS, conflicts_with_all = ["cross_encoder", "input", "model", "sampling", "relabel_gold", "unlabeled", "columns", "top_k", "batch_size", "device"])]
     pub corpus: Option<PathBuf>,
     /// Which pseudo-query pairs to write
     #[arg(long, value_enum, default_value = "both", requires = "corpus")]
