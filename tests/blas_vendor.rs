@@ -4,28 +4,13 @@
 //! must run bf16 products on oneMKL's bf16 GEMM (AMX where the CPU has it) with bf16's fidelity,
 //! and train as condenser's own bf16 kernel does.
 mod common;
-use std::process::Command;
-
-fn condenser_env(env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_condenser"));
-    c.args(args);
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().unwrap()
-}
+use common::condenser_env;
 
 /// Encode the fixture's sentences under `env`; the summary and the worst cosine / max difference
 /// against sentence-transformers' f32 embeddings.
 fn fixture_run(env: &[(&str, &str)], extra: &[&str]) -> (String, f64, f64) {
     let d = tempfile::tempdir().unwrap();
-    let (sentences, want) = common::fixture_embeddings();
-    let input = d.path().join("fixture.jsonl");
-    let lines: Vec<String> = sentences
-        .iter()
-        .map(|s| serde_json::json!({ "text": s }).to_string())
-        .collect();
-    std::fs::write(&input, lines.join("\n")).unwrap();
+    let (input, want) = common::fixture_jsonl(d.path());
     let out = d.path().join("e.parquet");
     let model = common::model();
     let mut args = vec![
@@ -108,12 +93,7 @@ fn mkl_bf16_gemm_has_bf16_fidelity_and_trains_like_the_own_kernel() {
             ],
         );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        std::fs::read_to_string(out.join("train_log.csv"))
-            .unwrap()
-            .lines()
-            .skip(1)
-            .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
-            .collect()
+        common::train_log_losses(&out)
     };
     let (ours, theirs) = (
         losses(&[("CONDENSER_BF16", "own")], "own"),

@@ -4,7 +4,6 @@
 //! lacks is skipped with its reason printed.
 mod common;
 use condenser::model::kernels::isa::{detected, Isa};
-use std::path::Path;
 
 /// (CONDENSER_ISA, CONDENSER_BLAS, class) for each class, widest last.
 const CLASSES: [(&str, &str, Isa); 2] = [
@@ -28,12 +27,7 @@ fn classes() -> Vec<(&'static str, &'static str)> {
 }
 
 fn condenser_at(isa: &str, blas: &str, args: &[&str]) -> String {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"))
-        .args(args)
-        .env("CONDENSER_ISA", isa)
-        .env("CONDENSER_BLAS", blas)
-        .output()
-        .unwrap();
+    let o = common::condenser_env(&[("CONDENSER_ISA", isa), ("CONDENSER_BLAS", blas)], args);
     assert!(
         o.status.success(),
         "{isa}: {}",
@@ -45,13 +39,7 @@ fn condenser_at(isa: &str, blas: &str, args: &[&str]) -> String {
 #[test]
 fn every_class_embeds_like_sentence_transformers() {
     let d = tempfile::tempdir().unwrap();
-    let (sentences, want) = common::fixture_embeddings();
-    let input = d.path().join("fixture.jsonl");
-    let lines: Vec<String> = sentences
-        .iter()
-        .map(|s| serde_json::json!({ "text": s }).to_string())
-        .collect();
-    std::fs::write(&input, lines.join("\n")).unwrap();
+    let (input, want) = common::fixture_jsonl(d.path());
     for (isa, blas) in classes() {
         let out = d.path().join(format!("{isa}.parquet"));
         let said = condenser_at(
@@ -114,7 +102,7 @@ fn every_class_trains_like_the_widest() {
             said.contains(&format!("engine, {}", class.name())),
             "{isa}: {said}"
         );
-        log_losses(&out.join("train_log.csv"))
+        common::train_log_losses(&out)
     };
     let runs: Vec<(&str, Vec<f64>)> = classes()
         .into_iter()
@@ -130,13 +118,4 @@ fn every_class_trains_like_the_widest() {
             );
         }
     }
-}
-
-fn log_losses(p: &Path) -> Vec<f64> {
-    std::fs::read_to_string(p)
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
-        .collect()
 }

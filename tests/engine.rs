@@ -43,6 +43,23 @@ fn weights(rows: usize, h: usize) -> Vec<f32> {
 
 /// max |a - b| over max |b|, with a floor: the key biases' true gradient is exactly zero (a
 /// constant per score row, which softmax removes), so both sides hold rounding noise (~1e-7).
+/// Every parameter's gradient from the engine's backward of `fwd` from `dhidden`, by var id.
+fn gradients(
+    eng: &Engine,
+    fwd: condenser::model::engine::Forward,
+    dhidden: Vec<f32>,
+    drop: Option<&Dropout>,
+) -> HashMap<candle_core::TensorId, Tensor> {
+    let mut grads = eng.zero_grads().unwrap();
+    eng.backward(fwd, dhidden, Vec::new(), drop, &mut grads)
+        .unwrap();
+    eng.export(grads)
+        .unwrap()
+        .into_iter()
+        .map(|(p, g)| (p.id(), g))
+        .collect()
+}
+
 fn max_rel(a: &[f32], b: &[f32]) -> f32 {
     let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-2);
     a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs())) / scale
@@ -83,14 +100,7 @@ fn engine_equals_candle_forward_and_every_gradient() {
         .unwrap()
         .backward()
         .unwrap();
-    let mut grads = eng.zero_grads().unwrap();
-    eng.backward(fwd, r, Vec::new(), None, &mut grads).unwrap();
-    let ours: HashMap<_, _> = eng
-        .export(grads)
-        .unwrap()
-        .into_iter()
-        .map(|(p, g)| (p.id(), g))
-        .collect();
+    let ours = gradients(&eng, fwd, r, None);
     let vars: Vec<(String, Var)> = condenser::train::params::vars(&t.varmap);
     let mut compared = 0;
     for (name, v) in &vars {
@@ -153,15 +163,7 @@ fn engine_gradients_match_finite_differences_with_dropout() {
             .sum()
     };
     let fwd = eng.forward(&refs, None, Some(&drop), true).unwrap();
-    let mut grads = eng.zero_grads().unwrap();
-    eng.backward(fwd, r.clone(), Vec::new(), Some(&drop), &mut grads)
-        .unwrap();
-    let ours: HashMap<_, _> = eng
-        .export(grads)
-        .unwrap()
-        .into_iter()
-        .map(|(p, g)| (p.id(), g))
-        .collect();
+    let ours = gradients(&eng, fwd, r.clone(), Some(&drop));
     let mut checked = 0;
     for (name, v) in condenser::train::params::vars(&t.varmap) {
         if name.contains("word_embeddings") || name.contains("position") {

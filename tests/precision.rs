@@ -147,12 +147,7 @@ fn train_minilm(out: &std::path::Path, precision: &str) -> (Vec<f64>, f64) {
             || stdout.contains(&format!("; {precision} on ")),
         "{stdout}"
     );
-    let losses: Vec<f64> = std::fs::read_to_string(out.join("train_log.csv"))
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
-        .collect();
+    let losses = common::train_log_losses(out);
     let dev: f64 = stdout
         .split("best dev spearman ")
         .nth(1)

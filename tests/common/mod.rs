@@ -309,3 +309,36 @@ pub fn beir_cranfield(dir: &std::path::Path) -> PathBuf {
     }
     out
 }
+
+/// The binary run with extra environment variables (a CPU class, a matmul library, a bf16 route).
+pub fn condenser_env(env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// The per-step losses (second column) of a training run's train_log.csv.
+pub fn train_log_losses(out: &std::path::Path) -> Vec<f64> {
+    std::fs::read_to_string(out.join("train_log.csv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect()
+}
+
+/// The fixture's sentences as `dir/fixture.jsonl` (one `text` a line), with the f32 embeddings
+/// sentence-transformers gives them.
+pub fn fixture_jsonl(dir: &std::path::Path) -> (PathBuf, Vec<Vec<f64>>) {
+    let (sentences, want) = fixture_embeddings();
+    let input = dir.join("fixture.jsonl");
+    let lines: Vec<String> = sentences
+        .iter()
+        .map(|s| serde_json::json!({ "text": s }).to_string())
+        .collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    (input, want)
+}
