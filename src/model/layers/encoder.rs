@@ -108,9 +108,18 @@ impl SentenceEncoder {
         Ok(ids)
     }
 
-    /// Embeddings (b, dim) of already tokenized sequences, as a tensor (for training and eval).
+    /// Embeddings (b, dim) of already tokenized sequences, as a tensor (inference: no gradient).
+    /// On the CPU in f32 the engine runs the forward (packed, no padding, no tape: 2-3x candle's
+    /// graph for length-sorted batches); its states equal candle's (tests/engine.rs).
     pub fn embed(&self, seqs: &[&[u32]]) -> candle_core::Result<Tensor> {
-        self.embed_t(seqs, None)
+        match crate::model::engine::Engine::for_bert(&self.bert) {
+            Some(engine) => {
+                let fwd = engine.forward(seqs, None, None, false)?;
+                let (states, mask, _) = crate::model::engine::pad(&fwd)?;
+                self.pool(&states, &mask)
+            }
+            None => self.embed_t(seqs, None),
+        }
     }
 
     /// Pool token states (b, len, h) under their (b, len) mask, normalised where the model is.
