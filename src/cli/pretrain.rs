@@ -18,7 +18,8 @@ pub struct Args {
     /// A Condenser output folder to continue from, head included (the paper's continued training)
     #[arg(long)]
     continue_from: Option<PathBuf>,
-    /// Corpus files: datasets with a text column, or plain text (.txt), a text a line (repeatable)
+    /// Corpus files: datasets with a text column, or plain text (.txt), a text a line; or a
+    /// retrieval folder (BEIR's or ours), its corpus file (repeatable)
     #[arg(long = "corpus", required = true)]
     corpus: Vec<PathBuf>,
     /// Text column of tabular corpus files
@@ -57,10 +58,18 @@ pub fn run(a: Args) -> Result<()> {
     // coCondenser's documents hold two spans' worth of text, so the spans overlap only partly
     let body = max_len - 2;
     let doc_len = if a.cocondenser { 2 * body + 2 } else { max_len };
+    let files = a
+        .corpus
+        .iter()
+        .map(|p| match p.is_dir() {
+            true => condenser::data::retrieval::find_file(p, "corpus"),
+            false => Ok(p.clone()),
+        })
+        .collect::<Result<Vec<_>>>()?;
     let bar = progress::bar(None, "texts tokenized");
     let (blocks, built) = corpus::prepare(
         &a.out,
-        &a.corpus,
+        &files,
         &a.column,
         &folder.tokenizer()?,
         doc_len,
