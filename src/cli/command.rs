@@ -35,6 +35,9 @@ pub enum Command {
     /// Hard negatives for (anchor, positive) pairs: bi-encoder and/or BM25 candidates, optional
     /// cross-encoder rescoring and false-negative filters (sentence-transformers' mine_hard_negatives)
     Mine(mine::Args),
+    /// Exact top-k search of queries against stored corpus embeddings (`encode`'s output),
+    /// streamed in bounded memory, shardable by query
+    Search(search::Args),
     /// Split a retrieval folder by query, or a pair file by row, deterministically (xxh3 with a seed)
     Split(split::Args),
     /// Merge the shards of a sharded encode, augment, mine or domain-overlap run into the whole
@@ -68,6 +71,7 @@ pub fn dispatch(c: Command) -> Result<()> {
         Command::TrainNli(a) => train_nli::run(a),
         Command::Augment(a) => augment::run(a),
         Command::Mine(a) => mine::run(a),
+        Command::Search(a) => search::run(a),
         Command::Split(a) => split::run(a),
         Command::Convert(a) => convert::run(a),
         Command::Merge(a) => merge::run(a),

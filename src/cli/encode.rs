@@ -11,7 +11,8 @@ use std::path::PathBuf;
 pub struct Args {
     #[arg(long)]
     model: PathBuf,
-    /// Input dataset (.parquet, .arrow, .csv, .tsv, .jsonl, .txt)
+    /// Input dataset (.parquet, .arrow, .csv, .tsv, .jsonl, .txt), or a retrieval folder (BEIR's
+    /// or ours): its corpus, as (id, "title text") rows
     #[arg(long)]
     input: PathBuf,
     /// Text columns to embed: one gives column `embedding`, several give `embedding_<column>`
@@ -44,6 +45,7 @@ pub fn run(a: Args) -> Result<()> {
     let bar = progress::bar(None, "rows");
     let (rows, dest) = encode_file(
         &enc,
+        &a.model,
         &a.input,
         &a.columns,
         a.batch_size as usize,

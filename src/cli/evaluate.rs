@@ -2,6 +2,7 @@ use super::eval_sets::EvalSets;
 use super::model_opts::ModelOpts;
 use super::{out, progress};
 use condenser::data::PairColumns;
+use condenser::encode::{EmbeddingsMeta, StoredEmbeddings};
 use condenser::error::{Error, Result};
 use condenser::eval::{EvalOptions, EvalReport, ScoreFn, EVALUATORS};
 use condenser::flags;
@@ -26,6 +27,11 @@ pub struct Args {
     /// Retrieval: a document whose id equals the query's never counts as a hit (BEIR's option)
     #[arg(long)]
     ignore_identical_ids: bool,
+    /// Retrieval: the corpus's embeddings as `condenser encode` wrote them with the one --model
+    /// evaluated (a file, or the folder of a sharded encode), read instead of embedding the
+    /// corpus; refused when made by another model or with other settings
+    #[arg(long)]
+    corpus_embeddings: Option<PathBuf>,
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
     batch_size: u64,
     /// Output folder for results.json and results.csv
@@ -43,11 +49,35 @@ pub fn run(a: Args) -> Result<()> {
             flags.join(", ")
         )));
     }
+    let inference = a.model.inference()?;
+    let corpus_embeddings = match &a.corpus_embeddings {
+        None => None,
+        Some(path) => {
+            if a.sets
+                .0
+                .iter()
+                .any(|(k, _)| EVALUATORS[*k].flag != "retrieval")
+            {
+                return Err(Error::msg(
+                    "--corpus-embeddings are a retrieval corpus's vectors: evaluate --retrieval sets only with them",
+                ));
+            }
+            let [model] = a.models.as_slice() else {
+                return Err(Error::msg(
+                    "--corpus-embeddings hold one model's vectors: evaluate one --model with them",
+                ));
+            };
+            let enc = inference.encoder(model)?;
+            let want = EmbeddingsMeta::of(&enc, model, &[])?;
+            Some(StoredEmbeddings::open(path, &want)?)
+        }
+    };
     let opts = EvalOptions {
         columns: a.columns.clone(),
         score_fn: a.score_fn,
         split: a.split.clone(),
         ignore_identical_ids: a.ignore_identical_ids,
+        corpus_embeddings,
     };
     let evaluators = a
         .sets
@@ -55,7 +85,6 @@ pub fn run(a: Args) -> Result<()> {
         .iter()
         .map(|(k, set)| Ok((set.name.clone(), (EVALUATORS[*k].load)(&set.path, &opts)?)))
         .collect::<Result<Vec<_>>>()?;
-    let inference = a.model.inference()?;
     let report = EvalReport::run(
         &a.models,
         &evaluators,

@@ -27,6 +27,11 @@ pub struct Args {
     /// every positive must be in it
     #[arg(long, requires = "input")]
     corpus: Option<PathBuf>,
+    /// The corpus's embeddings as `condenser encode --model M` wrote them (a file, or the folder
+    /// of a sharded encode): read instead of embedding the corpus again; refused when made by
+    /// another model or with other settings
+    #[arg(long, requires = "model")]
+    corpus_embeddings: Option<PathBuf>,
     /// Rescore candidates with this cross-encoder: its scores drive the filters and are written
     #[arg(long)]
     cross_encoder: Option<PathBuf>,
@@ -65,6 +70,7 @@ pub fn run(a: Args) -> Result<()> {
         options: a.options,
         inference: a.model_opts.inference()?,
         output_scores: a.output_scores,
+        corpus_embeddings: a.corpus_embeddings,
         out: a.out,
     };
     let shard = a.shard.resolve(|| job.shard_settings())?;

@@ -16,6 +16,7 @@ mod pretrain;
 mod progress;
 mod report;
 mod run;
+mod search;
 mod shard_opts;
 mod similarity;
 mod split;

@@ -11,6 +11,7 @@ mod jsonl;
 mod nli;
 mod pairs;
 mod parquet;
+pub use parquet::schema_metadata;
 pub mod retrieval;
 mod split;
 mod text;
@@ -62,6 +63,19 @@ impl std::fmt::Debug for BatchReader {
 impl BatchReader {
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A reader over batches already in memory (rows built from a retrieval folder), named
+    /// `path` in errors.
+    pub fn from_batches(path: &Path, batches: Vec<RecordBatch>) -> BatchReader {
+        let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+        BatchReader {
+            path: Arc::new(path.to_path_buf()),
+            inner: Box::new(batches.into_iter().map(Ok)),
+            next_row: 0,
+            done: false,
+            total_rows: Some(rows),
+        }
     }
 }
 

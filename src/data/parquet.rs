@@ -24,6 +24,12 @@ pub fn column_names(path: &Path) -> Result<Vec<String>> {
         .collect())
 }
 
+/// The key-value metadata of a Parquet file's Arrow schema (what made its data, for `encode`'s
+/// vectors).
+pub fn schema_metadata(path: &Path) -> Result<arrow_schema::Metadata> {
+    Ok(builder(path)?.schema().metadata().clone())
+}
+
 pub fn read(path: &Path, columns: &[&str]) -> Result<(Inner, Option<u64>)> {
     let b = builder(path)?;
     let schema = b.schema().clone();

@@ -8,6 +8,46 @@ use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 
 impl Batch {
+    /// The vectors of column `name` end to end (rows of `dim`): a zero-copy read of a
+    /// fixed-size list of f32 without nulls (what `encode` writes), else through `vectors`.
+    /// A vector of another width, null or non-finite is an error naming the row.
+    pub fn flat_vectors(&self, name: &str, dim: usize) -> Result<Vec<f32>> {
+        let col = self.column(name)?;
+        if let DataType::FixedSizeList(item, n) = col.data_type() {
+            let list = col.as_fixed_size_list();
+            if *n as usize == dim
+                && item.data_type() == &DataType::Float32
+                && list.null_count() == 0
+            {
+                let child = list.values().as_primitive::<Float32Type>();
+                if child.null_count() == 0 {
+                    let start = list.value_offset_at(0).max(0) as usize;
+                    let v = &child.values()[start..start + list.len() * dim];
+                    if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                        let row = self.first_row + i / dim + 1;
+                        return Err(crate::error::Error::cell(
+                            &self.path,
+                            row,
+                            name,
+                            "non-finite value in the vector",
+                        ));
+                    }
+                    return Ok(v.to_vec());
+                }
+            }
+        }
+        let rows = self.vectors(name)?;
+        if let Some(i) = rows.iter().position(|r| r.len() != dim) {
+            return Err(crate::error::Error::cell(
+                &self.path,
+                self.first_row + i + 1,
+                name,
+                format!("a vector of {} values, expected {dim}", rows[i].len()),
+            ));
+        }
+        Ok(rows.concat())
+    }
+
     /// One Vec<f32> per row; null rows, null or non-finite entries are errors naming the row.
     pub fn vectors(&self, name: &str) -> Result<Vec<Vec<f32>>> {
         let col = self.column(name)?;

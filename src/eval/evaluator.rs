@@ -119,6 +119,9 @@ pub struct EvalOptions {
     pub split: Option<String>,
     /// BEIR's ignore_identical_ids: a document with the query's own id is never a hit.
     pub ignore_identical_ids: bool,
+    /// Retrieval: the corpus's stored vectors (checked against the one model evaluated), read
+    /// instead of embedding the corpus.
+    pub corpus_embeddings: Option<crate::encode::StoredEmbeddings>,
 }
 
 /// An evaluator kind: its `evaluate` flag (`--<flag> NAME=PATH`), help, and how it reads its data.

@@ -24,17 +24,7 @@ pub fn merge(out: &Path) -> Result<MergeSummary> {
         shards: shards.len(),
         total: first.total,
     };
-    let data: Vec<PathBuf> = shards
-        .iter()
-        .filter(|(_, m)| !m.data.is_empty())
-        .map(|(p, m)| p.with_file_name(&m.data))
-        .collect();
-    if let Some(missing) = data.iter().find(|p| !p.is_file()) {
-        return Err(Error::file(
-            missing,
-            "the shard's manifest names this file, which is missing",
-        ));
-    }
+    let data = shard_data(out)?;
     if first.command == "domain-overlap" {
         crate::overlap::merge_parts(&data)?.save(out)?;
         return Ok(summary);
@@ -46,17 +36,41 @@ pub fn merge(out: &Path) -> Result<MergeSummary> {
         }
         let names = data::column_names(p)?;
         let cols: Vec<&str> = names.iter().map(String::as_str).collect();
+        // the schema's metadata (how encode made its vectors) travels into the merged file
+        let meta = data::schema_metadata(p)?;
         for b in data::open(p, &cols)? {
             let b = b?;
+            let schema =
+                std::sync::Arc::new(b.data.schema().as_ref().clone().with_metadata(meta.clone()));
+            let batch =
+                arrow_array::RecordBatch::try_new(schema.clone(), b.data.columns().to_vec())
+                    .map_err(|e| Error::file(p, e))?;
             if sink.is_none() {
-                sink = Some(ParquetSink::create(out, b.data.schema())?);
+                sink = Some(ParquetSink::create(out, schema)?);
             }
-            sink.as_mut().expect("created").write(&b.data)?;
+            sink.as_mut().expect("created").write(&batch)?;
         }
     }
     sink.ok_or_else(|| Error::file(out, "every shard is empty: nothing to merge"))?
         .finish()?;
     Ok(summary)
+}
+
+/// The data files of `out`'s shards in shard order (shards without rows left out), after the
+/// checks `merge` makes: a sharded run's output read without merging it.
+pub fn shard_data(out: &Path) -> Result<Vec<PathBuf>> {
+    let data: Vec<PathBuf> = find(out)?
+        .iter()
+        .filter(|(_, m)| !m.data.is_empty())
+        .map(|(p, m)| p.with_file_name(&m.data))
+        .collect();
+    if let Some(missing) = data.iter().find(|p| !p.is_file()) {
+        return Err(Error::file(
+            missing,
+            "the shard's manifest names this file, which is missing",
+        ));
+    }
+    Ok(data)
 }
 
 /// The manifests of `out`'s shards in shard order, after checking that they are all there, were

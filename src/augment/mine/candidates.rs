@@ -50,10 +50,13 @@ impl<'c> CorpusIndex<'c> {
     ) -> Result<CorpusIndex<'c>> {
         let embedded = match (o.candidates, models.encoder) {
             (Candidates::Bm25, _) => None,
-            (_, Some(enc)) => {
-                progress.set_length(progress.length().unwrap_or(0) + corpus.len() as u64);
-                Some(enc.encode(corpus, o.batch_size, progress)?)
-            }
+            (_, Some(enc)) => Some(match models.stored {
+                Some(stored) => stored.lookup(corpus)?,
+                None => {
+                    progress.set_length(progress.length().unwrap_or(0) + corpus.len() as u64);
+                    enc.encode(corpus, o.batch_size, progress)?
+                }
+            }),
             (_, None) => {
                 return Err(Error::msg(
                     "candidates by the bi-encoder need --model (or --candidates bm25)",

@@ -1,6 +1,7 @@
 //! A `mine` run as the command describes it: where the pairs and corpus come from, which models
 //! find and rescore candidates, the mining options and the output; run whole or as one shard.
 use super::{mine, write_mined, Candidates, MineOptions, MineSource, Miners};
+use crate::encode::{EmbeddingsMeta, StoredEmbeddings};
 use crate::error::{Error, Result};
 use crate::model::{CrossEncoderModel, InferenceOptions};
 use crate::shard::{self, Settings, ShardRun};
@@ -19,6 +20,8 @@ pub struct MineJob {
     pub inference: InferenceOptions,
     /// Write the retriever's scores even without a cross-encoder.
     pub output_scores: bool,
+    /// The corpus's stored embeddings (`encode`'s output), instead of embedding it here.
+    pub corpus_embeddings: Option<PathBuf>,
     /// The whole run's output (a shard writes beside it).
     #[serde(skip)]
     pub out: PathBuf,
@@ -66,11 +69,24 @@ impl MineJob {
             .as_ref()
             .map(|c| CrossEncoderModel::load(c, &inference.device))
             .transpose()?;
+        let stored = match (&self.corpus_embeddings, &encoder, &self.model) {
+            (None, ..) => None,
+            (Some(path), Some(enc), Some(model)) => Some(StoredEmbeddings::open(
+                path,
+                &EmbeddingsMeta::of(enc, model, &[])?,
+            )?),
+            (Some(_), ..) => {
+                return Err(Error::msg(
+                    "--corpus-embeddings are the bi-encoder's vectors: give its --model (not with --candidates bm25)",
+                ))
+            }
+        };
         let texts = self.source.read()?;
         let t0 = std::time::Instant::now();
         let models = Miners {
             encoder: encoder.as_ref(),
             cross_encoder: ce.as_ref(),
+            stored: stored.as_ref(),
         };
         let o = &self.options;
         let mined = mine(texts.input(), &models, o, shard.map(|r| r.shard), progress)?;

@@ -177,6 +177,9 @@ fn index<'a>(values: impl IntoIterator<Item = &'a str>) -> (Vec<&'a str>, HashMa
 pub struct Miners<'m> {
     pub encoder: Option<&'m SentenceEncoder>,
     pub cross_encoder: Option<&'m CrossEncoderModel>,
+    /// The corpus's vectors as `encode` stored them (checked against `encoder`): read, not
+    /// re-embedded.
+    pub stored: Option<&'m crate::encode::StoredEmbeddings>,
 }
 
 pub fn mine<'a>(

@@ -1,0 +1,205 @@
+//! `search`: exact top-k retrieval of queries against stored corpus embeddings, the corpus
+//! streamed from its files batch by batch (memory: the queries, their top lists and one batch,
+//! whatever the corpus size), sharded by query like the other sharded commands. Rows are
+//! (query_id, rank, doc_id, score), best first; equal scores keep corpus order.
+use super::{ScoreFn, TopK};
+use crate::data::{self, retrieval, ParquetSink};
+use crate::encode::StoredEmbeddings;
+use crate::error::{Error, Result};
+use crate::model::Embeddings;
+use crate::shard::ShardRun;
+use arrow_array::{Float32Array, RecordBatch, StringArray, UInt32Array};
+use arrow_schema::{DataType, Field, Schema};
+use indicatif::ProgressBar;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Queries per shard block: a shard is a run of whole blocks of the query list.
+pub const QUERY_BLOCK: usize = 1024;
+
+/// Queries as ids and vectors.
+pub struct Queries {
+    pub ids: Vec<String>,
+    pub vectors: Embeddings,
+}
+
+impl Queries {
+    /// Query (id, text) rows: a retrieval folder's queries, or a file with `id`/`_id` and `text`.
+    pub fn texts(path: &Path) -> Result<Vec<(String, String)>> {
+        let file = match path.is_dir() {
+            true => retrieval::find_file(path, "queries")?,
+            false => path.to_path_buf(),
+        };
+        retrieval::read_texts(&file)
+    }
+
+    /// Stored query vectors (`encode`'s output; ids from an `id` or `_id` column, else the row
+    /// number).
+    pub fn stored(store: &StoredEmbeddings) -> Result<Queries> {
+        let mut ids = Vec::new();
+        let mut data = Vec::new();
+        let files = &store.files;
+        let id_col = id_column(&files[0])?;
+        for f in files {
+            let cols: Vec<&str> = id_col
+                .iter()
+                .map(String::as_str)
+                .chain([store.column.as_str()])
+                .collect();
+            for b in data::open(f, &cols)? {
+                let b = b?;
+                data.extend(b.flat_vectors(&store.column, store.meta.dim)?);
+                match &id_col {
+                    Some(c) => ids.extend(b.ids(c)?),
+                    None => {
+                        let at = ids.len();
+                        ids.extend((at..at + b.num_rows()).map(|i| i.to_string()))
+                    }
+                }
+            }
+        }
+        Ok(Queries {
+            ids,
+            vectors: Embeddings {
+                dim: store.meta.dim,
+                data,
+            },
+        })
+    }
+}
+
+fn id_column(file: &Path) -> Result<Option<String>> {
+    let names = data::column_names(file)?;
+    Ok(["id", "_id"]
+        .iter()
+        .find(|c| names.iter().any(|n| n == *c))
+        .map(|c| c.to_string()))
+}
+
+pub struct SearchSummary {
+    pub queries: usize,
+    pub docs: usize,
+    pub rows: usize,
+    pub dest: PathBuf,
+}
+
+/// Search `queries` (this shard's blocks, or all) against `corpus`, writing the top `k` of each
+/// to `out` (or the shard's file, with its manifest). `progress` counts documents.
+pub fn search_stored(
+    corpus: &StoredEmbeddings,
+    queries: &Queries,
+    score: ScoreFn,
+    k: usize,
+    out: &Path,
+    shard: Option<&ShardRun>,
+    progress: &ProgressBar,
+) -> Result<SearchSummary> {
+    if k == 0 {
+        return Err(Error::msg("--top-k must be at least 1"));
+    }
+    let nq = queries.ids.len();
+    let range = shard.map_or(0..nq, |s| s.shard.rows_in(nq, QUERY_BLOCK));
+    let dim = queries.vectors.dim;
+    if dim != corpus.meta.dim {
+        return Err(Error::msg(format!(
+            "the queries are {dim} wide, the corpus's vectors {}",
+            corpus.meta.dim
+        )));
+    }
+    let mine = Embeddings {
+        dim,
+        data: queries.vectors.data[range.start * dim..range.end * dim].to_vec(),
+    };
+    let tie = |a: usize, b: usize| a.cmp(&b);
+    let mut top = TopK::new(&mine, score, k);
+    let mut docs = 0;
+    corpus.for_each(false, |first, b, v| {
+        top.add(first, &v, &|_, _| false, &tie)?;
+        docs = first + b.num_rows();
+        progress.inc(b.num_rows() as u64);
+        Ok(())
+    })?;
+    let hits = top.finish(&tie);
+    let names = doc_ids(corpus, &hits)?;
+    let dest = shard.map_or(out.to_path_buf(), |s| s.shard.file(out));
+    let rows = write_run(&dest, &queries.ids[range.clone()], &hits, &names)?;
+    if let Some(s) = shard {
+        s.finish("search", &dest, nq, range.clone(), rows > 0)?;
+    }
+    Ok(SearchSummary {
+        queries: range.len(),
+        docs,
+        rows,
+        dest,
+    })
+}
+
+/// The id of each document some query found: the store's `id`/`_id` column, else its row.
+fn doc_ids(
+    corpus: &StoredEmbeddings,
+    hits: &[Vec<(usize, f32)>],
+) -> Result<HashMap<usize, String>> {
+    let need: HashSet<usize> = hits.iter().flatten().map(|h| h.0).collect();
+    let Some(col) = id_column(&corpus.files[0])? else {
+        return Ok(need.into_iter().map(|d| (d, d.to_string())).collect());
+    };
+    let mut names = HashMap::with_capacity(need.len());
+    let mut at = 0;
+    for f in &corpus.files {
+        for b in data::open(f, &[col.as_str()])? {
+            let b = b?;
+            let n = b.num_rows();
+            if need.iter().any(|d| (at..at + n).contains(d)) {
+                for (i, id) in b.ids(&col)?.into_iter().enumerate() {
+                    if need.contains(&(at + i)) {
+                        names.insert(at + i, id);
+                    }
+                }
+            }
+            at += n;
+        }
+    }
+    Ok(names)
+}
+
+fn write_run(
+    dest: &Path,
+    query_ids: &[String],
+    hits: &[Vec<(usize, f32)>],
+    names: &HashMap<usize, String>,
+) -> Result<usize> {
+    let (mut q, mut rank, mut d, mut s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (qid, list) in query_ids.iter().zip(hits) {
+        for (r, (doc, score)) in list.iter().enumerate() {
+            q.push(qid.as_str());
+            rank.push(r as u32 + 1);
+            d.push(names[doc].as_str());
+            s.push(*score);
+        }
+    }
+    if q.is_empty() {
+        return Ok(0);
+    }
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("query_id", DataType::Utf8, false),
+        Field::new("rank", DataType::UInt32, false),
+        Field::new("doc_id", DataType::Utf8, false),
+        Field::new("score", DataType::Float32, false),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(q)),
+            Arc::new(UInt32Array::from(rank)),
+            Arc::new(StringArray::from(d)),
+            Arc::new(Float32Array::from(s)),
+        ],
+    )
+    .map_err(|e| Error::file(dest, e))?;
+    let rows = batch.num_rows();
+    let mut sink = ParquetSink::create(dest, schema)?;
+    sink.write(&batch)?;
+    sink.finish()?;
+    Ok(rows)
+}

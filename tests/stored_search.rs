@@ -1,0 +1,265 @@
+//! Corpus embeddings stored once (`encode`) and used by mine, evaluate and search: the same
+//! results as embedding on the fly, sharded search merged equal to one run, streamed exact search
+//! equal to a full sort, and stores made otherwise refused by name.
+mod common;
+use common::{condenser, data, minilm_layers};
+use condenser::eval::retrieval::{search, ScoreFn};
+use condenser::model::Embeddings;
+use std::path::Path;
+
+fn ok(out: std::process::Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &err
+}
+
+fn err(out: std::process::Output) -> String {
+    assert!(!out.status.success(), "expected a failure");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn rows(path: &Path, cols: &[&str]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for b in condenser::data::open(path, cols).unwrap() {
+        let b = b.unwrap();
+        let columns: Vec<Vec<String>> = cols
+            .iter()
+            .map(|c| match *c {
+                "score" => b
+                    .labels(c)
+                    .unwrap()
+                    .iter()
+                    .map(|x| format!("{x:.6}"))
+                    .collect(),
+                _ => b.ids(c).unwrap(),
+            })
+            .collect();
+        for i in 0..b.num_rows() {
+            out.push(columns.iter().map(|c| c[i].clone()).collect());
+        }
+    }
+    out
+}
+
+#[test]
+fn stored_embeddings_mine_and_evaluate_as_on_the_fly_and_shards_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = minilm_layers(dir.path(), 1);
+    let (m, cran) = (model.to_str().unwrap(), data("cranfield"));
+    let cran = cran.to_str().unwrap();
+    let emb = dir.path().join("corpus-emb.parquet");
+    let e = emb.to_str().unwrap();
+    let len = ["--max-seq-length", "64"];
+    let encode = |extra: &[&str], out: &str| {
+        let mut a = vec!["encode", "--model", m, "--input", cran, "--out", out];
+        a.extend_from_slice(&len);
+        a.extend_from_slice(extra);
+        ok(condenser(&a));
+    };
+    encode(&[], e);
+
+    // mining from the stored vectors: the same negatives, row for row
+    let mine = |stored: Option<&str>, out: &Path| {
+        let mut a = vec![
+            "mine",
+            "--model",
+            m,
+            "--retrieval",
+            cran,
+            "--num-negatives",
+            "2",
+            "--output-scores",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        a.extend_from_slice(&len);
+        if let Some(s) = stored {
+            a.extend_from_slice(&["--corpus-embeddings", s]);
+        }
+        ok(condenser(&a))
+    };
+    let (fly, st) = (
+        dir.path().join("fly.parquet"),
+        dir.path().join("stored.parquet"),
+    );
+    mine(None, &fly);
+    mine(Some(e), &st);
+    let cols = ["anchor", "positive", "negative_1", "negative_2"];
+    let (a, b) = (rows(&fly, &cols), rows(&st, &cols));
+    assert!(a.len() > 100, "{} rows", a.len());
+    assert_eq!(
+        a, b,
+        "stored-embedding mining differs from on-the-fly mining"
+    );
+
+    // evaluate with the stored corpus: the same metrics
+    let eval = |stored: Option<&str>, out: &Path| {
+        let set = format!("cran={cran}");
+        let mut a = vec![
+            "evaluate",
+            "--model",
+            m,
+            "--retrieval",
+            &set,
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        a.extend_from_slice(&len);
+        if let Some(s) = stored {
+            a.extend_from_slice(&["--corpus-embeddings", s]);
+        }
+        ok(condenser(&a));
+        std::fs::read_to_string(out.join("results.csv")).unwrap()
+    };
+    let (x, y) = (
+        eval(None, &dir.path().join("e1")),
+        eval(Some(e), &dir.path().join("e2")),
+    );
+    assert!(x.contains("cosine_ndcg@10"));
+    assert_eq!(x.replace("e1", ""), y.replace("e2", ""));
+
+    // search: a sharded encode read as a folder, sharded search merged = one run
+    let shards = dir.path().join("shards");
+    std::fs::create_dir_all(&shards).unwrap();
+    let se = shards.join("corpus-emb.parquet");
+    for i in 0..2 {
+        encode(&["--shard", &format!("{i}/2")], se.to_str().unwrap());
+    }
+    let run = dir.path().join("run.parquet");
+    let search = |corpus: &Path, out: &Path, extra: &[&str]| {
+        let mut a = vec![
+            "search",
+            "--corpus-embeddings",
+            corpus.to_str().unwrap(),
+            "--model",
+            m,
+            "--queries",
+            cran,
+            "--top-k",
+            "20",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        a.extend_from_slice(&len);
+        a.extend_from_slice(extra);
+        ok(condenser(&a))
+    };
+    search(&emb, &run, &[]);
+    let one = rows(&run, &["query_id", "rank", "doc_id", "score"]);
+    assert_eq!(one.len(), 225 * 20);
+    let from_folder = dir.path().join("run-folder.parquet");
+    search(&shards, &from_folder, &[]);
+    assert_eq!(
+        rows(&from_folder, &["query_id", "rank", "doc_id", "score"]),
+        one
+    );
+    // merged, the shards keep the record of how they were made
+    ok(condenser(&["merge", se.to_str().unwrap()]));
+    let from_merged = dir.path().join("run-merged.parquet");
+    search(&se, &from_merged, &[]);
+    assert_eq!(
+        rows(&from_merged, &["query_id", "rank", "doc_id", "score"]),
+        one
+    );
+    // 225 queries in blocks of 1,024: shard 1 of 2 holds none; still a valid shard
+    for i in 0..2 {
+        search(&emb, &run, &["--shard", &format!("{i}/2")]);
+    }
+    std::fs::remove_file(&run).unwrap();
+    ok(condenser(&["merge", run.to_str().unwrap()]));
+    assert_eq!(rows(&run, &["query_id", "rank", "doc_id", "score"]), one);
+
+    // a store made otherwise is refused, naming the difference
+    let other = minilm_layers(&dir.path().join("o"), 2);
+    let msg = err(condenser(&[
+        "mine",
+        "--model",
+        other.to_str().unwrap(),
+        "--retrieval",
+        cran,
+        "--max-seq-length",
+        "64",
+        "--corpus-embeddings",
+        e,
+        "--out",
+        dir.path().join("x.parquet").to_str().unwrap(),
+    ]));
+    assert!(
+        msg.contains("model fingerprint") && msg.contains("corpus-emb.parquet"),
+        "{msg}"
+    );
+    let msg = err(condenser(&[
+        "evaluate",
+        "--model",
+        m,
+        "--retrieval",
+        &format!("cran={cran}"),
+        "--max-seq-length",
+        "128",
+        "--corpus-embeddings",
+        e,
+        "--out",
+        dir.path().join("e3").to_str().unwrap(),
+    ]));
+    assert!(msg.contains("max_seq_length 64 (the model: 128)"), "{msg}");
+    assert!(!msg.contains("fingerprint"), "{msg}");
+}
+
+/// The streamed, block-by-block search keeps exactly what a full sort of every score keeps,
+/// ties (many equal vectors) ordered by document id.
+#[test]
+fn streamed_search_equals_a_full_sort() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let dim = 16;
+    let docs = 10_000; // more than two blocks
+    let mut c: Vec<f32> = (0..docs * dim)
+        .map(|_| rng.random_range(-1.0..1.0))
+        .collect();
+    // duplicates: equal scores across block boundaries
+    for d in (0..docs).step_by(997) {
+        let (src, dst) = (0, d * dim);
+        for j in 0..dim {
+            c[dst + j] = c[src + j];
+        }
+    }
+    let q: Vec<f32> = (0..37 * dim).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let (q, c) = (Embeddings { dim, data: q }, Embeddings { dim, data: c });
+    let ids: Vec<String> = (0..docs)
+        .map(|i| format!("d{:05}", (i * 7919) % docs))
+        .collect();
+    for score in [ScoreFn::Cosine, ScoreFn::Dot] {
+        for k in [1, 10, 250] {
+            let got = search(&q, &c, &ids, score, k);
+            for (qi, hits) in got.iter().enumerate() {
+                let mut all: Vec<(usize, f32)> = (0..docs)
+                    .map(|d| {
+                        let (a, b) = (q.row(qi), c.row(d));
+                        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+                        let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                        match score {
+                            ScoreFn::Cosine => (d, dot / (n(a) * n(b))),
+                            ScoreFn::Dot => (d, dot),
+                        }
+                    })
+                    .collect();
+                all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| ids[a.0].cmp(&ids[b.0])));
+                let want: Vec<usize> = all[..k].iter().map(|h| h.0).collect();
+                let have: Vec<usize> = hits.iter().map(|h| h.0).collect();
+                // BLAS sums in another order: equal up to near-ties only
+                let mismatch = want.iter().zip(&have).filter(|(a, b)| a != b).count();
+                assert!(mismatch <= 2, "query {qi} k {k}: {want:?} vs {have:?}");
+                for (h, w) in hits.iter().zip(&all[..k]) {
+                    assert!((h.1 - w.1).abs() < 1e-5);
+                }
+                // duplicates (equal vectors) come out in id order
+                let dups: Vec<&String> = have
+                    .iter()
+                    .filter(|&&d| d % 997 == 0)
+                    .map(|&d| &ids[d])
+                    .collect();
+                assert!(dups.windows(2).all(|w| w[0] < w[1]) || dups.len() < 2);
+            }
+        }
+    }
+}
