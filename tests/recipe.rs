@@ -295,3 +295,48 @@ args = { model = ["base", { for_each = { seed = "{seeds}" }, value = "{out}/m-s{
         .to_string();
     assert!(e.contains("step 'train'") && e.contains("no values"), "{e}");
 }
+
+#[test]
+fn when_keeps_or_leaves_out_steps_and_list_items_by_a_variable() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("when.toml");
+    std::fs::write(
+        &file,
+        r#"
+[vars]
+out = "o"
+extra = "false"
+[[step]]
+name = "base"
+command = "split"
+args = { out = "{out}/base" }
+[[step]]
+name = "optional"
+when = "{extra}"
+command = "split"
+args = { out = "{out}/opt" }
+[[step]]
+name = "evaluate"
+command = "evaluate"
+args = { model = ["{out}/base", { for_each = { s = "1" }, value = "{out}/opt", when = "{extra}" }], out = "{out}/eval" }
+"#,
+    )
+    .unwrap();
+    let load = |v: &str| condenser::recipe::Recipe::load(&file, &[("extra".into(), v.into())]);
+    let off = load("false").unwrap();
+    let names: Vec<&str> = off.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["base", "evaluate"]);
+    assert_eq!(off.steps[1].args, ["--model", "o/base", "--out", "o/eval"]);
+    let on = load("true").unwrap();
+    assert_eq!(on.steps.len(), 3);
+    assert_eq!(
+        on.steps[2].args,
+        ["--model", "o/base", "--model", "o/opt", "--out", "o/eval"]
+    );
+    // anything but true/false is refused, naming the step
+    let e = load("yes").unwrap_err().to_string();
+    assert!(
+        e.contains("step 'optional'") && e.contains("expected true or false"),
+        "{e}"
+    );
+}

@@ -22,6 +22,7 @@ fn retrieval_adaptation_recipe_runs_on_a_beir_folder_through_its_report() {
         "big_batch=64".to_string(),
         "huge_batch=128".to_string(),
         "long_epochs=2".to_string(),
+        "extended=true".to_string(),
     ];
     let run_with = |extra: &[String]| {
         let mut args = vec!["run".to_string(), recipe.display().to_string()];

@@ -125,6 +125,9 @@ impl Recipe {
                 .map(String::from)
                 .unwrap_or_else(|| format!("step-{}", i + 1));
             let ctx = |m: String| bad(format!("step '{name}': {m}"));
+            if !wanted(s, &vars).map_err(ctx)? {
+                continue;
+            }
             for (tag, vars) in for_each(s, &vars).map_err(ctx)? {
                 steps.push(build_step(s, format!("{name}{tag}"), &vars).map_err(ctx)?);
             }
@@ -147,7 +150,8 @@ impl Recipe {
 }
 
 /// One step's table with `vars` bound: its argv, outputs and --out. An element of a list
-/// argument may be `{ for_each = { VAR = "v1 v2 ..." }, value = "..." }`: one value per item.
+/// argument may be `{ for_each = { VAR = "v1 v2 ..." }, value = "..." }`: one value per item
+/// (and `when`, as a step's).
 fn build_step(
     s: &toml::Table,
     name: String,
@@ -188,6 +192,7 @@ fn build_step(
                         continue;
                     }
                     toml::Value::Boolean(false) => continue,
+                    toml::Value::Table(t) if !wanted(t, vars)? => continue,
                     toml::Value::Table(t) => {
                         let value = t.get("value").and_then(scalar).ok_or_else(|| {
                             format!("args.{k}: a table item needs for_each and a string value")
@@ -234,6 +239,21 @@ fn build_step(
 }
 
 type Vars = BTreeMap<String, String>;
+
+/// A table's `when = "{VAR}"` (a step, or an item of a list argument): "true" keeps it, "false"
+/// leaves it out, so that a recipe's optional rows hang on one variable; anything else is an
+/// error rather than a guess.
+fn wanted(t: &toml::Table, vars: &BTreeMap<String, String>) -> std::result::Result<bool, String> {
+    let Some(w) = t.get("when") else {
+        return Ok(true);
+    };
+    let v = substitute(&scalar(w).ok_or("when: expected a string")?, vars)?;
+    match v.trim() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        other => Err(format!("when = \"{other}\": expected true or false")),
+    }
+}
 
 /// The variable bindings a table's `for_each = { VAR = "a b c" }` asks for (the values, after
 /// substitution, split on spaces or commas), each with its name tag "[VAR=a]"; without
