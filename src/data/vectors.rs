@@ -21,7 +21,7 @@ impl Batch {
             {
                 let child = list.values().as_primitive::<Float32Type>();
                 if child.null_count() == 0 {
-                    let start = list.value_offset_at(0).max(0) as usize;
+                    let start = list.value_offset_at(0);
                     let v = &child.values()[start..start + list.len() * dim];
                     if let Some(i) = v.iter().position(|x| !x.is_finite()) {
                         let row = self.first_row + i / dim + 1;

@@ -100,7 +100,7 @@ impl TopK {
         tie: &(impl Fn(usize, usize) -> Ordering + Sync),
     ) -> Result<()> {
         let dim = self.queries.dim;
-        if dim == 0 || block.len() % dim != 0 {
+        if dim == 0 || !block.len().is_multiple_of(dim) {
             return Err(Error::msg(format!(
                 "search: document vectors are not {dim} wide like the queries"
             )));
