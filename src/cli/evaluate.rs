@@ -2,7 +2,7 @@ use super::eval_sets::EvalSets;
 use super::model_opts::ModelOpts;
 use super::{out, progress};
 use condenser::data::PairColumns;
-use condenser::encode::{EmbeddingsMeta, StoredEmbeddings};
+use condenser::encode::StoredEmbeddings;
 use condenser::error::{Error, Result};
 use condenser::eval::{EvalOptions, EvalReport, ScoreFn, EVALUATORS};
 use condenser::flags;
@@ -27,9 +27,8 @@ pub struct Args {
     /// Retrieval: a document whose id equals the query's never counts as a hit (BEIR's option)
     #[arg(long)]
     ignore_identical_ids: bool,
-    /// Retrieval: the corpus's embeddings as `condenser encode` wrote them with the one --model
-    /// evaluated (a file, or the folder of a sharded encode), read instead of embedding the
-    /// corpus; refused when made by another model or with other settings
+    /// Retrieval: the corpus's vectors as `encode` wrote them with the one --model evaluated (a
+    /// file, or a sharded encode's folder); refused when made otherwise
     #[arg(long)]
     corpus_embeddings: Option<PathBuf>,
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
@@ -68,8 +67,7 @@ pub fn run(a: Args) -> Result<()> {
                 ));
             };
             let enc = inference.encoder(model)?;
-            let want = EmbeddingsMeta::of(&enc, model, &[])?;
-            Some(StoredEmbeddings::open(path, &want)?)
+            Some(StoredEmbeddings::for_model(path, &enc, model)?)
         }
     };
     let opts = EvalOptions {

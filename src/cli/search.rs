@@ -1,7 +1,7 @@
 use super::model_opts::ModelOpts;
 use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
-use condenser::encode::{EmbeddingsMeta, StoredEmbeddings};
+use condenser::encode::StoredEmbeddings;
 use condenser::error::{Error, Result};
 use condenser::eval::retrieval::{search_stored, Queries, ScoreFn};
 use condenser::shard;
@@ -43,14 +43,11 @@ pub fn run(a: Args) -> Result<()> {
     let (corpus, queries) = match (&a.queries, &a.query_embeddings, &a.model) {
         (Some(q), None, Some(model)) => {
             let enc = inference.encoder(model)?;
-            let corpus = StoredEmbeddings::open(&a.corpus_embeddings, &EmbeddingsMeta::of(&enc, model, &[])?)?;
-            let rows = Queries::texts(q)?;
-            let texts: Vec<&str> = rows.iter().map(|(_, t)| t.as_str()).collect();
+            let corpus = StoredEmbeddings::for_model(&a.corpus_embeddings, &enc, model)?;
             let bar = progress::bar(None, "queries embedded");
-            let vectors = enc.encode(&texts, a.batch_size as usize, &bar)?;
+            let queries = Queries::embed(q, &enc, a.batch_size as usize, &bar)?;
             bar.finish_and_clear();
-            let ids = rows.into_iter().map(|(id, _)| id).collect();
-            (corpus, Queries { ids, vectors })
+            (corpus, queries)
         }
         (None, Some(qe), None) => {
             // no model: the corpus store is taken as it is, and the queries' must match it
@@ -60,7 +57,7 @@ pub fn run(a: Args) -> Result<()> {
         }
         (None, Some(_), Some(_)) => {
             return Err(Error::msg(
-                "--model embeds --queries; with --query-embeddings leave it out (the stores are checked against each other)",
+                "--model embeds --queries: leave it out with --query-embeddings",
             ))
         }
         _ => unreachable!("clap requires --queries with --model, or --query-embeddings"),

@@ -138,6 +138,11 @@ impl StoredEmbeddings {
         })
     }
 
+    /// Open the store at `path` for `enc`, loaded from folder `model`.
+    pub fn for_model(path: &Path, enc: &SentenceEncoder, model: &Path) -> Result<StoredEmbeddings> {
+        StoredEmbeddings::open(path, &EmbeddingsMeta::of(enc, model, &[])?)
+    }
+
     /// Open the store at `path` whatever made it (its files must agree with each other): for
     /// searching it with vectors checked against it.
     pub fn open_as_made(path: &Path) -> Result<StoredEmbeddings> {

@@ -1,7 +1,7 @@
 //! A `mine` run as the command describes it: where the pairs and corpus come from, which models
 //! find and rescore candidates, the mining options and the output; run whole or as one shard.
 use super::{mine, write_mined, Candidates, MineOptions, MineSource, Miners};
-use crate::encode::{EmbeddingsMeta, StoredEmbeddings};
+use crate::encode::StoredEmbeddings;
 use crate::error::{Error, Result};
 use crate::model::{CrossEncoderModel, InferenceOptions};
 use crate::shard::{self, Settings, ShardRun};
@@ -71,10 +71,9 @@ impl MineJob {
             .transpose()?;
         let stored = match (&self.corpus_embeddings, &encoder, &self.model) {
             (None, ..) => None,
-            (Some(path), Some(enc), Some(model)) => Some(StoredEmbeddings::open(
-                path,
-                &EmbeddingsMeta::of(enc, model, &[])?,
-            )?),
+            (Some(path), Some(enc), Some(model)) => {
+                Some(StoredEmbeddings::for_model(path, enc, model)?)
+            }
             (Some(_), ..) => {
                 return Err(Error::msg(
                     "--corpus-embeddings are the bi-encoder's vectors: give its --model (not with --candidates bm25)",

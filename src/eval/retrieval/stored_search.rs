@@ -34,6 +34,20 @@ impl Queries {
         retrieval::read_texts(&file)
     }
 
+    /// The queries at `path` (as `texts` reads them) embedded by `enc`.
+    pub fn embed(
+        path: &Path,
+        enc: &crate::model::SentenceEncoder,
+        batch: usize,
+        progress: &ProgressBar,
+    ) -> Result<Queries> {
+        let rows = Queries::texts(path)?;
+        let texts: Vec<&str> = rows.iter().map(|(_, t)| t.as_str()).collect();
+        let vectors = enc.encode(&texts, batch, progress)?;
+        let ids = rows.into_iter().map(|(id, _)| id).collect();
+        Ok(Queries { ids, vectors })
+    }
+
     /// Stored query vectors (`encode`'s output; ids from an `id` or `_id` column, else the row
     /// number).
     pub fn stored(store: &StoredEmbeddings) -> Result<Queries> {
