@@ -4,9 +4,10 @@ use super::{out, progress};
 use condenser::data::PairColumns;
 use condenser::encode::StoredEmbeddings;
 use condenser::error::{Error, Result};
-use condenser::eval::{EvalOptions, EvalReport, ScoreFn, EVALUATORS};
+use condenser::eval::{CorpusVectors, EvalOptions, EvalReport, ScoreFn, EVALUATORS};
 use condenser::flags;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -67,7 +68,8 @@ pub fn run(a: Args) -> Result<()> {
                 ));
             };
             let enc = inference.encoder(model)?;
-            Some(StoredEmbeddings::for_model(path, &enc, model)?)
+            let stored = StoredEmbeddings::for_model(path, &enc, model)?;
+            Some(CorpusVectors(Arc::new(move |texts| stored.lookup(texts))))
         }
     };
     let opts = EvalOptions {

@@ -1,9 +1,9 @@
 use super::model_opts::ModelOpts;
 use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
-use condenser::encode::StoredEmbeddings;
+use condenser::encode::{search_stored, Queries, StoredEmbeddings};
 use condenser::error::{Error, Result};
-use condenser::eval::retrieval::{search_stored, Queries, ScoreFn};
+use condenser::eval::retrieval::ScoreFn;
 use condenser::shard;
 use std::path::PathBuf;
 

@@ -121,7 +121,20 @@ pub struct EvalOptions {
     pub ignore_identical_ids: bool,
     /// Retrieval: the corpus's stored vectors (checked against the one model evaluated), read
     /// instead of embedding the corpus.
-    pub corpus_embeddings: Option<crate::encode::StoredEmbeddings>,
+    pub corpus_embeddings: Option<CorpusVectors>,
+}
+
+/// Corpus vectors from elsewhere (`encode`'s stored embeddings): each text's vector, in order.
+/// A function, so that evaluation does not depend on where vectors are stored.
+#[derive(Clone)]
+pub struct CorpusVectors(pub std::sync::Arc<LookupFn>);
+
+type LookupFn = dyn Fn(&[&str]) -> Result<crate::model::Embeddings> + Send + Sync;
+
+impl std::fmt::Debug for CorpusVectors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CorpusVectors")
+    }
 }
 
 /// An evaluator kind: its `evaluate` flag (`--<flag> NAME=PATH`), help, and how it reads its data.

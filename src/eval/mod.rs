@@ -14,7 +14,9 @@ pub mod similarity;
 pub mod sts;
 
 pub use classification::binary_metrics;
-pub use evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
+pub use evaluator::{
+    CorpusVectors, EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task,
+};
 pub use report::{EvalReport, EvalResult};
 pub use retrieval::{ranking_metrics, ScoreFn};
 pub use sts::sts_metrics;

@@ -3,11 +3,9 @@
 //! documents dropped, and accuracy/precision/recall@k, MRR@10, nDCG@10 (binary gains), MAP@100.
 mod ranking;
 mod search;
-mod stored_search;
 
 pub use ranking::{ranking_metrics, ACCURACY_AT, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
 pub use search::{search, search_skipping, TopK, DOC_BLOCK};
-pub use stored_search::{search_stored, Queries, SearchSummary, QUERY_BLOCK};
 
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
 use crate::data::retrieval::RetrievalSet;
@@ -44,7 +42,7 @@ pub struct RetrievalEvaluator {
     pub set: RetrievalSet,
     pub score_fn: ScoreFn,
     pub ignore_identical_ids: bool,
-    pub stored: Option<crate::encode::StoredEmbeddings>,
+    pub stored: Option<super::evaluator::CorpusVectors>,
 }
 
 impl RetrievalEvaluator {
@@ -73,7 +71,7 @@ impl Evaluator for RetrievalEvaluator {
         let q: Vec<&str> = set.queries.iter().map(|(_, t)| t.as_str()).collect();
         let c: Vec<&str> = set.corpus.iter().map(|(_, t)| t.as_str()).collect();
         let ce = match &self.stored {
-            Some(stored) => stored.lookup(&c)?,
+            Some(stored) => (stored.0)(&c)?,
             None => {
                 progress.set_length(c.len() as u64);
                 enc.encode(&c, batch, progress)?

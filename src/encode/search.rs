@@ -2,10 +2,10 @@
 //! streamed from its files batch by batch (memory: the queries, their top lists and one batch,
 //! whatever the corpus size), sharded by query like the other sharded commands. Rows are
 //! (query_id, rank, doc_id, score), best first; equal scores keep corpus order.
-use super::{ScoreFn, TopK};
+use super::StoredEmbeddings;
 use crate::data::{self, retrieval, ParquetSink};
-use crate::encode::StoredEmbeddings;
 use crate::error::{Error, Result};
+use crate::eval::retrieval::{ScoreFn, TopK};
 use crate::model::Embeddings;
 use crate::shard::ShardRun;
 use arrow_array::{Float32Array, RecordBatch, StringArray, UInt32Array};
