@@ -39,17 +39,19 @@ pub fn find_file(dir: &Path, stem: &str) -> Result<PathBuf> {
 
 /// The first of `names` the file has: the same data under BEIR's and our column names.
 fn pick<'a>(path: &Path, names: &[&'a str]) -> Result<&'a str> {
+    find_column(path, names)?.ok_or_else(|| {
+        let have = data::column_names(path).unwrap_or_default();
+        Error::file(
+            path,
+            format!("no column {} (has {})", names.join(" or "), have.join(", ")),
+        )
+    })
+}
+
+/// The first of `names` the file has, if any.
+pub fn find_column<'a>(path: &Path, names: &[&'a str]) -> Result<Option<&'a str>> {
     let have = data::column_names(path)?;
-    names
-        .iter()
-        .find(|n| have.iter().any(|h| h == *n))
-        .copied()
-        .ok_or_else(|| {
-            Error::file(
-                path,
-                format!("no column {} (has {})", names.join(" or "), have.join(", ")),
-            )
-        })
+    Ok(names.iter().find(|n| have.iter().any(|h| h == *n)).copied())
 }
 
 /// One corpus row: id, the title where the file has a non-empty one, the text (both trimmed).

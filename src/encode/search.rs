@@ -83,12 +83,9 @@ impl Queries {
     }
 }
 
+/// A store's id column (`_id` or `id`, as retrieval folders name it), if it has one.
 fn id_column(file: &Path) -> Result<Option<String>> {
-    let names = data::column_names(file)?;
-    Ok(["id", "_id"]
-        .iter()
-        .find(|c| names.iter().any(|n| n == *c))
-        .map(|c| c.to_string()))
+    Ok(retrieval::find_column(file, &["_id", "id"])?.map(String::from))
 }
 
 pub struct SearchSummary {
@@ -126,7 +123,7 @@ pub fn search_stored(
         data: queries.vectors.data[range.start * dim..range.end * dim].to_vec(),
     };
     let tie = |a: usize, b: usize| a.cmp(&b);
-    let mut top = TopK::new(&mine, score, k);
+    let mut top = TopK::new(mine, score, k);
     let mut docs = 0;
     corpus.for_each(false, |first, b, v| {
         top.add(first, &v, &|_, _| false, &tie)?;

@@ -206,7 +206,6 @@ impl StoredEmbeddings {
             }
             Ok(())
         })?;
-        at.clear();
         if let Some(i) = found.iter().position(|f| !f) {
             let missing = found.iter().filter(|f| !**f).count();
             let t: String = texts[i].chars().take(60).collect();

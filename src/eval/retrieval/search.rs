@@ -35,7 +35,7 @@ pub fn search_skipping(
     skip: impl Fn(usize, usize) -> bool + Sync,
 ) -> Vec<Vec<(usize, f32)>> {
     let tie = |a: usize, b: usize| doc_ids[a].cmp(&doc_ids[b]);
-    let mut top = TopK::new(q, score, k);
+    let mut top = TopK::new(q.clone(), score, k);
     for start in (0..c.len()).step_by(DOC_BLOCK) {
         let end = (start + DOC_BLOCK).min(c.len());
         let block = &c.data[start * c.dim..end * c.dim];
@@ -74,14 +74,11 @@ fn order(
 }
 
 impl TopK {
-    pub fn new(queries: &Embeddings, score: ScoreFn, k: usize) -> TopK {
+    pub fn new(queries: Embeddings, score: ScoreFn, k: usize) -> TopK {
         let n = queries.len();
         TopK {
             query_norms: norms(&queries.data, queries.dim.max(1), score),
-            queries: Embeddings {
-                dim: queries.dim,
-                data: queries.data.clone(),
-            },
+            queries,
             score,
             k,
             lists: vec![Vec::new(); n],
