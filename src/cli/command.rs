@@ -38,6 +38,9 @@ pub enum Command {
     /// Exact top-k search of queries against stored corpus embeddings (`encode`'s output),
     /// streamed in bounded memory, shardable by query
     Search(search::Args),
+    /// Build an approximate nearest-neighbour index (HNSW) of stored corpus embeddings, for
+    /// `search`, `mine` and `evaluate --index`; a killed build resumes
+    Index(index::Args),
     /// Split a retrieval folder by query, or a pair file by row, deterministically (xxh3 with a seed)
     Split(split::Args),
     /// Merge the shards of a sharded encode, augment, mine or domain-overlap run into the whole
@@ -72,6 +75,7 @@ pub fn dispatch(c: Command) -> Result<()> {
         Command::Augment(a) => augment::run(a),
         Command::Mine(a) => mine::run(a),
         Command::Search(a) => search::run(a),
+        Command::Index(a) => index::run(a),
         Command::Split(a) => split::run(a),
         Command::Convert(a) => convert::run(a),
         Command::Merge(a) => merge::run(a),

@@ -1,13 +1,13 @@
 use super::eval_sets::EvalSets;
+use super::index::UseIndex;
 use super::model_opts::ModelOpts;
 use super::{out, progress};
 use condenser::data::PairColumns;
-use condenser::encode::StoredEmbeddings;
+use condenser::encode::{corpus_vectors, StoredEmbeddings};
 use condenser::error::{Error, Result};
-use condenser::eval::{CorpusVectors, EvalOptions, EvalReport, ScoreFn, EVALUATORS};
+use condenser::eval::{EvalOptions, EvalReport, ScoreFn, EVALUATORS};
 use condenser::flags;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -37,6 +37,8 @@ pub struct Args {
     /// Output folder for results.json and results.csv
     #[arg(long = flags::OUT, default_value = "out/eval")]
     out: PathBuf,
+    #[command(flatten)]
+    use_index: UseIndex,
     #[command(flatten)]
     model: ModelOpts,
 }
@@ -69,7 +71,8 @@ pub fn run(a: Args) -> Result<()> {
             };
             let enc = inference.encoder(model)?;
             let stored = StoredEmbeddings::for_model(path, &enc, model)?;
-            Some(CorpusVectors(Arc::new(move |texts| stored.lookup(texts))))
+            let ef = a.use_index.ef_search as usize;
+            Some(corpus_vectors(stored, a.use_index.index.clone(), ef))
         }
     };
     let opts = EvalOptions {

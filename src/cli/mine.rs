@@ -1,3 +1,4 @@
+use super::index::UseIndex;
 use super::model_opts::ModelOpts;
 use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
@@ -36,6 +37,8 @@ pub struct Args {
     #[arg(long)]
     cross_encoder: Option<PathBuf>,
     #[command(flatten)]
+    use_index: UseIndex,
+    #[command(flatten)]
     options: MineOptions,
     /// Write the retriever's scores even without a cross-encoder (always written with one)
     #[arg(long)]
@@ -71,6 +74,8 @@ pub fn run(a: Args) -> Result<()> {
         inference: a.model_opts.inference()?,
         output_scores: a.output_scores,
         corpus_embeddings: a.corpus_embeddings,
+        index: a.use_index.index,
+        ef_search: a.use_index.ef_search as usize,
         out: a.out,
     };
     let shard = a.shard.resolve(|| job.shard_settings())?;

@@ -8,6 +8,7 @@ mod domain_overlap;
 mod encode;
 mod eval_sets;
 mod evaluate;
+mod index;
 mod merge;
 mod mine;
 mod model_opts;

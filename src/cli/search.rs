@@ -1,7 +1,8 @@
+use super::index::UseIndex;
 use super::model_opts::ModelOpts;
 use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
-use condenser::encode::{search_stored, Queries, StoredEmbeddings};
+use condenser::encode::{open_index, search_stored, Queries, StoredEmbeddings, Wanted};
 use condenser::error::{Error, Result};
 use condenser::eval::retrieval::ScoreFn;
 use condenser::shard;
@@ -31,6 +32,8 @@ pub struct Args {
     /// Output .parquet: query_id, rank, doc_id, score (best first)
     #[arg(long)]
     out: PathBuf,
+    #[command(flatten)]
+    use_index: UseIndex,
     #[command(flatten)]
     model_opts: ModelOpts,
     /// A shard searches its blocks of 1,024 queries against the whole corpus
@@ -69,26 +72,36 @@ pub fn run(a: Args) -> Result<()> {
             "query_embeddings": a.query_embeddings,
             "top_k": a.top_k,
             "score_fn": a.score_fn.name(),
+            "index": a.use_index.index,
+            "ef_search": a.use_index.ef_search,
             "inference": inference,
         });
         shard::settings(&job, &[("model", a.model.as_deref())])
     })?;
+    let index = a
+        .use_index
+        .index
+        .as_ref()
+        .map(|p| open_index(p, &corpus))
+        .transpose()?;
+    let ef = a.use_index.ef_search as usize;
     let bar = progress::bar(None, "documents searched");
     let t0 = std::time::Instant::now();
-    let s = search_stored(
-        &corpus,
-        &queries,
-        a.score_fn,
-        a.top_k as usize,
-        &a.out,
-        shard.as_ref(),
-        &bar,
-    )?;
+    let wanted = Wanted {
+        score: a.score_fn,
+        k: a.top_k as usize,
+        index: index.as_ref().map(|i| (i, ef)),
+    };
+    let s = search_stored(&corpus, &queries, &wanted, &a.out, shard.as_ref(), &bar)?;
     bar.finish_and_clear();
     out(&format!(
-        "{} queries x {} documents (exact, streamed), top {}: {} rows -> {} in {:.1} s\n{}{}\n",
+        "{} queries x {} documents ({}), top {}: {} rows -> {} in {:.1} s\n{}{}\n",
         s.queries,
         s.docs,
+        match index {
+            Some(_) => format!("index candidates, ef {ef}, scored exactly"),
+            None => "exact, streamed".into(),
+        },
         a.top_k,
         s.rows,
         s.dest.display(),

@@ -4,10 +4,15 @@
 //! vectors were made (stored.rs), so that `mine`, `evaluate` and `search` can take them as input
 //! and refuse them for another model. A retrieval folder as input encodes its corpus as retrieval
 //! reads it (id, "title text").
+mod index;
 mod search;
 mod stored;
 
-pub use search::{search_stored, Queries, SearchSummary, QUERY_BLOCK};
+pub use index::{
+    build_index, corpus_vectors, default_index_path, indexed_corpus, open_index, BuildSummary,
+    IndexInfo,
+};
+pub use search::{search_stored, Queries, SearchSummary, Wanted, QUERY_BLOCK};
 pub use stored::{EmbeddingsMeta, StoredEmbeddings, META_KEY};
 
 use crate::data::{self, retrieval, ColumnSpec};

@@ -5,7 +5,7 @@
 use super::StoredEmbeddings;
 use crate::data::{self, retrieval, ParquetSink};
 use crate::error::{Error, Result};
-use crate::eval::retrieval::{ScoreFn, TopK};
+use crate::eval::retrieval::{best, score_pair, AnnIndex, ScoreFn, TopK};
 use crate::model::Embeddings;
 use crate::shard::ShardRun;
 use arrow_array::{Float32Array, RecordBatch, StringArray, UInt32Array};
@@ -95,17 +95,28 @@ pub struct SearchSummary {
     pub dest: PathBuf,
 }
 
+/// What a search keeps: each query's top `k` by `score`, found exactly or among an index's
+/// candidates (the index, and how wide its graph is walked).
+pub struct Wanted<'a> {
+    pub score: ScoreFn,
+    pub k: usize,
+    pub index: Option<(&'a AnnIndex, usize)>,
+}
+
+/// Per query, (corpus row, score) best first.
+type Hits = Vec<Vec<(usize, f32)>>;
+
 /// Search `queries` (this shard's blocks, or all) against `corpus`, writing the top `k` of each
 /// to `out` (or the shard's file, with its manifest). `progress` counts documents.
 pub fn search_stored(
     corpus: &StoredEmbeddings,
     queries: &Queries,
-    score: ScoreFn,
-    k: usize,
+    wanted: &Wanted,
     out: &Path,
     shard: Option<&ShardRun>,
     progress: &ProgressBar,
 ) -> Result<SearchSummary> {
+    let (score, k) = (wanted.score, wanted.k);
     if k == 0 {
         return Err(Error::msg("--top-k must be at least 1"));
     }
@@ -123,15 +134,20 @@ pub fn search_stored(
         data: queries.vectors.data[range.start * dim..range.end * dim].to_vec(),
     };
     let tie = |a: usize, b: usize| a.cmp(&b);
-    let mut top = TopK::new(mine, score, k);
-    let mut docs = 0;
-    corpus.for_each(false, |first, b, v| {
-        top.add(first, &v, &|_, _| false, &tie)?;
-        docs = first + b.num_rows();
-        progress.inc(b.num_rows() as u64);
-        Ok(())
-    })?;
-    let hits = top.finish(&tie);
+    let (hits, docs) = match wanted.index {
+        None => {
+            let mut top = TopK::new(mine, score, k);
+            let mut docs = 0;
+            corpus.for_each(false, |first, b, v| {
+                top.add(first, &v, &|_, _| false, &tie)?;
+                docs = first + b.num_rows();
+                progress.inc(b.num_rows() as u64);
+                Ok(())
+            })?;
+            (top.finish(&tie), docs)
+        }
+        Some((index, ef)) => rescored(corpus, index, ef, &mine, score, k, progress)?,
+    };
     let names = doc_ids(corpus, &hits)?;
     let dest = shard.map_or(out.to_path_buf(), |s| s.shard.file(out));
     let rows = write_run(&dest, &queries.ids[range.clone()], &hits, &names)?;
@@ -144,6 +160,51 @@ pub fn search_stored(
         rows,
         dest,
     })
+}
+
+/// The index's candidates for each query (twice `k`), scored exactly from the store's vectors as
+/// it streams past (memory: the candidate lists, not the vectors), the best `k` kept.
+fn rescored(
+    corpus: &StoredEmbeddings,
+    index: &AnnIndex,
+    ef: usize,
+    q: &Embeddings,
+    score: ScoreFn,
+    k: usize,
+    progress: &ProgressBar,
+) -> Result<(Hits, usize)> {
+    if score == ScoreFn::Dot && !corpus.meta.normalize {
+        return Err(Error::msg(
+            "the index finds candidates by cosine, and these vectors are not unit length: search by dot product without --index",
+        ));
+    }
+    let rows = index.nearest(q, 2 * k, ef)?;
+    let mut wanted: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (qi, list) in rows.iter().enumerate() {
+        for &r in list {
+            wanted.entry(r).or_default().push(qi);
+        }
+    }
+    let mut lists: Vec<Vec<(usize, f32)>> = vec![Vec::new(); q.len()];
+    let dim = q.dim;
+    let mut docs = 0;
+    corpus.for_each(false, |first, b, v| {
+        for r in 0..b.num_rows() {
+            for &qi in wanted
+                .get(&(first + r))
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
+                let s = score_pair(score, q.row(qi), &v[r * dim..(r + 1) * dim]);
+                lists[qi].push((first + r, s));
+            }
+        }
+        docs = first + b.num_rows();
+        progress.inc(b.num_rows() as u64);
+        Ok(())
+    })?;
+    let tie = |a: usize, b: usize| a.cmp(&b);
+    Ok((lists.into_iter().map(|l| best(l, k, &tie)).collect(), docs))
 }
 
 /// The id of each document some query found: the store's `id`/`_id` column, else its row.

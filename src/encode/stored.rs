@@ -185,24 +185,39 @@ impl StoredEmbeddings {
         Ok(())
     }
 
+    /// Rows in the store (from the files' metadata).
+    pub fn rows(&self) -> Result<usize> {
+        self.files.iter().map(|f| data::count_rows(f)).sum()
+    }
+
     /// The stored vector of each of `texts` (matched by the embedded text), in their order; a
     /// text the store lacks is an error: mining or evaluating against a partial store would
     /// silently drop documents.
     pub fn lookup(&self, texts: &[&str]) -> Result<Embeddings> {
+        Ok(self.lookup_rows(texts)?.0)
+    }
+
+    /// As `lookup`, with the texts each store row holds (by index into `texts`; equal texts
+    /// share a row, and a row no text asked for holds none): how an index's rows map back.
+    pub fn lookup_rows(&self, texts: &[&str]) -> Result<(Embeddings, Vec<Vec<u32>>)> {
         // a text may stand for several documents (equal texts under different ids)
-        let mut at: HashMap<&str, Vec<usize>> = HashMap::with_capacity(texts.len());
+        let mut at: HashMap<&str, Vec<u32>> = HashMap::with_capacity(texts.len());
         for (i, t) in texts.iter().enumerate() {
-            at.entry(*t).or_default().push(i);
+            at.entry(*t).or_default().push(i as u32);
         }
         let dim = self.meta.dim;
         let mut data = vec![0f32; texts.len() * dim];
         let mut found = vec![false; texts.len()];
+        let mut of_row = Vec::new();
         self.for_each(true, |_, b, v| {
             for (r, t) in b.texts(self.text_column())?.into_iter().enumerate() {
-                for &i in at.get(t).map(Vec::as_slice).unwrap_or_default() {
+                let docs = at.get(t).cloned().unwrap_or_default();
+                for &i in &docs {
+                    let i = i as usize;
                     data[i * dim..(i + 1) * dim].copy_from_slice(&v[r * dim..(r + 1) * dim]);
                     found[i] = true;
                 }
+                of_row.push(docs);
             }
             Ok(())
         })?;
@@ -218,7 +233,7 @@ impl StoredEmbeddings {
                 ),
             ));
         }
-        Ok(Embeddings { dim, data })
+        Ok((Embeddings { dim, data }, of_row))
     }
 }
 

@@ -124,12 +124,19 @@ pub struct EvalOptions {
     pub corpus_embeddings: Option<CorpusVectors>,
 }
 
-/// Corpus vectors from elsewhere (`encode`'s stored embeddings): each text's vector, in order.
-/// A function, so that evaluation does not depend on where vectors are stored.
+/// Corpus vectors from elsewhere (`encode`'s stored embeddings): each text's vector, in order,
+/// and an index over them when one is used. A function, so that evaluation does not depend on
+/// where vectors are stored.
 #[derive(Clone)]
 pub struct CorpusVectors(pub std::sync::Arc<LookupFn>);
 
-type LookupFn = dyn Fn(&[&str]) -> Result<crate::model::Embeddings> + Send + Sync;
+type LookupFn = dyn Fn(
+        &[&str],
+    ) -> Result<(
+        crate::model::Embeddings,
+        Option<super::retrieval::IndexedCorpus>,
+    )> + Send
+    + Sync;
 
 impl std::fmt::Debug for CorpusVectors {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -1,10 +1,11 @@
 //! Candidate negatives for each anchor: the top k of the corpus by the bi-encoder (exact cosine
-//! search), by BM25, or the union of both ranked by the bi-encoder; and the same retriever's
+//! search, or an index's candidates scored exactly), by BM25, or the union of both ranked by the bi-encoder; and the same retriever's
 //! score for each of the anchor's positives (the margins' reference without a cross-encoder).
 use super::{MineOptions, Miners};
 use crate::augment::Bm25;
+use crate::encode::indexed_corpus;
 use crate::error::{Error, Result};
-use crate::eval::retrieval::{search, ScoreFn};
+use crate::eval::retrieval::{search, IndexedCorpus, ScoreFn};
 use crate::model::Embeddings;
 use indicatif::ProgressBar;
 use rayon::prelude::*;
@@ -37,6 +38,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 /// The corpus side, built once: its embeddings and/or its BM25 index.
 pub struct CorpusIndex<'c> {
     embedded: Option<Embeddings>,
+    ann: Option<IndexedCorpus>,
     bm25: Option<Bm25<'c>>,
     ids: Vec<String>,
 }
@@ -48,11 +50,17 @@ impl<'c> CorpusIndex<'c> {
         o: &MineOptions,
         progress: &ProgressBar,
     ) -> Result<CorpusIndex<'c>> {
+        let mut ann = None;
         let embedded = match (o.candidates, models.encoder) {
             (Candidates::Bm25, _) => None,
-            (_, Some(enc)) => Some(match models.stored {
-                Some(stored) => stored.lookup(corpus)?,
-                None => {
+            (_, Some(enc)) => Some(match (models.stored, models.index) {
+                (Some(stored), Some((path, ef))) => {
+                    let (vectors, docs_of_row) = stored.lookup_rows(corpus)?;
+                    ann = Some(indexed_corpus(path, stored, docs_of_row, ef)?);
+                    vectors
+                }
+                (Some(stored), None) => stored.lookup(corpus)?,
+                (None, _) => {
                     progress.set_length(progress.length().unwrap_or(0) + corpus.len() as u64);
                     enc.encode(corpus, o.batch_size, progress)?
                 }
@@ -66,6 +74,7 @@ impl<'c> CorpusIndex<'c> {
         let bm25 = (o.candidates != Candidates::BiEncoder).then(|| Bm25::new(corpus.to_vec()));
         Ok(CorpusIndex {
             embedded,
+            ann,
             bm25,
             ids: (0..corpus.len()).map(|i| format!("{i:010}")).collect(),
         })
@@ -86,7 +95,19 @@ impl<'c> CorpusIndex<'c> {
             _ => None,
         };
         let embedded = queries.as_ref().zip(self.embedded.as_ref());
-        let dense = |q: &Embeddings, c: &Embeddings| search(q, c, &self.ids, ScoreFn::Cosine, k);
+        let dense = |q: &Embeddings, c: &Embeddings| -> Result<Vec<Vec<(usize, f32)>>> {
+            match &self.ann {
+                Some(ann) => ann.search(
+                    q,
+                    c,
+                    ScoreFn::Cosine,
+                    k,
+                    |_, _| false,
+                    |a, b| self.ids[a].cmp(&self.ids[b]),
+                ),
+                None => Ok(search(q, c, &self.ids, ScoreFn::Cosine, k)),
+            }
+        };
         let lexical = |index: &Bm25| -> Vec<Vec<(usize, f32)>> {
             anchors
                 .par_iter()
@@ -102,9 +123,9 @@ impl<'c> CorpusIndex<'c> {
                 .collect()
         };
         let candidates = match (embedded, &self.bm25) {
-            (Some((q, c)), None) => dense(q, c),
+            (Some((q, c)), None) => dense(q, c)?,
             (None, Some(index)) => lexical(index),
-            (Some((q, c)), Some(index)) => dense(q, c)
+            (Some((q, c)), Some(index)) => dense(q, c)?
                 .into_iter()
                 .zip(lexical(index))
                 .enumerate()

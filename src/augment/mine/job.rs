@@ -22,6 +22,9 @@ pub struct MineJob {
     pub output_scores: bool,
     /// The corpus's stored embeddings (`encode`'s output), instead of embedding it here.
     pub corpus_embeddings: Option<PathBuf>,
+    /// An index of `corpus_embeddings` (`condenser index`) and its search width.
+    pub index: Option<PathBuf>,
+    pub ef_search: usize,
     /// The whole run's output (a shard writes beside it).
     #[serde(skip)]
     pub out: PathBuf,
@@ -86,6 +89,7 @@ impl MineJob {
             encoder: encoder.as_ref(),
             cross_encoder: ce.as_ref(),
             stored: stored.as_ref(),
+            index: self.index.as_deref().map(|p| (p, self.ef_search)),
         };
         let o = &self.options;
         let mined = mine(texts.input(), &models, o, shard.map(|r| r.shard), progress)?;

@@ -180,6 +180,9 @@ pub struct Miners<'m> {
     /// The corpus's vectors as `encode` stored them (checked against `encoder`): read, not
     /// re-embedded.
     pub stored: Option<&'m crate::encode::StoredEmbeddings>,
+    /// An index of `stored` (its file, and how wide to search): candidates from its graph,
+    /// scored exactly.
+    pub index: Option<(&'m std::path::Path, usize)>,
 }
 
 pub fn mine<'a>(

@@ -1,11 +1,13 @@
 //! Retrieval evaluation as sentence-transformers' InformationRetrievalEvaluator defines it: exact
 //! search over the encoded corpus, hits ordered by (-score, doc id), queries without relevant
 //! documents dropped, and accuracy/precision/recall@k, MRR@10, nDCG@10 (binary gains), MAP@100.
+mod index;
 mod ranking;
 mod search;
 
+pub use index::{best, AnnIndex, IndexSettings, IndexedCorpus, Quantization, DEFAULT_EF_SEARCH};
 pub use ranking::{ranking_metrics, ACCURACY_AT, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
-pub use search::{search, search_skipping, TopK, DOC_BLOCK};
+pub use search::{score_pair, search, search_skipping, TopK, DOC_BLOCK};
 
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
 use crate::data::retrieval::RetrievalSet;
@@ -70,11 +72,11 @@ impl Evaluator for RetrievalEvaluator {
         let set = &self.set;
         let q: Vec<&str> = set.queries.iter().map(|(_, t)| t.as_str()).collect();
         let c: Vec<&str> = set.corpus.iter().map(|(_, t)| t.as_str()).collect();
-        let ce = match &self.stored {
+        let (ce, index) = match &self.stored {
             Some(stored) => (stored.0)(&c)?,
             None => {
                 progress.set_length(c.len() as u64);
-                enc.encode(&c, batch, progress)?
+                (enc.encode(&c, batch, progress)?, None)
             }
         };
         progress.set_length(progress.length().unwrap_or(0) + q.len() as u64);
@@ -82,21 +84,29 @@ impl Evaluator for RetrievalEvaluator {
         let primary = format!("{}_ndcg@{NDCG_AT}", self.score_fn.name());
         Evaluation::new(
             primary,
-            retrieval_metrics(set, &qe, &ce, self.score_fn, self.ignore_identical_ids),
+            retrieval_metrics(
+                set,
+                &qe,
+                &ce,
+                self.score_fn,
+                self.ignore_identical_ids,
+                index.as_ref(),
+            )?,
         )
     }
 }
 
 /// Search and score a whole retrieval set from its query and corpus embeddings;
 /// `ignore_identical_ids`: a document whose id is the query's is never a hit (BEIR's option, for
-/// sets whose queries are corpus documents).
+/// sets whose queries are corpus documents); `index`: candidates from an index, scored exactly.
 pub fn retrieval_metrics(
     set: &RetrievalSet,
     q: &Embeddings,
     c: &Embeddings,
     score: ScoreFn,
     ignore_identical_ids: bool,
-) -> Metrics {
+    index: Option<&IndexedCorpus>,
+) -> Result<Metrics> {
     let doc_ids: Vec<String> = set.corpus.iter().map(|(id, _)| id.clone()).collect();
     let depth = PRECISION_RECALL_AT
         .iter()
@@ -104,9 +114,11 @@ pub fn retrieval_metrics(
         .copied()
         .max()
         .unwrap();
-    let ranked_idx = search_skipping(q, c, &doc_ids, score, depth, |qi, d| {
-        ignore_identical_ids && set.queries[qi].0 == doc_ids[d]
-    });
+    let skip = |qi: usize, d: usize| ignore_identical_ids && set.queries[qi].0 == doc_ids[d];
+    let ranked_idx = match index {
+        Some(ix) => ix.search(q, c, score, depth, skip, |a, b| doc_ids[a].cmp(&doc_ids[b]))?,
+        None => search_skipping(q, c, &doc_ids, score, depth, skip),
+    };
     let ranked: Vec<Vec<&str>> = ranked_idx
         .iter()
         .map(|r| r.iter().map(|&(d, _)| doc_ids[d].as_str()).collect())
@@ -116,5 +128,5 @@ pub fn retrieval_metrics(
         .iter()
         .map(|(id, _)| &set.relevant[id])
         .collect();
-    ranking_metrics(&ranked, &relevant, score.name())
+    Ok(ranking_metrics(&ranked, &relevant, score.name()))
 }

@@ -67,10 +67,18 @@ fn norms(e: &[f32], dim: usize, score: ScoreFn) -> Vec<f32> {
         .collect()
 }
 
-fn order(
+pub(super) fn order(
     tie: &impl Fn(usize, usize) -> Ordering,
 ) -> impl Fn(&(usize, f32), &(usize, f32)) -> Ordering + '_ {
     move |a, b| b.1.total_cmp(&a.1).then_with(|| tie(a.0, b.0))
+}
+
+/// One query's score of one document, as `TopK` computes it (the dot product over both norms for
+/// the cosine).
+pub fn score_pair(score: ScoreFn, q: &[f32], d: &[f32]) -> f32 {
+    let dot: f32 = q.iter().zip(d).map(|(a, b)| a * b).sum();
+    let n = |v: &[f32]| norms(v, v.len().max(1), score)[0];
+    dot / (n(q) * n(d))
 }
 
 impl TopK {

@@ -1,0 +1,273 @@
+//! `index`: an approximate nearest-neighbour index built once from stored embeddings and saved
+//! beside them (`<store>.usearch` and its description `<store>.usearch.json`). The description
+//! names the store it was built from (each file's size and a hash of its Parquet footer, which
+//! changes with any re-encode), so an index is never used with other vectors. The build adds the
+//! store batch by batch and saves a checkpoint every few minutes: a killed build resumes there.
+use super::StoredEmbeddings;
+use crate::error::{Error, Result};
+use crate::eval::retrieval::{AnnIndex, IndexSettings, IndexedCorpus};
+use crate::eval::CorpusVectors;
+use indicatif::ProgressBar;
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const FORMAT: &str = "condenser.index/1";
+/// Rows added between checks for a checkpoint.
+const CHUNK: usize = 1024;
+/// Building between checkpoints (CONDENSER_INDEX_CHECKPOINT_SECS overrides: tests, big machines).
+fn checkpoint_every() -> Duration {
+    let secs = std::env::var("CONDENSER_INDEX_CHECKPOINT_SECS").ok();
+    Duration::from_secs(secs.and_then(|s| s.parse().ok()).unwrap_or(300))
+}
+
+/// One store file as the index knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreFile {
+    pub name: String,
+    pub bytes: u64,
+    /// xxh3 of the file's last MiB (the Parquet footer: schema, row groups, statistics).
+    pub tail_xxh3: String,
+}
+
+/// The description saved beside an index.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexInfo {
+    pub format: String,
+    pub settings: IndexSettings,
+    pub embeddings: super::EmbeddingsMeta,
+    pub store: Vec<StoreFile>,
+    pub rows: usize,
+    /// Rows added so far (a checkpoint's; equals `rows` once built).
+    pub rows_done: usize,
+    pub build_seconds: f64,
+}
+
+fn store_file(path: &Path) -> Result<StoreFile> {
+    let mut f = std::fs::File::open(path).map_err(|e| Error::file(path, e))?;
+    let bytes = f.metadata().map_err(|e| Error::file(path, e))?.len();
+    let tail = bytes.min(1 << 20);
+    let mut buf = vec![0u8; tail as usize];
+    f.seek(SeekFrom::Start(bytes - tail))
+        .and_then(|_| f.read_exact(&mut buf))
+        .map_err(|e| Error::file(path, e))?;
+    Ok(StoreFile {
+        name: path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        bytes,
+        tail_xxh3: format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&buf)),
+    })
+}
+
+/// Where `index` saves the index of the store at `store` unless told: beside it.
+pub fn default_index_path(store: &Path) -> PathBuf {
+    match store.is_dir() {
+        true => store.join("index.usearch"),
+        false => store.with_extension("usearch"),
+    }
+}
+
+fn info_path(index: &Path) -> PathBuf {
+    let mut p = index.as_os_str().to_owned();
+    p.push(".json");
+    PathBuf::from(p)
+}
+
+fn partial_path(index: &Path) -> PathBuf {
+    let mut p = index.as_os_str().to_owned();
+    p.push(".partial");
+    PathBuf::from(p)
+}
+
+fn read_info(path: &Path) -> Result<IndexInfo> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
+    let info: IndexInfo = serde_json::from_str(&text).map_err(|e| Error::file(path, e))?;
+    if info.format != FORMAT {
+        return Err(Error::file(
+            path,
+            format!("format {} (this version reads {FORMAT})", info.format),
+        ));
+    }
+    Ok(info)
+}
+
+fn write_info(path: &Path, info: &IndexInfo) -> Result<()> {
+    let json = serde_json::to_vec_pretty(info).expect("serializes");
+    crate::data::write_atomic(path, &json)
+}
+
+/// What a build did.
+pub struct BuildSummary {
+    pub rows: usize,
+    pub resumed_at: usize,
+    pub seconds: f64,
+    pub bytes: u64,
+}
+
+/// Build the index of `store` at `dest` (resuming a checkpoint of the same store and settings).
+/// `progress` counts rows.
+pub fn build_index(
+    store: &StoredEmbeddings,
+    settings: &IndexSettings,
+    dest: &Path,
+    progress: &ProgressBar,
+) -> Result<BuildSummary> {
+    let files = store
+        .files
+        .iter()
+        .map(|f| store_file(f))
+        .collect::<Result<Vec<_>>>()?;
+    let rows = store.rows()?;
+    let dim = store.meta.dim;
+    let mut info = IndexInfo {
+        format: FORMAT.into(),
+        settings: settings.clone(),
+        embeddings: store.meta.clone(),
+        store: files,
+        rows,
+        rows_done: 0,
+        build_seconds: 0.0,
+    };
+    let partial = partial_path(dest);
+    let resumable = read_info(&info_path(&partial)).ok().filter(|p| {
+        p.settings == info.settings && p.store == info.store && p.embeddings == info.embeddings
+    });
+    let index = match &resumable {
+        Some(p) => {
+            info.rows_done = p.rows_done;
+            info.build_seconds = p.build_seconds;
+            AnnIndex::load(&partial, dim, rows, settings)?
+        }
+        None => AnnIndex::create(dim, rows, settings)?,
+    };
+    if index.len() != info.rows_done {
+        return Err(Error::file(
+            &partial,
+            "the checkpoint's index and description disagree: delete both and build again",
+        ));
+    }
+    let resumed_at = info.rows_done;
+    progress.set_length(rows as u64);
+    progress.set_position(resumed_at as u64);
+    let t0 = Instant::now();
+    let (mut last, every) = (Instant::now(), checkpoint_every());
+    store.for_each(false, |first, b, v| {
+        for start in (0..b.num_rows()).step_by(CHUNK) {
+            let end = (start + CHUNK).min(b.num_rows());
+            if first + end <= info.rows_done {
+                continue;
+            }
+            let from = info.rows_done.max(first + start) - first;
+            index.add(first + from, &v[from * dim..end * dim])?;
+            info.rows_done = first + end;
+            progress.set_position(info.rows_done as u64);
+            if last.elapsed() >= every && info.rows_done < rows {
+                index.save(&partial)?;
+                let mut at = info.clone();
+                at.build_seconds += t0.elapsed().as_secs_f64();
+                write_info(&info_path(&partial), &at)?;
+                last = Instant::now();
+            }
+        }
+        Ok(())
+    })?;
+    info.build_seconds += t0.elapsed().as_secs_f64();
+    index.save(dest)?;
+    // the description last: an index without one is never used
+    write_info(&info_path(dest), &info)?;
+    for p in [info_path(&partial), partial] {
+        if p.exists() {
+            std::fs::remove_file(&p).map_err(|e| Error::file(&p, e))?;
+        }
+    }
+    Ok(BuildSummary {
+        rows,
+        resumed_at,
+        seconds: info.build_seconds,
+        bytes: std::fs::metadata(dest)
+            .map_err(|e| Error::file(dest, e))?
+            .len(),
+    })
+}
+
+/// Open the index at `path`, refusing one built from other vectors than `store`'s.
+pub fn open_index(path: &Path, store: &StoredEmbeddings) -> Result<AnnIndex> {
+    let ipath = info_path(path);
+    if !ipath.exists() {
+        return Err(Error::file(
+            path,
+            format!(
+                "no {} beside it: not a finished `condenser index` (build it again)",
+                ipath.display()
+            ),
+        ));
+    }
+    let info = read_info(&ipath)?;
+    if info.embeddings != store.meta {
+        return Err(Error::file(
+            path,
+            "built from embeddings made otherwise than these (model or settings): build it again with `condenser index`",
+        ));
+    }
+    let now: Vec<StoreFile> = store
+        .files
+        .iter()
+        .map(|f| store_file(f))
+        .collect::<Result<_>>()?;
+    if now != info.store {
+        let what = match now.iter().zip(&info.store).find(|(a, b)| a != b) {
+            Some((a, _)) => format!("{} has changed since", a.name),
+            None => format!(
+                "the store has {} files, the index was built from {}",
+                now.len(),
+                info.store.len()
+            ),
+        };
+        return Err(Error::file(
+            path,
+            format!("stale: {what} the index was built; build it again with `condenser index`"),
+        ));
+    }
+    let index = AnnIndex::load(path, info.embeddings.dim, info.rows, &info.settings)?;
+    if index.len() != info.rows {
+        return Err(Error::file(
+            path,
+            format!(
+                "holds {} vectors, its description {}",
+                index.len(),
+                info.rows
+            ),
+        ));
+    }
+    Ok(index)
+}
+
+/// The index at `path` over `store`, for a corpus whose texts `lookup_rows` matched.
+pub fn indexed_corpus(
+    path: &Path,
+    store: &StoredEmbeddings,
+    docs_of_row: Vec<Vec<u32>>,
+    ef: usize,
+) -> Result<IndexedCorpus> {
+    Ok(IndexedCorpus {
+        index: Arc::new(open_index(path, store)?),
+        docs_of_row: Arc::new(docs_of_row),
+        ef,
+        normalized: store.meta.normalize,
+    })
+}
+
+/// Evaluation's corpus vectors from `store`, through the index at `index` when given.
+pub fn corpus_vectors(store: StoredEmbeddings, index: Option<PathBuf>, ef: usize) -> CorpusVectors {
+    CorpusVectors(Arc::new(move |texts| match &index {
+        None => Ok((store.lookup(texts)?, None)),
+        Some(path) => {
+            let (vectors, rows) = store.lookup_rows(texts)?;
+            Ok((vectors, Some(indexed_corpus(path, &store, rows, ef)?)))
+        }
+    }))
+}
