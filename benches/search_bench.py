@@ -14,6 +14,12 @@ wall time and peak RSS (GNU time %M), same machine, same run.
    noise, normalised; queries drawn the same way), stated as synthetic; the reference is
    sentence-transformers' `util.semantic_search` (torch, all vectors in memory) on the same
    vectors at the sizes it fits.
+3. The ANN index (`condenser index`, then `search --index`): build time, peak RSS and size;
+   recall@10 (top-10 runs) and recall@100 (top-100 runs) against exact search, and the speed-up
+   per query (whole process, and the graph walks alone), at 100k real embeddings (10k queries and
+   100k corpus sentences of SNLI, MRPC, STS-B, RTE, MedQP, Brown and WikiText-2, all-MiniLM-L6-v2)
+   and 1M synthetic vectors shaped like them (a Gaussian mixture fitted to the real 100k: 1,000
+   k-means centres and their pooled within-cluster covariance; stated as synthetic).
 The CPU, its class and the matmul library are printed first.
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
@@ -133,18 +139,131 @@ def search(tmp, sizes, nq, skip_torch):
         os.remove(cpath)
 
 
+def sentences(tmp):
+    """The real pool: distinct sentences of the local datasets, shuffled with seed 0."""
+    import glob, random
+    seen, pool = set(), []
+    def add(t):
+        t = " ".join(t.split())
+        if len(t.split()) >= 4 and t.lower() not in seen:
+            seen.add(t.lower()); pool.append(t)
+    S = os.path.join(ROOT, "datasets/data")
+    for name in ["snli/dev", "snli/test", "mrpc/train", "mrpc/test", "stsb/train", "stsb/dev",
+                 "stsb/test", "rte/train", "rte/dev", "medqp/all"]:
+        t = pq.read_table(f"{S}/{name}.parquet").to_pydict()
+        for c in ("sentence1", "sentence2"):
+            for x in t[c]: add(x)
+    for f in sorted(glob.glob(os.path.join(ROOT, "datasets/brown/*.parquet"))):
+        for x in pq.read_table(f).column("text").to_pylist(): add(x)
+    for name in ["wikitext2/valid", "wikitext2/test"]:
+        for para in pq.read_table(f"{S}/{name}.parquet").column("text").to_pylist():
+            for x in re.split(r"(?<= \.) ", para): add(x)
+    random.Random(0).shuffle(pool)
+    return pool
+
+
+def real_embeddings(cache):
+    """(corpus store, query store) of the real pool, encoded once into `cache`."""
+    c, q = os.path.join(cache, "c100k-emb.parquet"), os.path.join(cache, "q-emb.parquet")
+    if not (os.path.exists(c) and os.path.exists(q)):
+        os.makedirs(cache, exist_ok=True)
+        pool = sentences(cache)
+        for name, rows in (("q", pool[:10_000]), ("c100k", pool[10_000:110_000])):
+            src = os.path.join(cache, f"{name}.parquet")
+            ids = [f"s{i}" for i in range(len(rows))] if name == "q" else [f"s{i}" for i in range(10_000, 110_000)]
+            pq.write_table(pa.table({"id": ids, "text": rows}), src)
+            w, r, _ = timed([BIN, "encode", "--model", MODEL, "--input", src, "--out",
+                             os.path.join(cache, f"{name}-emb.parquet")])
+            print(f"  encoded {len(rows):,} sentences in {w:.0f} s")
+    return c, q
+
+
+def vectors(path):
+    col = pq.read_table(path, columns=["embedding"]).column("embedding").combine_chunks()
+    return col.values.to_numpy().reshape(len(col), -1)
+
+
+def shaped_like(real, n, seed):
+    """n unit vectors from a Gaussian mixture fitted to `real` (k-means centres, pooled
+    within-cluster covariance)."""
+    rng = np.random.default_rng(0)
+    k = 1000
+    cent = real[rng.choice(len(real), k, replace=False)].copy()
+    for _ in range(8):
+        a = np.concatenate([np.argmax(real[s:s + 20000] @ cent.T, 1) for s in range(0, len(real), 20000)])
+        for j in range(k):
+            m = real[a == j]
+            if len(m): cent[j] = m.mean(0)
+    res = real - cent[a]
+    L = np.linalg.cholesky(res.T @ res / len(res) + 1e-8 * np.eye(real.shape[1])).astype(np.float32)
+    p = np.bincount(a, minlength=k) / len(a)
+    r = np.random.default_rng(seed)
+    j = r.choice(k, n, p=p)
+    x = np.empty((n, real.shape[1]), np.float32)
+    for s in range(0, n, 100_000):
+        z = r.standard_normal((min(100_000, n - s), real.shape[1]), dtype=np.float32)
+        x[s:s + len(z)] = cent[j[s:s + len(z)]] + z @ L.T
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def lists(path):
+    t = pq.read_table(path, columns=["query_id", "doc_id"]).to_pydict()
+    out = {}
+    for q, d in zip(t["query_id"], t["doc_id"]):
+        out.setdefault(q, []).append(d)
+    return out
+
+
+def ann(tmp, skip_1m):
+    print("\n## ANN index (usearch HNSW, M 32, ef_construction 256, i8; candidates 2k scored exactly)")
+    cache = os.path.join(ROOT, "out/ann")
+    c100, q100 = real_embeddings(cache)
+    sets = [("100k real (all-MiniLM-L6-v2 sentences)", c100, q100)]
+    if not skip_1m:
+        real = vectors(c100)
+        c1m, q1m = os.path.join(tmp, "g1m.parquet"), os.path.join(tmp, "gq.parquet")
+        write_store(c1m, shaped_like(real, 1_000_000, 1), "d")
+        write_store(q1m, shaped_like(real, 10_000, 2), "q")
+        sets.append(("1M synthetic, shaped like the real", c1m, q1m))
+    print("| corpus | index build s | build peak RSS MB | index MB | k | exact s | exact RSS MB | "
+          "index search s | graph walks s | RSS MB | recall@k | speed-up (process) | speed-up (walks vs exact) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, c, q in sets:
+        ix = os.path.join(tmp, "ix.usearch")
+        wb, rb, _ = timed([BIN, "index", "--corpus-embeddings", c, "--out", ix])
+        size = os.path.getsize(ix) / 1e6
+        for k in (10, 100):
+            run = lambda out, extra: timed([BIN, "search", "--corpus-embeddings", c, "--query-embeddings", q,
+                                           "--top-k", str(k), "--out", out] + extra)
+            ex, ax = os.path.join(tmp, "exact.parquet"), os.path.join(tmp, "ann.parquet")
+            we, re_, _ = run(ex, [])
+            wa, ra, log = run(ax, ["--index", ix])
+            walks = float(re.search(r"graph walks ([0-9.]+) s", log).group(1))
+            e, a = lists(ex), lists(ax)
+            rec = sum(len(set(e[x]) & set(a.get(x, []))) for x in e) / sum(len(v) for v in e.values())
+            print(f"| {name} | {wb:.0f} | {rb:.0f} | {size:.0f} | {k} | {we:.1f} | {re_:.0f} | {wa:.1f} | {walks:.1f} | "
+                  f"{ra:.0f} | {rec:.4f} | {we / wa:.1f}x | {we / walks:.1f}x |")
+        os.remove(ix)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--skip-torch", action="store_true")
     ap.add_argument("--skip-mining", action="store_true")
+    ap.add_argument("--skip-exact", action="store_true", help="skip part 2 (exact search vs sentence-transformers)")
+    ap.add_argument("--skip-ann", action="store_true")
+    ap.add_argument("--skip-1m", action="store_true", help="the ANN index at 100k only")
     a = ap.parse_args()
     print(f"CPU: {cpu()}")
     with tempfile.TemporaryDirectory(dir=os.path.join(ROOT, "out")) as tmp:
         if not a.skip_mining:
             mining(tmp)
-        search(tmp, a.sizes, a.queries, a.skip_torch)
+        if not a.skip_exact:
+            search(tmp, a.sizes, a.queries, a.skip_torch)
+        if not a.skip_ann:
+            ann(tmp, a.skip_1m)
 
 
 if __name__ == "__main__":

@@ -78,12 +78,8 @@ pub fn run(a: Args) -> Result<()> {
         });
         shard::settings(&job, &[("model", a.model.as_deref())])
     })?;
-    let index = a
-        .use_index
-        .index
-        .as_ref()
-        .map(|p| open_index(p, &corpus))
-        .transpose()?;
+    let index = a.use_index.index.as_ref();
+    let index = index.map(|p| open_index(p, &corpus)).transpose()?;
     let ef = a.use_index.ef_search as usize;
     let bar = progress::bar(None, "documents searched");
     let t0 = std::time::Instant::now();
@@ -98,10 +94,7 @@ pub fn run(a: Args) -> Result<()> {
         "{} queries x {} documents ({}), top {}: {} rows -> {} in {:.1} s\n{}{}\n",
         s.queries,
         s.docs,
-        match index {
-            Some(_) => format!("index candidates, ef {ef}, scored exactly"),
-            None => "exact, streamed".into(),
-        },
+        s.how(),
         a.top_k,
         s.rows,
         s.dest.display(),

@@ -93,6 +93,21 @@ pub struct SearchSummary {
     pub docs: usize,
     pub rows: usize,
     pub dest: PathBuf,
+    /// With an index: its search width and the seconds its graph walks took (the rest reads
+    /// and scores the store).
+    pub graph: Option<(usize, f64)>,
+}
+
+impl SearchSummary {
+    /// How the documents were found, for the command's summary line.
+    pub fn how(&self) -> String {
+        match self.graph {
+            Some((ef, s)) => {
+                format!("index candidates, ef {ef}, graph walks {s:.2} s, scored exactly")
+            }
+            None => "exact, streamed".into(),
+        }
+    }
 }
 
 /// What a search keeps: each query's top `k` by `score`, found exactly or among an index's
@@ -105,6 +120,8 @@ pub struct Wanted<'a> {
 
 /// Per query, (corpus row, score) best first.
 type Hits = Vec<Vec<(usize, f32)>>;
+/// A search's hits, the documents it read, and the index's (width, seconds of graph walks).
+type Found = (Hits, usize, Option<(usize, f64)>);
 
 /// Search `queries` (this shard's blocks, or all) against `corpus`, writing the top `k` of each
 /// to `out` (or the shard's file, with its manifest). `progress` counts documents.
@@ -134,7 +151,7 @@ pub fn search_stored(
         data: queries.vectors.data[range.start * dim..range.end * dim].to_vec(),
     };
     let tie = |a: usize, b: usize| a.cmp(&b);
-    let (hits, docs) = match wanted.index {
+    let (hits, docs, graph) = match wanted.index {
         None => {
             let mut top = TopK::new(mine, score, k);
             let mut docs = 0;
@@ -144,7 +161,7 @@ pub fn search_stored(
                 progress.inc(b.num_rows() as u64);
                 Ok(())
             })?;
-            (top.finish(&tie), docs)
+            (top.finish(&tie), docs, None)
         }
         Some((index, ef)) => rescored(corpus, index, ef, &mine, score, k, progress)?,
     };
@@ -159,6 +176,7 @@ pub fn search_stored(
         docs,
         rows,
         dest,
+        graph,
     })
 }
 
@@ -172,13 +190,15 @@ fn rescored(
     score: ScoreFn,
     k: usize,
     progress: &ProgressBar,
-) -> Result<(Hits, usize)> {
+) -> Result<Found> {
     if score == ScoreFn::Dot && !corpus.meta.normalize {
         return Err(Error::msg(
             "the index finds candidates by cosine, and these vectors are not unit length: search by dot product without --index",
         ));
     }
+    let t0 = std::time::Instant::now();
     let rows = index.nearest(q, 2 * k, ef)?;
+    let walk = t0.elapsed().as_secs_f64();
     let mut wanted: HashMap<usize, Vec<usize>> = HashMap::new();
     for (qi, list) in rows.iter().enumerate() {
         for &r in list {
@@ -204,7 +224,8 @@ fn rescored(
         Ok(())
     })?;
     let tie = |a: usize, b: usize| a.cmp(&b);
-    Ok((lists.into_iter().map(|l| best(l, k, &tie)).collect(), docs))
+    let hits = lists.into_iter().map(|l| best(l, k, &tie)).collect();
+    Ok((hits, docs, Some((ef, walk))))
 }
 
 /// The id of each document some query found: the store's `id`/`_id` column, else its row.
