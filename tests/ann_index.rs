@@ -115,7 +115,8 @@ fn index_search_equals_exact_where_k_covers_the_set_and_stale_indexes_are_refuse
     }
 
     // mining and evaluation through the index (twice k candidates, a graph walk of 128, on
-    // 1,400 documents): approximate, so nearly exact search's negatives and nDCG
+    // 1,400 documents): approximate (the graph is built in parallel, so runs differ), so nearly
+    // exact search's negatives (measured 98.6-100% of rows) and nDCG
     let mine = |out: &Path, extra: &[&str]| {
         let mut a = vec![
             "mine",
@@ -152,7 +153,7 @@ fn index_search_equals_exact_where_k_covers_the_set_and_stale_indexes_are_refuse
     assert!(a.len() > 100);
     let same = a.iter().zip(&b).filter(|(x, y)| x == y).count();
     assert!(
-        a.len() == b.len() && same * 100 >= a.len() * 99,
+        a.len() == b.len() && same * 100 >= a.len() * 95,
         "{same} of {} rows",
         a.len()
     );

@@ -3,7 +3,7 @@ use super::model_opts::ModelOpts;
 use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
 use condenser::encode::{open_index, search_stored, Queries, StoredEmbeddings, Wanted};
-use condenser::error::{Error, Result};
+use condenser::error::Result;
 use condenser::eval::retrieval::ScoreFn;
 use condenser::shard;
 use std::path::PathBuf;
@@ -21,7 +21,7 @@ pub struct Args {
     #[arg(long)]
     model: Option<PathBuf>,
     /// Stored query embeddings (`encode` with the corpus's model), instead of --queries
-    #[arg(long, required_unless_present = "queries")]
+    #[arg(long, required_unless_present = "queries", conflicts_with = "model")]
     query_embeddings: Option<PathBuf>,
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     top_k: u64,
@@ -57,11 +57,6 @@ pub fn run(a: Args) -> Result<()> {
             let corpus = StoredEmbeddings::open_as_made(&a.corpus_embeddings)?;
             let queries = StoredEmbeddings::open(qe, &corpus.meta)?;
             (corpus, Queries::stored(&queries)?)
-        }
-        (None, Some(_), Some(_)) => {
-            return Err(Error::msg(
-                "--model embeds --queries: leave it out with --query-embeddings",
-            ))
         }
         _ => unreachable!("clap requires --queries with --model, or --query-embeddings"),
     };

@@ -1,6 +1,7 @@
 //! Candidate negatives for each anchor: the top k of the corpus by the bi-encoder (exact cosine
-//! search, or an index's candidates scored exactly), by BM25, or the union of both ranked by the bi-encoder; and the same retriever's
-//! score for each of the anchor's positives (the margins' reference without a cross-encoder).
+//! search, or an index's candidates scored exactly), by BM25, or the union of both ranked by the
+//! bi-encoder; and the same retriever's score for each of the anchor's positives (the margins'
+//! reference without a cross-encoder).
 use super::{MineOptions, Miners};
 use crate::augment::Bm25;
 use crate::encode::indexed_corpus;
