@@ -63,6 +63,11 @@ fn store_file(path: &Path) -> Result<StoreFile> {
     })
 }
 
+/// Each of `store`'s files as an index records it.
+fn store_files(store: &StoredEmbeddings) -> Result<Vec<StoreFile>> {
+    store.files.iter().map(|f| store_file(f)).collect()
+}
+
 /// Where `index` saves the index of the store at `store` unless told: beside it.
 pub fn default_index_path(store: &Path) -> PathBuf {
     match store.is_dir() {
@@ -116,11 +121,7 @@ pub fn build_index(
     dest: &Path,
     progress: &ProgressBar,
 ) -> Result<BuildSummary> {
-    let files = store
-        .files
-        .iter()
-        .map(|f| store_file(f))
-        .collect::<Result<Vec<_>>>()?;
+    let files = store_files(store)?;
     let rows = store.rows()?;
     let dim = store.meta.dim;
     let mut info = IndexInfo {
@@ -213,11 +214,7 @@ pub fn open_index(path: &Path, store: &StoredEmbeddings) -> Result<AnnIndex> {
             "built from embeddings made otherwise than these (model or settings): build it again with `condenser index`",
         ));
     }
-    let now: Vec<StoreFile> = store
-        .files
-        .iter()
-        .map(|f| store_file(f))
-        .collect::<Result<_>>()?;
+    let now = store_files(store)?;
     if now != info.store {
         let what = match now.iter().zip(&info.store).find(|(a, b)| a != b) {
             Some((a, _)) => format!("{} has changed since", a.name),

@@ -5,7 +5,7 @@
 use super::StoredEmbeddings;
 use crate::data::{self, retrieval, ParquetSink};
 use crate::error::{Error, Result};
-use crate::eval::retrieval::{best, score_pair, AnnIndex, ScoreFn, TopK};
+use crate::eval::retrieval::{best, ranks_like, score_pair, AnnIndex, ScoreFn, TopK};
 use crate::model::Embeddings;
 use crate::shard::ShardRun;
 use arrow_array::{Float32Array, RecordBatch, StringArray, UInt32Array};
@@ -191,11 +191,7 @@ fn rescored(
     k: usize,
     progress: &ProgressBar,
 ) -> Result<Found> {
-    if score == ScoreFn::Dot && !corpus.meta.normalize {
-        return Err(Error::msg(
-            "the index finds candidates by cosine, and these vectors are not unit length: search by dot product without --index",
-        ));
-    }
+    ranks_like(score, corpus.meta.normalize)?;
     let t0 = std::time::Instant::now();
     let rows = index.nearest(q, 2 * k, ef)?;
     let walk = t0.elapsed().as_secs_f64();

@@ -179,12 +179,7 @@ impl IndexedCorpus {
         skip: impl Fn(usize, usize) -> bool + Sync,
         tie: impl Fn(usize, usize) -> Ordering + Sync,
     ) -> Result<Vec<Vec<(usize, f32)>>> {
-        if score == ScoreFn::Dot && !self.normalized {
-            return Err(Error::msg(
-                "the index finds candidates by cosine, and these vectors are not unit length: \
-                 search by dot product without --index",
-            ));
-        }
+        ranks_like(score, self.normalized)?;
         let rows = self.index.nearest(q, 2 * k, self.ef)?;
         Ok(rows
             .into_par_iter()
@@ -207,6 +202,18 @@ impl IndexedCorpus {
                 best(list, k, &tie)
             })
             .collect())
+    }
+}
+
+/// Err unless the index's cosine ranking is `score`'s: a dot product over vectors that are not
+/// unit length would rank otherwise, and the graph would propose the wrong candidates.
+pub fn ranks_like(score: ScoreFn, normalized: bool) -> Result<()> {
+    match score == ScoreFn::Dot && !normalized {
+        true => Err(Error::msg(
+            "the index finds candidates by cosine, and these vectors are not unit length: \
+             search by dot product without --index",
+        )),
+        false => Ok(()),
     }
 }
 

@@ -5,7 +5,9 @@ mod index;
 mod ranking;
 mod search;
 
-pub use index::{best, AnnIndex, IndexSettings, IndexedCorpus, Quantization, DEFAULT_EF_SEARCH};
+pub use index::{
+    best, ranks_like, AnnIndex, IndexSettings, IndexedCorpus, Quantization, DEFAULT_EF_SEARCH,
+};
 pub use ranking::{ranking_metrics, ACCURACY_AT, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
 pub use search::{score_pair, search, search_skipping, TopK, DOC_BLOCK};
 
