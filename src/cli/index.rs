@@ -39,9 +39,10 @@ pub fn run(a: Args) -> Result<()> {
     let bar = progress::bar(Some(0), "vectors indexed");
     let s = build_index(&store, &a.settings, &dest, &bar)?;
     bar.finish_and_clear();
-    let resumed = match s.resumed_at {
-        0 => String::new(),
-        n => format!(" (resumed at row {n})"),
+    let resumed = match (s.resumed_at, s.discarded_checkpoint) {
+        (0, true) => " (its checkpoint was of other settings or embeddings: started over)".into(),
+        (0, false) => String::new(),
+        (n, _) => format!(" (resumed at row {n})"),
     };
     out(&format!(
         "indexed {} vectors{resumed} -> {} ({:.0} MB; M {}, ef_construction {}, {:?}) in {:.1} s\n",

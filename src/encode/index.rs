@@ -109,6 +109,8 @@ fn write_info(path: &Path, info: &IndexInfo) -> Result<()> {
 pub struct BuildSummary {
     pub rows: usize,
     pub resumed_at: usize,
+    /// A checkpoint was found but built otherwise (settings or embeddings): started over.
+    pub discarded_checkpoint: bool,
     pub seconds: f64,
     pub bytes: u64,
 }
@@ -134,9 +136,12 @@ pub fn build_index(
         build_seconds: 0.0,
     };
     let partial = partial_path(dest);
+    let checkpoint = info_path(&partial).exists();
     let resumable = read_info(&info_path(&partial)).ok().filter(|p| {
         p.settings == info.settings && p.store == info.store && p.embeddings == info.embeddings
     });
+    // a checkpoint of other settings or embeddings is started over, and the summary says so
+    let discarded_checkpoint = checkpoint && resumable.is_none();
     let index = match &resumable {
         Some(p) => {
             info.rows_done = p.rows_done;
@@ -188,6 +193,7 @@ pub fn build_index(
     Ok(BuildSummary {
         rows,
         resumed_at,
+        discarded_checkpoint,
         seconds: info.build_seconds,
         bytes: std::fs::metadata(dest)
             .map_err(|e| Error::file(dest, e))?
