@@ -3,20 +3,9 @@
 //! mining and evaluation through it agree with exact; an index of other or changed embeddings,
 //! or an unfinished one, is refused; a killed build resumes from its checkpoint.
 mod common;
-use common::{condenser, data, minilm_layers};
+use common::{condenser, data, err, minilm_layers, ok};
 use std::collections::HashMap;
 use std::path::Path;
-
-fn ok(out: std::process::Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{err}");
-    String::from_utf8_lossy(&out.stdout).into_owned() + &err
-}
-
-fn err(out: std::process::Output) -> String {
-    assert!(!out.status.success(), "expected a failure");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// Per query: (doc, score) best first.
 fn run(path: &Path) -> HashMap<String, Vec<(String, f32)>> {
@@ -189,20 +178,23 @@ fn index_search_equals_exact_where_k_covers_the_set_and_stale_indexes_are_refuse
     assert!(n1 > 0.05 && (n1 - n2).abs() < 5e-3, "{n1} {n2}");
 
     // embeddings re-made at another length: the index is stale, and says so
+    let refused = || {
+        let x = dir.path().join("x.parquet");
+        let a = [
+            "search",
+            "--corpus-embeddings",
+            e,
+            "--query-embeddings",
+            e,
+            "--index",
+            ix,
+        ];
+        err(condenser(
+            &[&a[..], &["--top-k", "5", "--out", x.to_str().unwrap()]].concat(),
+        ))
+    };
     encode("32");
-    let msg = err(condenser(&[
-        "search",
-        "--corpus-embeddings",
-        e,
-        "--query-embeddings",
-        e,
-        "--index",
-        ix,
-        "--top-k",
-        "5",
-        "--out",
-        dir.path().join("x.parquet").to_str().unwrap(),
-    ]));
+    let msg = refused();
     assert!(
         msg.contains("corpus-emb.usearch") && msg.contains("build it again"),
         "{msg}"
@@ -210,77 +202,51 @@ fn index_search_equals_exact_where_k_covers_the_set_and_stale_indexes_are_refuse
     // an index without its description (an unfinished build) is never used
     encode("64");
     std::fs::remove_file(dir.path().join("corpus-emb.usearch.json")).unwrap();
-    let msg = err(condenser(&[
-        "search",
-        "--corpus-embeddings",
-        e,
-        "--query-embeddings",
-        e,
-        "--index",
-        ix,
-        "--top-k",
-        "5",
-        "--out",
-        dir.path().join("x.parquet").to_str().unwrap(),
-    ]));
+    let msg = refused();
     assert!(msg.contains("not a finished `condenser index`"), "{msg}");
 }
 
-/// A build killed after a checkpoint resumes from it and ends with every vector indexed.
+/// A build killed after a checkpoint resumes from it and ends with every vector indexed; a
+/// checkpoint of other settings is started over, and the summary says so.
 #[test]
 fn a_killed_index_build_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let model = minilm_layers(dir.path(), 1);
-    let (m, cran) = (model.to_str().unwrap(), data("cranfield"));
+    // 9,842 sentences: ten chunks of 1,024 rows, so a run is killed well before its end
+    let snli = data("snli/dev.parquet");
     let emb = dir.path().join("c.parquet");
     let e = emb.to_str().unwrap();
-    ok(condenser(&[
+    let m = model.to_str().unwrap();
+    let input = snli.to_str().unwrap();
+    let a = [
         "encode",
         "--model",
         m,
         "--input",
-        cran.to_str().unwrap(),
+        input,
+        "--columns",
+        "sentence1",
         "--out",
         e,
-        "--max-seq-length",
-        "32",
-        "--batch-size",
-        "64",
-    ]));
-    // checkpoints after every 1,024 rows; killed once the first is written
-    let out = dir.path().join("c.usearch");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"))
-        .args([
-            "index",
-            "--corpus-embeddings",
-            e,
-            "--ef-construction",
-            "4000",
-        ])
-        .env("CONDENSER_INDEX_CHECKPOINT_SECS", "0")
-        .spawn()
-        .unwrap();
+    ];
+    ok(condenser(&[&a[..], &["--max-seq-length", "32"]].concat()));
     let partial = dir.path().join("c.usearch.partial.json");
-    let t0 = std::time::Instant::now();
-    while !partial.exists() && t0.elapsed().as_secs() < 120 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    if out.with_extension("usearch.json").exists() {
-        eprintln!("the build finished before it could be killed: resume not exercised");
-        return;
-    }
-    assert!(partial.exists(), "no checkpoint was written");
-    let msg = ok(condenser(&[
-        "index",
-        "--corpus-embeddings",
-        e,
-        "--ef-construction",
-        "4000",
-    ]));
+    let index = |efc: &'static str| ["index", "--corpus-embeddings", e, "--ef-construction", efc];
+    // checkpoints after every 1,024 rows; killed once the first is written
+    let killed = |efc: &'static str| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"));
+        cmd.args(index(efc))
+            .env("CONDENSER_INDEX_CHECKPOINT_SECS", "0");
+        common::kill_when(cmd, || partial.exists());
+    };
+    killed("64");
+    let msg = ok(condenser(&index("32")));
+    assert!(msg.contains("started over"), "{msg}");
+    assert!(!partial.exists(), "the checkpoint is removed once built");
+    killed("64");
+    let msg = ok(condenser(&index("64")));
     assert!(
-        msg.contains("indexed 1400 vectors (resumed at row"),
+        msg.contains("indexed 9842 vectors (resumed at row"),
         "{msg}"
     );
     assert!(!partial.exists(), "the checkpoint is removed once built");

@@ -2,21 +2,10 @@
 //! results as embedding on the fly, sharded search merged equal to one run, streamed exact search
 //! equal to a full sort, and stores made otherwise refused by name.
 mod common;
-use common::{condenser, data, minilm_layers};
+use common::{condenser, data, err, minilm_layers, ok};
 use condenser::eval::retrieval::{search, ScoreFn};
 use condenser::model::Embeddings;
 use std::path::Path;
-
-fn ok(out: std::process::Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{err}");
-    String::from_utf8_lossy(&out.stdout).into_owned() + &err
-}
-
-fn err(out: std::process::Output) -> String {
-    assert!(!out.status.success(), "expected a failure");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 fn rows(path: &Path, cols: &[&str]) -> Vec<Vec<String>> {
     let mut out = Vec::new();

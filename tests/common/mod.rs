@@ -209,11 +209,14 @@ pub fn checkpoint_step(out: &std::path::Path) -> u64 {
 
 /// Start `cmd` (a training run writing `out/checkpoint`), SIGKILL it once its checkpoint has
 /// reached `step`, and return the step of the checkpoint it left.
-pub fn kill_after_checkpoint(
-    mut cmd: std::process::Command,
-    out: &std::path::Path,
-    step: u64,
-) -> u64 {
+pub fn kill_after_checkpoint(cmd: std::process::Command, out: &std::path::Path, step: u64) -> u64 {
+    kill_when(cmd, || checkpoint_step(out) >= step);
+    checkpoint_step(out)
+}
+
+/// Start `cmd` and SIGKILL it once `ready()` holds; fails if the run finishes first or nothing
+/// is ready within 120 s.
+pub fn kill_when(mut cmd: std::process::Command, ready: impl Fn() -> bool) {
     use std::process::Stdio;
     let mut child = cmd
         .stdout(Stdio::null())
@@ -221,7 +224,7 @@ pub fn kill_after_checkpoint(
         .spawn()
         .unwrap();
     let t0 = std::time::Instant::now();
-    while checkpoint_step(out) < step {
+    while !ready() {
         assert!(
             child.try_wait().unwrap().is_none(),
             "the run finished before it could be killed"
@@ -231,7 +234,19 @@ pub fn kill_after_checkpoint(
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    checkpoint_step(out)
+}
+
+/// The stdout and stderr of a run that must succeed (its stderr shown when it did not).
+pub fn ok(out: std::process::Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &err
+}
+
+/// The stderr of a run that must fail.
+pub fn err(out: std::process::Output) -> String {
+    assert!(!out.status.success(), "expected a failure");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// `condenser` with `args`, its output collected.
