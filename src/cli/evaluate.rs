@@ -71,8 +71,8 @@ pub fn run(a: Args) -> Result<()> {
             };
             let enc = inference.encoder(model)?;
             let stored = StoredEmbeddings::for_model(path, &enc, model)?;
-            let ef = a.use_index.ef_search as usize;
-            Some(corpus_vectors(stored, a.use_index.index.clone(), ef))
+            let breadth = a.use_index.breadth();
+            Some(corpus_vectors(stored, a.use_index.index.clone(), breadth))
         }
     };
     let opts = EvalOptions {

@@ -74,8 +74,8 @@ pub fn run(a: Args) -> Result<()> {
         inference: a.model_opts.inference()?,
         output_scores: a.output_scores,
         corpus_embeddings: a.corpus_embeddings,
+        breadth: a.use_index.breadth(),
         index: a.use_index.index,
-        ef_search: a.use_index.ef_search as usize,
         out: a.out,
     };
     let shard = a.shard.resolve(|| job.shard_settings())?;

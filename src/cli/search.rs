@@ -68,20 +68,20 @@ pub fn run(a: Args) -> Result<()> {
             "top_k": a.top_k,
             "score_fn": a.score_fn.name(),
             "index": a.use_index.index,
-            "ef_search": a.use_index.ef_search,
+            "breadth": a.use_index.breadth(),
             "inference": inference,
         });
         shard::settings(&job, &[("model", a.model.as_deref())])
     })?;
     let index = a.use_index.index.as_ref();
     let index = index.map(|p| open_index(p, &corpus)).transpose()?;
-    let ef = a.use_index.ef_search as usize;
+    let breadth = index.as_ref().map(|i| i.breadth(a.use_index.breadth()));
     let bar = progress::bar(None, "documents searched");
     let t0 = std::time::Instant::now();
     let wanted = Wanted {
         score: a.score_fn,
         k: a.top_k as usize,
-        index: index.as_ref().map(|i| (i, ef)),
+        index: index.as_ref().zip(breadth.transpose()?),
     };
     let s = search_stored(&corpus, &queries, &wanted, &a.out, shard.as_ref(), &bar)?;
     bar.finish_and_clear();

@@ -28,7 +28,7 @@ pub use nli::{entailments, read_classes, read_nli, NLI_CLASSES};
 pub use pairs::{PairColumns, Pairs};
 pub use split::{hash_order, split_file, split_retrieval, FileSplit, RetrievalSplit};
 pub use texts::{for_each_text, read_texts};
-pub use write::{stream_to_parquet, write_atomic, write_parquet, ParquetSink};
+pub use write::{stream_to_parquet, write_atomic, write_parquet, write_with, ParquetSink};
 
 use crate::error::{Error, Result};
 use arrow_array::RecordBatch;

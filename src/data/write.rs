@@ -60,9 +60,14 @@ pub fn write_parquet<'a>(
 
 /// Write `bytes` to `dest` via a temporary file in the same folder and a rename.
 pub fn write_atomic(dest: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
+    write_with(dest, |f| std::io::Write::write_all(f, bytes))
+}
+
+/// Write `dest` by `fill` (streaming into the file) via a temporary file in the same folder and
+/// a rename: a failed or killed write leaves no partial file where the output belongs.
+pub fn write_with(dest: &Path, fill: impl FnOnce(&mut File) -> std::io::Result<()>) -> Result<()> {
     let mut tmp = temp_beside(dest)?;
-    tmp.write_all(bytes).in_file(dest)?;
+    fill(tmp.as_file_mut()).in_file(dest)?;
     tmp.as_file().sync_all().in_file(dest)?;
     tmp.persist(dest).map_err(|e| Error::file(dest, e.error))?;
     Ok(())

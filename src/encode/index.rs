@@ -1,11 +1,12 @@
 //! `index`: an approximate nearest-neighbour index built once from stored embeddings and saved
-//! beside them (`<store>.usearch` and its description `<store>.usearch.json`). The description
+//! beside them (`<store>.ivf` or `<store>.usearch`, and its description `<that>.json`). The description
 //! names the store it was built from (each file's size and a hash of its Parquet footer, which
 //! changes with any re-encode), so an index is never used with other vectors. The build adds the
 //! store batch by batch and saves a checkpoint every few minutes: a killed build resumes there.
+use super::calibrate::{calibrate, rows_of, sample_picks, Calibration};
 use super::StoredEmbeddings;
 use crate::error::{Error, Result};
-use crate::eval::retrieval::{AnnIndex, IndexSettings, IndexedCorpus};
+use crate::eval::retrieval::{AnnIndex, Breadth, IndexSettings, IndexedCorpus};
 use crate::eval::CorpusVectors;
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
@@ -14,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const FORMAT: &str = "condenser.index/1";
+const FORMAT: &str = "condenser.index/2";
 /// Rows added between checks for a checkpoint.
 const CHUNK: usize = 1024;
 /// Building between checkpoints (CONDENSER_INDEX_CHECKPOINT_SECS overrides: tests, big machines).
@@ -43,6 +44,8 @@ pub struct IndexInfo {
     /// Rows added so far (a checkpoint's; equals `rows` once built).
     pub rows_done: usize,
     pub build_seconds: f64,
+    /// The default search breadth, measured once built (none in a checkpoint).
+    pub calibration: Option<Calibration>,
 }
 
 fn store_file(path: &Path) -> Result<StoreFile> {
@@ -69,10 +72,14 @@ fn store_files(store: &StoredEmbeddings) -> Result<Vec<StoreFile>> {
 }
 
 /// Where `index` saves the index of the store at `store` unless told: beside it.
-pub fn default_index_path(store: &Path) -> PathBuf {
+pub fn default_index_path(store: &Path, settings: &IndexSettings) -> PathBuf {
+    let ext = match settings {
+        IndexSettings::Hnsw(_) => "usearch",
+        IndexSettings::Ivf { .. } => "ivf",
+    };
     match store.is_dir() {
-        true => store.join("index.usearch"),
-        false => store.with_extension("usearch"),
+        true => store.join("index").with_extension(ext),
+        false => store.with_extension(ext),
     }
 }
 
@@ -113,13 +120,18 @@ pub struct BuildSummary {
     pub discarded_checkpoint: bool,
     pub seconds: f64,
     pub bytes: u64,
+    /// The default breadth measured (an IVF's; a graph's is fixed).
+    pub calibration: Option<Calibration>,
+    /// The flag that sets the breadth calibrated.
+    pub breadth_flag: &'static str,
 }
 
-/// Build the index of `store` at `dest` (resuming a checkpoint of the same store and settings).
-/// `progress` counts rows.
+/// Build the index of `store` at `dest` (resuming a checkpoint of the same store and settings)
+/// and calibrate its default breadth to `target_recall` (an IVF's). `progress` counts rows.
 pub fn build_index(
     store: &StoredEmbeddings,
     settings: &IndexSettings,
+    target_recall: Option<f64>,
     dest: &Path,
     progress: &ProgressBar,
 ) -> Result<BuildSummary> {
@@ -134,6 +146,7 @@ pub fn build_index(
         rows,
         rows_done: 0,
         build_seconds: 0.0,
+        calibration: None,
     };
     let partial = partial_path(dest);
     let checkpoint = info_path(&partial).exists();
@@ -142,24 +155,29 @@ pub fn build_index(
     });
     // a checkpoint of other settings or embeddings is started over, and the summary says so
     let discarded_checkpoint = checkpoint && resumable.is_none();
-    let index = match &resumable {
+    let t0 = Instant::now();
+    let mut index = match &resumable {
         Some(p) => {
             info.rows_done = p.rows_done;
             info.build_seconds = p.build_seconds;
             AnnIndex::load(&partial, dim, rows, settings)?
         }
-        None => AnnIndex::create(dim, rows, settings)?,
+        None => AnnIndex::create(dim, rows, settings, |n| {
+            rows_of(store, &sample_picks(rows, n, 0))
+        })?,
     };
-    if index.len() != info.rows_done {
+    // rows are added in order, so the checkpoint holds rows 0 .. its length (a kill between
+    // writing the index and its description leaves the description a checkpoint behind)
+    if index.len() > rows {
         return Err(Error::file(
             &partial,
-            "the checkpoint's index and description disagree: delete both and build again",
+            "the checkpoint holds more vectors than the store: delete it and build again",
         ));
     }
+    info.rows_done = index.len();
     let resumed_at = info.rows_done;
     progress.set_length(rows as u64);
     progress.set_position(resumed_at as u64);
-    let t0 = Instant::now();
     let (mut last, every) = (Instant::now(), checkpoint_every());
     store.for_each(false, |first, b, v| {
         for start in (0..b.num_rows()).step_by(CHUNK) {
@@ -181,8 +199,15 @@ pub fn build_index(
         }
         Ok(())
     })?;
-    info.build_seconds += t0.elapsed().as_secs_f64();
     index.save(dest)?;
+    // read back as searches read it (an IVF's entries then lie in list order)
+    drop(index);
+    let index = AnnIndex::load(dest, dim, rows, settings)?;
+    info.calibration = match target_recall {
+        Some(target) => calibrate(store, &index, target)?,
+        None => None,
+    };
+    info.build_seconds += t0.elapsed().as_secs_f64();
     // the description last: an index without one is never used
     write_info(&info_path(dest), &info)?;
     for p in [info_path(&partial), partial] {
@@ -195,6 +220,8 @@ pub fn build_index(
         resumed_at,
         discarded_checkpoint,
         seconds: info.build_seconds,
+        calibration: info.calibration.clone(),
+        breadth_flag: index.breadth_flag(),
         bytes: std::fs::metadata(dest)
             .map_err(|e| Error::file(dest, e))?
             .len(),
@@ -235,7 +262,8 @@ pub fn open_index(path: &Path, store: &StoredEmbeddings) -> Result<AnnIndex> {
             format!("stale: {what} the index was built; build it again with `condenser index`"),
         ));
     }
-    let index = AnnIndex::load(path, info.embeddings.dim, info.rows, &info.settings)?;
+    let mut index = AnnIndex::load(path, info.embeddings.dim, info.rows, &info.settings)?;
+    index.calibrated = info.calibration.map(|c| c.breadth);
     if index.len() != info.rows {
         return Err(Error::file(
             path,
@@ -254,23 +282,28 @@ pub fn indexed_corpus(
     path: &Path,
     store: &StoredEmbeddings,
     docs_of_row: Vec<Vec<u32>>,
-    ef: usize,
+    breadth: Breadth,
 ) -> Result<IndexedCorpus> {
+    let index = open_index(path, store)?;
     Ok(IndexedCorpus {
-        index: Arc::new(open_index(path, store)?),
+        breadth: index.breadth(breadth)?,
+        index: Arc::new(index),
         docs_of_row: Arc::new(docs_of_row),
-        ef,
         normalized: store.meta.normalize,
     })
 }
 
 /// Evaluation's corpus vectors from `store`, through the index at `index` when given.
-pub fn corpus_vectors(store: StoredEmbeddings, index: Option<PathBuf>, ef: usize) -> CorpusVectors {
+pub fn corpus_vectors(
+    store: StoredEmbeddings,
+    index: Option<PathBuf>,
+    breadth: Breadth,
+) -> CorpusVectors {
     CorpusVectors(Arc::new(move |texts| match &index {
         None => Ok((store.lookup(texts)?, None)),
         Some(path) => {
             let (vectors, rows) = store.lookup_rows(texts)?;
-            Ok((vectors, Some(indexed_corpus(path, &store, rows, ef)?)))
+            Ok((vectors, Some(indexed_corpus(path, &store, rows, breadth)?)))
         }
     }))
 }

@@ -4,10 +4,12 @@
 //! vectors were made (stored.rs), so that `mine`, `evaluate` and `search` can take them as input
 //! and refuse them for another model. A retrieval folder as input encodes its corpus as retrieval
 //! reads it (id, "title text").
+mod calibrate;
 mod index;
 mod search;
 mod stored;
 
+pub use calibrate::Calibration;
 pub use index::{
     build_index, corpus_vectors, default_index_path, indexed_corpus, open_index, BuildSummary,
     IndexInfo,

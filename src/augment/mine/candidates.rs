@@ -55,9 +55,9 @@ impl<'c> CorpusIndex<'c> {
         let embedded = match (o.candidates, models.encoder) {
             (Candidates::Bm25, _) => None,
             (_, Some(enc)) => Some(match (models.stored, models.index) {
-                (Some(stored), Some((path, ef))) => {
+                (Some(stored), Some((path, breadth))) => {
                     let (vectors, docs_of_row) = stored.lookup_rows(corpus)?;
-                    ann = Some(indexed_corpus(path, stored, docs_of_row, ef)?);
+                    ann = Some(indexed_corpus(path, stored, docs_of_row, breadth)?);
                     vectors
                 }
                 (Some(stored), None) => stored.lookup(corpus)?,

@@ -24,7 +24,7 @@ pub struct MineJob {
     pub corpus_embeddings: Option<PathBuf>,
     /// An index of `corpus_embeddings` (`condenser index`) and its search width.
     pub index: Option<PathBuf>,
-    pub ef_search: usize,
+    pub breadth: crate::eval::retrieval::Breadth,
     /// The whole run's output (a shard writes beside it).
     #[serde(skip)]
     pub out: PathBuf,
@@ -89,7 +89,7 @@ impl MineJob {
             encoder: encoder.as_ref(),
             cross_encoder: ce.as_ref(),
             stored: stored.as_ref(),
-            index: self.index.as_deref().map(|p| (p, self.ef_search)),
+            index: self.index.as_deref().map(|p| (p, self.breadth)),
         };
         let o = &self.options;
         let mined = mine(texts.input(), &models, o, shard.map(|r| r.shard), progress)?;

@@ -182,7 +182,7 @@ pub struct Miners<'m> {
     pub stored: Option<&'m crate::encode::StoredEmbeddings>,
     /// An index of `stored` (its file, and how wide to search): candidates from its graph,
     /// scored exactly.
-    pub index: Option<(&'m std::path::Path, usize)>,
+    pub index: Option<(&'m std::path::Path, crate::eval::retrieval::Breadth)>,
 }
 
 pub fn mine<'a>(

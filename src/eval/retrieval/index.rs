@@ -1,9 +1,12 @@
-//! Approximate nearest-neighbour search for corpora where exact search is too slow: usearch's
-//! HNSW graph (chosen over hnsw_rs and instant-distance by measurement: benches/README.md). The
+//! Approximate nearest-neighbour search for corpora where exact search is too slow: an IVF index
+//! (k-means lists scanned by GEMM, the default) or usearch's HNSW graph. The
 //! index only proposes candidates, by cosine: each query's candidates (twice the k asked, as
 //! sentence-transformers' rescore_multiplier) are then scored exactly from the f32 vectors and
 //! ranked as exact search ranks them, (-score, document), so the index's quantization never
 //! reaches a score, and a set no larger than the candidate count gives exact search's result.
+use super::hnsw::Hnsw;
+use super::ivf::Ivf;
+use super::kmeans::{self, unit_in_place};
 use super::search::{order, score_pair};
 use super::ScoreFn;
 use crate::error::{Error, Result};
@@ -24,118 +27,211 @@ pub enum Quantization {
     I8,
 }
 
-/// How the graph is built (HNSW's M and efConstruction; defaults measured at 1M vectors to
-/// reach recall@10 0.98 at the default --ef-search).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, clap::Args)]
-pub struct IndexSettings {
-    /// Links per node (HNSW's M): more give better recall, a slower build and a bigger index
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(2..=1024))]
+/// How an HNSW graph is built (M and efConstruction; defaults measured at 1M vectors to reach
+/// recall@10 0.98 at the default --ef-search).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HnswSettings {
     pub connectivity: u64,
-    /// Candidates weighed while linking each vector (efConstruction)
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     pub ef_construction: u64,
-    #[arg(long, value_enum, default_value = "i8")]
     pub quantization: Quantization,
+}
+
+/// Which index, built how (saved in its description; a checkpoint resumes only the same).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum IndexSettings {
+    Hnsw(HnswSettings),
+    Ivf {
+        lists: u64,
+        /// Vectors the k-means is trained on (a seeded sample of the store).
+        sample: u64,
+    },
+}
+
+impl IndexSettings {
+    /// An IVF of `lists` lists (4 x the root of the rows unless given, as faiss advises),
+    /// trained on up to 64 vectors a list.
+    pub fn ivf(rows: usize, lists: Option<u64>) -> IndexSettings {
+        let lists = lists.unwrap_or((4.0 * (rows as f64).sqrt()).round().max(1.0) as u64);
+        IndexSettings::Ivf {
+            lists,
+            sample: (64 * lists).min(rows as u64),
+        }
+    }
+
+    /// The settings in a few words, for summaries.
+    pub fn describe(&self) -> String {
+        match self {
+            IndexSettings::Hnsw(h) => format!(
+                "HNSW, M {}, ef_construction {}, {:?}",
+                h.connectivity, h.ef_construction, h.quantization
+            ),
+            IndexSettings::Ivf { lists, sample } => {
+                format!("IVF, {lists} lists trained on {sample} vectors")
+            }
+        }
+    }
 }
 
 /// Breadth of each query's graph walk when none is given (recall@10 0.98 at 1M with the
 /// default build: benches/README.md).
 pub const DEFAULT_EF_SEARCH: usize = 128;
+/// IVF lists scanned per query when none is given and the index has no calibrated breadth.
+pub const DEFAULT_PROBES: usize = 32;
 
-fn ann_err(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::msg(format!("index {what}: {e}"))
+/// How wide a search through an index looks, as asked (`--ef-search` is the graph's,
+/// `--probes` the IVF's; each is refused for the other kind).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct Breadth {
+    pub ef_search: Option<usize>,
+    pub probes: Option<usize>,
 }
 
 pub struct AnnIndex {
-    inner: usearch::Index,
-    dim: usize,
+    inner: Inner,
+    /// The breadth found at build time to reach the target recall (`condenser index`'s
+    /// calibration), the default of a search that asks none.
+    pub calibrated: Option<usize>,
 }
 
-fn options(dim: usize, s: &IndexSettings) -> usearch::IndexOptions {
-    usearch::IndexOptions {
-        dimensions: dim,
-        // inner product of unit vectors: the cosine (vectors are normalised on the way in)
-        metric: usearch::MetricKind::IP,
-        quantization: match s.quantization {
-            Quantization::F32 => usearch::ScalarKind::F32,
-            Quantization::F16 => usearch::ScalarKind::F16,
-            Quantization::I8 => usearch::ScalarKind::I8,
-        },
-        connectivity: s.connectivity as usize,
-        expansion_add: s.ef_construction as usize,
-        expansion_search: DEFAULT_EF_SEARCH,
-        multi: false,
-    }
-}
-
-fn unit(v: &[f32]) -> Vec<f32> {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-    v.iter().map(|x| x / n).collect()
+enum Inner {
+    Hnsw(Hnsw),
+    Ivf(Ivf),
 }
 
 impl AnnIndex {
-    /// An empty index for `capacity` vectors of width `dim`.
-    pub fn create(dim: usize, capacity: usize, s: &IndexSettings) -> Result<AnnIndex> {
-        let inner = usearch::Index::new(&options(dim, s)).map_err(|e| ann_err("create", e))?;
-        let index = AnnIndex { inner, dim };
-        index.reserve(capacity)?;
-        Ok(index)
+    fn of(inner: Inner) -> AnnIndex {
+        AnnIndex {
+            inner,
+            calibrated: None,
+        }
     }
 
-    fn reserve(&self, capacity: usize) -> Result<()> {
-        self.inner
-            .reserve_capacity_and_threads(capacity, rayon::current_num_threads().max(1))
-            .map_err(|e| ann_err("reserve", e))
+    /// An empty index for `capacity` vectors of width `dim`; an IVF's lists are trained on the
+    /// vectors `sample(n)` returns (n of the store's rows, seeded).
+    pub fn create(
+        dim: usize,
+        capacity: usize,
+        s: &IndexSettings,
+        sample: impl FnOnce(usize) -> Result<Vec<f32>>,
+    ) -> Result<AnnIndex> {
+        Ok(AnnIndex::of(match s {
+            IndexSettings::Hnsw(h) => Inner::Hnsw(Hnsw::create(dim, capacity, h)?),
+            IndexSettings::Ivf { lists, sample: n } => {
+                let mut vectors = sample(*n as usize)?;
+                unit_in_place(&mut vectors, dim);
+                Inner::Ivf(Ivf::new(
+                    dim,
+                    kmeans::train(&vectors, dim, *lists as usize, 0)?,
+                ))
+            }
+        }))
     }
 
     /// Load a saved index whole (it can grow: a resumed build).
     pub fn load(path: &Path, dim: usize, capacity: usize, s: &IndexSettings) -> Result<AnnIndex> {
-        let inner = usearch::Index::new(&options(dim, s)).map_err(|e| ann_err("create", e))?;
-        inner
-            .load(&path.to_string_lossy())
-            .map_err(|e| Error::file(path, format!("not a readable index: {e}")))?;
-        let index = AnnIndex { inner, dim };
-        index.reserve(capacity.max(index.len()))?;
-        Ok(index)
+        Ok(AnnIndex::of(match s {
+            IndexSettings::Hnsw(h) => Inner::Hnsw(Hnsw::load(path, dim, capacity, h)?),
+            IndexSettings::Ivf { .. } => Inner::Ivf(Ivf::load(path, dim)?),
+        }))
     }
 
     pub fn len(&self) -> usize {
-        self.inner.size()
+        match &self.inner {
+            Inner::Hnsw(h) => h.len(),
+            Inner::Ivf(i) => i.len(),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Add rows `first ..` (`block`: their vectors, row after row), in parallel.
-    pub fn add(&self, first: usize, block: &[f32]) -> Result<()> {
-        block
-            .par_chunks_exact(self.dim)
-            .enumerate()
-            .try_for_each(|(i, v)| {
-                self.inner
-                    .add((first + i) as u64, &unit(v))
-                    .map_err(|e| ann_err("add", e))
-            })
+    fn dim(&self) -> usize {
+        match &self.inner {
+            Inner::Hnsw(h) => h.dim(),
+            Inner::Ivf(i) => i.dim(),
+        }
+    }
+
+    /// Add rows `first ..` (`block`: their vectors, row after row).
+    pub fn add(&mut self, first: usize, block: &[f32]) -> Result<()> {
+        match &mut self.inner {
+            Inner::Hnsw(h) => h.add(first, block),
+            Inner::Ivf(i) => i.add(first, block),
+        }
     }
 
     /// Write the index to `dest` through a temporary file and a rename.
     pub fn save(&self, dest: &Path) -> Result<()> {
-        let name = dest.file_name().map(|n| n.to_string_lossy().to_string());
-        let tmp = dest.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
-        self.inner
-            .save(&tmp.to_string_lossy())
-            .map_err(|e| Error::file(&tmp, format!("saving the index: {e}")))?;
-        std::fs::rename(&tmp, dest).map_err(|e| Error::file(dest, e))
+        match &self.inner {
+            Inner::Hnsw(h) => h.save(dest),
+            Inner::Ivf(i) => i.save(dest),
+        }
     }
 
-    /// Per query, the `count` rows nearest by cosine, walking the graph `ef` wide (all rows when
-    /// `count` covers the index).
-    pub fn nearest(&self, q: &Embeddings, count: usize, ef: usize) -> Result<Vec<Vec<usize>>> {
-        if q.dim != self.dim {
+    /// An HNSW graph (else an IVF).
+    pub fn is_graph(&self) -> bool {
+        matches!(self.inner, Inner::Hnsw(_))
+    }
+
+    /// The flag that sets this index's breadth.
+    pub fn breadth_flag(&self) -> &'static str {
+        match &self.inner {
+            Inner::Hnsw(_) => "--ef-search",
+            Inner::Ivf(_) => "--probes",
+        }
+    }
+
+    /// The breadths a calibration tries, narrowest first (the last looks widest: every list,
+    /// or the walk's widest that stays fast).
+    pub fn ladder(&self) -> Vec<usize> {
+        let steps = [
+            8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+        ];
+        match &self.inner {
+            Inner::Hnsw(_) => steps[1..].to_vec(),
+            Inner::Ivf(i) => {
+                let mut l: Vec<usize> = steps.into_iter().filter(|&p| p < i.lists()).collect();
+                let mut wider = l.last().map_or(1, |&p| p * 2);
+                while wider < i.lists() {
+                    l.push(wider);
+                    wider *= 2;
+                }
+                l.push(i.lists());
+                l
+            }
+        }
+    }
+
+    /// The breadth `b` asks of this kind of index (the calibrated one when it asks none),
+    /// refusing the other kind's flag.
+    pub fn breadth(&self, b: Breadth) -> Result<usize> {
+        let (mine, other, fallback) = match &self.inner {
+            Inner::Hnsw(_) => (b.ef_search, b.probes, DEFAULT_EF_SEARCH),
+            Inner::Ivf(_) => (b.probes, b.ef_search, DEFAULT_PROBES),
+        };
+        if other.is_some() {
+            let (kind, flag) = match &self.inner {
+                Inner::Hnsw(_) => ("an HNSW graph", "--probes"),
+                Inner::Ivf(_) => ("an IVF index", "--ef-search"),
+            };
+            return Err(Error::msg(format!(
+                "{flag} is for the other kind of index; this one is {kind}: use {}",
+                self.breadth_flag()
+            )));
+        }
+        Ok(mine.or(self.calibrated).unwrap_or(fallback))
+    }
+
+    /// Per query, the `count` rows nearest by cosine (all rows when `count` covers the index);
+    /// `breadth` is the graph walk's ef or the IVF's probes.
+    pub fn nearest(&self, q: &Embeddings, count: usize, breadth: usize) -> Result<Vec<Vec<usize>>> {
+        if q.dim != self.dim() {
             return Err(Error::msg(format!(
                 "the queries are {} wide, the index's vectors {}",
-                q.dim, self.dim
+                q.dim,
+                self.dim()
             )));
         }
         if count >= self.len() {
@@ -143,17 +239,10 @@ impl AnnIndex {
             // e.g. one of several equal vectors)
             return Ok(vec![(0..self.len()).collect(); q.len()]);
         }
-        self.inner.change_expansion_search(ef.max(count));
-        (0..q.len())
-            .into_par_iter()
-            .map(|i| {
-                let m = self
-                    .inner
-                    .search(&unit(q.row(i)), count)
-                    .map_err(|e| ann_err("search", e))?;
-                Ok(m.keys.into_iter().map(|k| k as usize).collect())
-            })
-            .collect()
+        match &self.inner {
+            Inner::Hnsw(h) => h.nearest(q, count, breadth),
+            Inner::Ivf(i) => i.nearest(q, count, breadth),
+        }
     }
 }
 
@@ -163,7 +252,8 @@ impl AnnIndex {
 pub struct IndexedCorpus {
     pub index: Arc<AnnIndex>,
     pub docs_of_row: Arc<Vec<Vec<u32>>>,
-    pub ef: usize,
+    /// The walk's ef or the IVF's probes (`AnnIndex::breadth`).
+    pub breadth: usize,
     /// The stored vectors were unit length (dot product then equals the index's cosine).
     pub normalized: bool,
 }
@@ -180,7 +270,7 @@ impl IndexedCorpus {
         tie: impl Fn(usize, usize) -> Ordering + Sync,
     ) -> Result<Vec<Vec<(usize, f32)>>> {
         ranks_like(score, self.normalized)?;
-        let rows = self.index.nearest(q, 2 * k, self.ef)?;
+        let rows = self.index.nearest(q, 2 * k, self.breadth)?;
         Ok(rows
             .into_par_iter()
             .enumerate()

@@ -1,12 +1,16 @@
 //! Retrieval evaluation as sentence-transformers' InformationRetrievalEvaluator defines it: exact
 //! search over the encoded corpus, hits ordered by (-score, doc id), queries without relevant
 //! documents dropped, and accuracy/precision/recall@k, MRR@10, nDCG@10 (binary gains), MAP@100.
+mod hnsw;
 mod index;
+mod ivf;
+mod kmeans;
 mod ranking;
 mod search;
 
 pub use index::{
-    best, ranks_like, AnnIndex, IndexSettings, IndexedCorpus, Quantization, DEFAULT_EF_SEARCH,
+    best, ranks_like, AnnIndex, Breadth, HnswSettings, IndexSettings, IndexedCorpus, Quantization,
+    DEFAULT_EF_SEARCH, DEFAULT_PROBES,
 };
 pub use ranking::{ranking_metrics, ACCURACY_AT, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
 pub use search::{score_pair, search, search_skipping, TopK, DOC_BLOCK};
