@@ -14,12 +14,13 @@ wall time and peak RSS (GNU time %M), same machine, same run.
    noise, normalised; queries drawn the same way), stated as synthetic; the reference is
    sentence-transformers' `util.semantic_search` (torch, all vectors in memory) on the same
    vectors at the sizes it fits.
-3. The ANN index (`condenser index`, then `search --index`): build time, peak RSS and size;
-   recall@10 (top-10 runs) and recall@100 (top-100 runs) against exact search, and the speed-up
-   per query (whole process, and the graph walks alone), at 100k real embeddings (10k queries and
-   100k corpus sentences of SNLI, MRPC, STS-B, RTE, MedQP, Brown and WikiText-2, all-MiniLM-L6-v2)
-   and 1M synthetic vectors shaped like them (a Gaussian mixture fitted to the real 100k: 1,000
-   k-means centres and their pooled within-cluster covariance; stated as synthetic).
+3. The ANN indexes (`condenser index --kind ivf|hnsw`, then `search --index`): build time, peak
+   RSS and size; recall@10 (top-10 runs) and recall@100 (top-100 runs) against exact search, and
+   the speed-up per query (whole process, and the candidate search alone), at 25k, 50k and 100k
+   real embeddings (10k queries and 100k corpus sentences of SNLI, MRPC, STS-B, RTE, MedQP, Brown
+   and WikiText-2, all-MiniLM-L6-v2; 25k and 50k are prefixes of the shuffled 100k) and 1M
+   synthetic vectors shaped like them (a Gaussian mixture fitted to the real 100k: 1,000 k-means
+   centres and their pooled within-cluster covariance; stated as synthetic).
 The CPU, its class and the matmul library are printed first.
 """
 import argparse, json, os, re, subprocess, sys, tempfile, time
@@ -86,9 +87,12 @@ def clustered(n, dim, seed, centres):
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
-def write_store(path, vectors, ids_prefix):
+def write_store(path, vectors, ids_prefix, like=None):
+    """`vectors` as an `encode` store, made as the store `like` says (else as synthetic)."""
     meta = {"model_fingerprint": "synthetic-clustered", "pooling": "synthetic", "normalize": True,
             "max_seq_length": 0, "dtype": "f32", "dim": vectors.shape[1], "columns": ["text"]}
+    if like:
+        meta = json.loads(pq.read_schema(like).metadata[b"condenser.embeddings"])
     n, dim = vectors.shape
     writer = None
     for s in range(0, n, 65536):
@@ -215,35 +219,82 @@ def lists(path):
 
 
 def ann(tmp, skip_1m):
-    print("\n## ANN index (usearch HNSW, M 32, ef_construction 256, i8; candidates 2k scored exactly)")
+    print("\n## ANN indexes (IVF: 4 sqrt(n) lists, --probes calibrated at build to recall@10 0.98 on "
+          "1,000 of the corpus's own vectors; HNSW: usearch, M 32, ef_construction 256, i8, "
+          "--ef-search 128; candidates 2k scored exactly)")
     cache = os.path.join(ROOT, "out/ann")
     c100, q100 = real_embeddings(cache)
-    sets = [("100k real (all-MiniLM-L6-v2 sentences)", c100, q100)]
+    real = vectors(c100)
+    sets = []
+    for n in (25_000, 50_000):
+        c = os.path.join(tmp, f"r{n}.parquet")
+        write_store(c, real[:n], "d", like=c100)
+        sets.append((f"{n // 1000}k real (a subset)", c, q100))
+    sets.append(("100k real (all-MiniLM-L6-v2 sentences)", c100, q100))
     if not skip_1m:
-        real = vectors(c100)
         c1m, q1m = os.path.join(tmp, "g1m.parquet"), os.path.join(tmp, "gq.parquet")
         write_store(c1m, shaped_like(real, 1_000_000, 1), "d")
         write_store(q1m, shaped_like(real, 10_000, 2), "q")
         sets.append(("1M synthetic, shaped like the real", c1m, q1m))
-    print("| corpus | index build s | build peak RSS MB | index MB | k | exact s | exact RSS MB | "
-          "index search s | graph walks s | RSS MB | recall@k | speed-up (process) | speed-up (walks vs exact) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| corpus | index | build s | build peak RSS MB | index MB | default breadth (recall@10 on own vectors) "
+          "| k | exact s | exact RSS MB | search s | candidates s | RSS MB | recall@k | speed-up (process) "
+          "| speed-up (candidates vs exact) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    exact = {}
     for name, c, q in sets:
-        ix = os.path.join(tmp, "ix.usearch")
-        wb, rb, _ = timed([BIN, "index", "--corpus-embeddings", c, "--out", ix])
-        size = os.path.getsize(ix) / 1e6
-        for k in (10, 100):
-            run = lambda out, extra: timed([BIN, "search", "--corpus-embeddings", c, "--query-embeddings", q,
-                                           "--top-k", str(k), "--out", out] + extra)
-            ex, ax = os.path.join(tmp, "exact.parquet"), os.path.join(tmp, "ann.parquet")
-            we, re_, _ = run(ex, [])
-            wa, ra, log = run(ax, ["--index", ix])
-            walks = float(re.search(r"graph walks ([0-9.]+) s", log).group(1))
-            e, a = lists(ex), lists(ax)
-            rec = sum(len(set(e[x]) & set(a.get(x, []))) for x in e) / sum(len(v) for v in e.values())
-            print(f"| {name} | {wb:.0f} | {rb:.0f} | {size:.0f} | {k} | {we:.1f} | {re_:.0f} | {wa:.1f} | {walks:.1f} | "
-                  f"{ra:.0f} | {rec:.4f} | {we / wa:.1f}x | {we / walks:.1f}x |")
-        os.remove(ix)
+        for kind in ("ivf", "hnsw"):
+            ix = os.path.join(tmp, f"ix.{kind}")
+            wb, rb, log = timed([BIN, "index", "--kind", kind, "--corpus-embeddings", c, "--out", ix])
+            size = os.path.getsize(ix) / 1e6
+            cal = json.load(open(ix + ".json")).get("calibration")
+            breadth = (f"--probes {cal['breadth']} ({cal['recall']:.4f})" if cal else "--ef-search 128")
+            for k in (10, 100):
+                run = lambda out, extra: timed([BIN, "search", "--corpus-embeddings", c, "--query-embeddings", q,
+                                               "--top-k", str(k), "--out", out] + extra)
+                ex, ax = os.path.join(tmp, f"exact-{name}-{k}.parquet"), os.path.join(tmp, "ann.parquet")
+                if (name, k) not in exact:
+                    exact[(name, k)] = run(ex, [])[:2]
+                we, re_ = exact[(name, k)]
+                wa, ra, log = run(ax, ["--index", ix])
+                cand = float(re.search(r"\) in ([0-9.]+) s, scored exactly", log).group(1))
+                e, a = lists(ex), lists(ax)
+                rec = sum(len(set(e[x]) & set(a.get(x, []))) for x in e) / sum(len(v) for v in e.values())
+                print(f"| {name} | {kind} | {wb:.1f} | {rb:.0f} | {size:.0f} | {breadth} | {k} | {we:.1f} | {re_:.0f} "
+                      f"| {wa:.1f} | {cand:.2f} | {ra:.0f} | {rec:.4f} | {we / wa:.1f}x | {we / cand:.1f}x |", flush=True)
+            os.remove(ix)
+
+
+def faiss_ref(tmp, skip_1m):
+    """faiss's IndexIVFFlat (pip faiss-cpu; what sentence-transformers' mine_hard_negatives uses
+    with use_faiss) on the same vectors, lists and probes as `condenser index`'s IVF: build time,
+    per-query search time (2 threads), recall@10 against exact search, peak RSS of the process."""
+    import faiss, resource
+    faiss.omp_set_num_threads(2)
+    cache = os.path.join(ROOT, "out/ann")
+    c100, q100 = real_embeddings(cache)
+    real = vectors(c100)
+    sets = [("100k real", real, vectors(q100), 1265, [128, 192])]
+    if not skip_1m:
+        sets.append(("1M synthetic", shaped_like(real, 1_000_000, 1), shaped_like(real, 10_000, 2), 4000, [24, 32]))
+    print(f"\n## faiss {faiss.__version__} IndexIVFFlat (inner product), same vectors, lists and probes")
+    print("| corpus | lists | build s | probes | search s (10k queries) | us/query | recall@10 |")
+    print("|---|---|---|---|---|---|---|")
+    for name, c, q, nlist, probes in sets:
+        exact = np.concatenate([np.argpartition(-(q[s:s + 250] @ c.T), 10, axis=1)[:, :10].copy() for s in range(0, len(q), 250)])
+        t = time.time()
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(c.shape[1]), c.shape[1], nlist, faiss.METRIC_INNER_PRODUCT)
+        rng = np.random.default_rng(0)
+        index.train(c[rng.choice(len(c), min(len(c), 64 * nlist), replace=False)])
+        index.add(c)
+        build = time.time() - t
+        for p in probes:
+            index.nprobe = p
+            t = time.time()
+            _, found = index.search(q, 10)
+            w = time.time() - t
+            rec = np.mean([len(set(found[i]) & set(exact[i])) / 10 for i in range(len(q))])
+            print(f"| {name} | {nlist} | {build:.1f} | {p} | {w:.2f} | {w / len(q) * 1e6:.0f} | {rec:.4f} |", flush=True)
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (the whole bench process)")
 
 
 def main():
@@ -255,6 +306,7 @@ def main():
     ap.add_argument("--skip-exact", action="store_true", help="skip part 2 (exact search vs sentence-transformers)")
     ap.add_argument("--skip-ann", action="store_true")
     ap.add_argument("--skip-1m", action="store_true", help="the ANN index at 100k only")
+    ap.add_argument("--faiss", action="store_true", help="also faiss's IVF on the same vectors (pip faiss-cpu)")
     a = ap.parse_args()
     print(f"CPU: {cpu()}")
     with tempfile.TemporaryDirectory(dir=os.path.join(ROOT, "out")) as tmp:
@@ -264,6 +316,8 @@ def main():
             search(tmp, a.sizes, a.queries, a.skip_torch)
         if not a.skip_ann:
             ann(tmp, a.skip_1m)
+        if a.faiss:
+            faiss_ref(tmp, a.skip_1m)
 
 
 if __name__ == "__main__":

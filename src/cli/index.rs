@@ -1,20 +1,8 @@
 use super::{out, progress};
 use condenser::encode::{build_index, default_index_path, Calibration, StoredEmbeddings};
-use condenser::error::{Error, Result};
-use condenser::eval::retrieval::{
-    Breadth, HnswSettings, IndexSettings, Quantization, DEFAULT_EF_SEARCH,
-};
+use condenser::error::Result;
+use condenser::eval::retrieval::{Breadth, IndexFlags, DEFAULT_EF_SEARCH};
 use std::path::PathBuf;
-
-/// Which index `index` builds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Kind {
-    /// k-means lists, each scanned for all the queries probing it by one GEMM: fast to build,
-    /// fastest for batches of queries (mine, evaluate, search of many queries)
-    Ivf,
-    /// usearch's HNSW graph, walked one query at a time
-    Hnsw,
-}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -22,26 +10,8 @@ pub struct Args {
     /// sharded encode)
     #[arg(long)]
     corpus_embeddings: PathBuf,
-    #[arg(long, value_enum, default_value = "ivf")]
-    kind: Kind,
-    /// IVF: how many lists (k-means centroids) [default: 4 x the square root of the rows]
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    lists: Option<u64>,
-    /// HNSW: links per node (M): more give better recall, a slower build and a bigger index
-    /// [default: 32]
-    #[arg(long, value_parser = clap::value_parser!(u64).range(2..=1024))]
-    connectivity: Option<u64>,
-    /// HNSW: candidates weighed while linking each vector (efConstruction) [default: 256]
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    ef_construction: Option<u64>,
-    /// HNSW: how the graph stores its copy of the vectors [default: i8]
-    #[arg(long, value_enum)]
-    quantization: Option<Quantization>,
-    /// The recall@10 against exact search the default search breadth is calibrated to reach
-    /// (measured on 1,000 of the corpus's own vectors once the index is built)
-    /// [default: 0.98; IVF only]
-    #[arg(long, value_parser = recall)]
-    target_recall: Option<f64>,
+    #[command(flatten)]
+    flags: IndexFlags,
     /// The index file (its description is written beside it as FILE.json)
     /// [default: beside the embeddings, NAME.ivf or NAME.usearch (index.* in a shard folder)]
     #[arg(long)]
@@ -74,52 +44,13 @@ impl UseIndex {
     }
 }
 
-/// The settings the flags ask for, refusing a flag of the other kind.
-fn settings(a: &Args, rows: usize) -> Result<IndexSettings> {
-    let hnsw_flag = [
-        (a.connectivity.is_some(), "--connectivity"),
-        (a.ef_construction.is_some(), "--ef-construction"),
-        (a.quantization.is_some(), "--quantization"),
-    ];
-    let ivf_flag = [
-        (a.lists.is_some(), "--lists"),
-        (a.target_recall.is_some(), "--target-recall"),
-    ];
-    Ok(match a.kind {
-        Kind::Ivf => {
-            if let Some((_, flag)) = hnsw_flag.iter().find(|f| f.0) {
-                return Err(Error::msg(format!(
-                    "{flag} is for --kind hnsw (this is an IVF index)"
-                )));
-            }
-            IndexSettings::ivf(rows, a.lists)
-        }
-        Kind::Hnsw => {
-            if let Some((_, flag)) = ivf_flag.iter().find(|f| f.0) {
-                return Err(Error::msg(format!(
-                    "{flag} is for --kind ivf (this is an HNSW graph)"
-                )));
-            }
-            IndexSettings::Hnsw(HnswSettings {
-                connectivity: a.connectivity.unwrap_or(32),
-                ef_construction: a.ef_construction.unwrap_or(256),
-                quantization: a.quantization.unwrap_or(Quantization::I8),
-            })
-        }
-    })
-}
-
 pub fn run(a: Args) -> Result<()> {
     let store = StoredEmbeddings::open_as_made(&a.corpus_embeddings)?;
-    let settings = settings(&a, store.rows()?)?;
+    let (settings, target) = a.flags.resolve(store.rows()?)?;
     let dest = a
         .out
         .unwrap_or_else(|| default_index_path(&a.corpus_embeddings, &settings));
     let bar = progress::bar(Some(0), "vectors indexed");
-    let target = match a.kind {
-        Kind::Ivf => Some(a.target_recall.unwrap_or(0.98)),
-        Kind::Hnsw => None,
-    };
     let s = build_index(&store, &settings, target, &dest, &bar)?;
     bar.finish_and_clear();
     let resumed = match (s.resumed_at, s.discarded_checkpoint) {
@@ -155,11 +86,4 @@ pub fn run(a: Args) -> Result<()> {
         ),
     });
     Ok(())
-}
-
-fn recall(s: &str) -> std::result::Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
-        _ => Err(format!("{s} is not a recall in (0, 1]")),
-    }
 }

@@ -93,17 +93,17 @@ pub struct SearchSummary {
     pub docs: usize,
     pub rows: usize,
     pub dest: PathBuf,
-    /// With an index: its search width and the seconds its graph walks took (the rest reads
-    /// and scores the store).
-    pub graph: Option<(usize, f64)>,
+    /// With an index: its breadth flag and value, and the seconds its search for candidates took
+    /// (the rest reads and scores the store).
+    pub index: Option<(&'static str, usize, f64)>,
 }
 
 impl SearchSummary {
     /// How the documents were found, for the command's summary line.
     pub fn how(&self) -> String {
-        match self.graph {
-            Some((ef, s)) => {
-                format!("index candidates, ef {ef}, graph walks {s:.2} s, scored exactly")
+        match self.index {
+            Some((flag, b, s)) => {
+                format!("index candidates ({flag} {b}) in {s:.2} s, scored exactly")
             }
             None => "exact, streamed".into(),
         }
@@ -111,7 +111,7 @@ impl SearchSummary {
 }
 
 /// What a search keeps: each query's top `k` by `score`, found exactly or among an index's
-/// candidates (the index, and how wide its graph is walked).
+/// candidates (the index, and its breadth).
 pub struct Wanted<'a> {
     pub score: ScoreFn,
     pub k: usize,
@@ -120,8 +120,8 @@ pub struct Wanted<'a> {
 
 /// Per query, (corpus row, score) best first.
 type Hits = Vec<Vec<(usize, f32)>>;
-/// A search's hits, the documents it read, and the index's (width, seconds of graph walks).
-type Found = (Hits, usize, Option<(usize, f64)>);
+/// A search's hits, the documents it read, and the index's (breadth flag, breadth, seconds).
+type Found = (Hits, usize, Option<(&'static str, usize, f64)>);
 
 /// Search `queries` (this shard's blocks, or all) against `corpus`, writing the top `k` of each
 /// to `out` (or the shard's file, with its manifest). `progress` counts documents.
@@ -151,7 +151,7 @@ pub fn search_stored(
         data: queries.vectors.data[range.start * dim..range.end * dim].to_vec(),
     };
     let tie = |a: usize, b: usize| a.cmp(&b);
-    let (hits, docs, graph) = match wanted.index {
+    let (hits, docs, found_by) = match wanted.index {
         None => {
             let mut top = TopK::new(mine, score, k);
             let mut docs = 0;
@@ -163,7 +163,7 @@ pub fn search_stored(
             })?;
             (top.finish(&tie), docs, None)
         }
-        Some((index, ef)) => rescored(corpus, index, ef, &mine, score, k, progress)?,
+        Some((index, breadth)) => rescored(corpus, index, breadth, &mine, score, k, progress)?,
     };
     let names = doc_ids(corpus, &hits)?;
     let dest = shard.map_or(out.to_path_buf(), |s| s.shard.file(out));
@@ -176,7 +176,7 @@ pub fn search_stored(
         docs,
         rows,
         dest,
-        graph,
+        index: found_by,
     })
 }
 
@@ -185,7 +185,7 @@ pub fn search_stored(
 fn rescored(
     corpus: &StoredEmbeddings,
     index: &AnnIndex,
-    ef: usize,
+    breadth: usize,
     q: &Embeddings,
     score: ScoreFn,
     k: usize,
@@ -193,7 +193,7 @@ fn rescored(
 ) -> Result<Found> {
     ranks_like(score, corpus.meta.normalize)?;
     let t0 = std::time::Instant::now();
-    let rows = index.nearest(q, 2 * k, ef)?;
+    let rows = index.nearest(q, 2 * k, breadth)?;
     let walk = t0.elapsed().as_secs_f64();
     let mut wanted: HashMap<usize, Vec<usize>> = HashMap::new();
     for (qi, list) in rows.iter().enumerate() {
@@ -221,7 +221,7 @@ fn rescored(
     })?;
     let tie = |a: usize, b: usize| a.cmp(&b);
     let hits = lists.into_iter().map(|l| best(l, k, &tie)).collect();
-    Ok((hits, docs, Some((ef, walk))))
+    Ok((hits, docs, Some((index.breadth_flag(), breadth, walk))))
 }
 
 /// The id of each document some query found: the store's `id`/`_id` column, else its row.

@@ -1,8 +1,8 @@
 //! The HNSW graph index through usearch (chosen over hnsw_rs and instant-distance by
 //! measurement: benches/README.md): one query at a time walks the graph, so it suits a few
 //! queries at a time better than the IVF index, which scans its lists for batches of queries.
-use super::index::{HnswSettings, Quantization, DEFAULT_EF_SEARCH};
 use super::kmeans::unit_rows;
+use super::settings::{HnswSettings, Quantization, DEFAULT_EF_SEARCH};
 use crate::error::{Error, Result};
 use crate::model::Embeddings;
 use rayon::prelude::*;

@@ -7,7 +7,7 @@
 //! safetensors file: `centroids` F32 [lists, dim], `offsets` U64 [lists + 1] (list l holds
 //! entries offsets[l] .. offsets[l + 1]), `rows` U32 [entries] (the store row of each entry),
 //! `vectors` F16 [entries, dim], entries in list order.
-use super::kmeans::{nearest_centroids, unit_rows};
+use super::kmeans::{keep_best, nearest_centroids, unit_rows};
 use crate::error::{Error, Result};
 use crate::model::kernels::blas::{blas, serial, NO_TRANS, TRANS};
 use crate::model::Embeddings;
@@ -314,14 +314,4 @@ fn layout(lists: usize, n: usize, dim: usize) -> Metadata {
         )
     });
     Metadata::new(None, infos.collect()).expect("distinct names, contiguous offsets")
-}
-
-/// Keep the `k` of largest score (equal scores by entry), best first.
-fn keep_best(c: &mut Vec<(u32, f32)>, k: usize) {
-    let by = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if c.len() > k && k > 0 {
-        c.select_nth_unstable_by(k - 1, by);
-    }
-    c.truncate(k);
-    c.sort_by(by);
 }

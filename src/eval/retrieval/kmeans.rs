@@ -69,12 +69,7 @@ pub fn nearest_centroids(x: &[f32], c: &[f32], dim: usize, p: usize) -> Result<V
                     return;
                 }
                 let mut all: Vec<(u32, f32)> = (0..lists as u32).zip(s.iter().copied()).collect();
-                let by = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-                if p < lists {
-                    all.select_nth_unstable_by(p - 1, by);
-                }
-                all.truncate(p);
-                all.sort_by(by);
+                keep_best(&mut all, p);
                 best.copy_from_slice(&all);
             });
     }
@@ -129,4 +124,14 @@ pub fn train(sample: &[f32], dim: usize, lists: usize, seed: u64) -> Result<Vec<
         }
     }
     Ok(c)
+}
+
+/// Keep the `k` of largest score (equal scores by id), best first.
+pub fn keep_best(c: &mut Vec<(u32, f32)>, k: usize) {
+    let by = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if c.len() > k && k > 0 {
+        c.select_nth_unstable_by(k - 1, by);
+    }
+    c.truncate(k);
+    c.sort_by(by);
 }

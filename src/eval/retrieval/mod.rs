@@ -7,13 +7,15 @@ mod ivf;
 mod kmeans;
 mod ranking;
 mod search;
+mod settings;
 
-pub use index::{
-    best, ranks_like, AnnIndex, Breadth, HnswSettings, IndexSettings, IndexedCorpus, Quantization,
-    DEFAULT_EF_SEARCH, DEFAULT_PROBES,
-};
+pub use index::{best, ranks_like, AnnIndex, IndexedCorpus};
 pub use ranking::{ranking_metrics, ACCURACY_AT, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
 pub use search::{score_pair, search, search_skipping, TopK, DOC_BLOCK};
+pub use settings::{
+    Breadth, HnswSettings, IndexFlags, IndexKind, IndexSettings, Quantization, DEFAULT_EF_SEARCH,
+    DEFAULT_PROBES,
+};
 
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
 use crate::data::retrieval::RetrievalSet;
