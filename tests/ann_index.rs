@@ -269,6 +269,15 @@ fn index_search_equals_exact_where_k_covers_the_set_and_stale_indexes_are_refuse
             &[&a[..], &["--top-k", "5", "--out", x.to_str().unwrap()]].concat(),
         ))
     };
+    // a damaged index file: one clear error naming it
+    let whole = std::fs::read(&ivf).unwrap();
+    std::fs::write(&ivf, &whole[..whole.len() - 100]).unwrap();
+    let msg = refused();
+    assert!(
+        msg.contains("corpus-emb.ivf") && msg.contains("not a readable IVF index: truncated"),
+        "{msg}"
+    );
+    std::fs::write(&ivf, &whole).unwrap();
     encode("32");
     let msg = refused();
     assert!(
