@@ -69,6 +69,11 @@ impl Ivf {
 
     /// Add store rows `first ..` (`block`: their vectors, row after row) to their lists.
     pub fn add(&mut self, first: usize, block: &[f32]) -> Result<()> {
+        if first + block.len() / self.dim > u32::MAX as usize {
+            return Err(Error::msg(
+                "the IVF index holds at most 4,294,967,295 vectors: shard the corpus",
+            ));
+        }
         let unit = unit_rows(block, self.dim);
         let best = nearest_centroids(&unit, &self.centroids, self.dim, 1)?;
         let start = self.vectors.len();
@@ -189,6 +194,9 @@ impl Ivf {
             return Err(Error::msg("the IVF index is still being built"));
         };
         let (dim, lists) = (self.dim, self.lists());
+        if count == 0 {
+            return Ok(vec![Vec::new(); q.len()]);
+        }
         let probes = probes.clamp(1, lists.max(1));
         let qs = unit_rows(&q.data, dim);
         let mut out = Vec::with_capacity(q.len());
