@@ -4,6 +4,7 @@ wall time and peak RSS (GNU time %M), same machine, same run.
 
     bash datasets/fetch.sh && cargo build --release && pip install sentence-transformers
     python3 benches/search_bench.py [--sizes 100000 1000000] [--queries 10000] [--skip-torch]
+        [--skip-mining] [--skip-exact] [--skip-ann] [--skip-1m] [--faiss (pip install faiss-cpu)]
 
 1. Mining Cranfield (225 queries' relevant pairs, 1,400 documents, all-MiniLM-L6-v2, 256 tokens):
    `condenser mine` embedding the corpus (today's way) against `encode` once and
