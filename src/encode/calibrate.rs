@@ -56,18 +56,16 @@ pub fn rows_of(store: &StoredEmbeddings, picks: &[usize]) -> Result<Vec<f32>> {
 }
 
 /// The narrowest of the index's breadths whose recall@10 against exact search reaches `target`
-/// for a sample of the store's own vectors; none for a graph, whose walk from a vector it holds
-/// is biased (it lands on the vector and its linked neighbours: 100k real sentences, ef 16, gave
-/// 0.989 on its own vectors, 0.935 on other sentences), while an IVF probes the same lists for a
-/// vector whether it holds it or not.
+/// for a sample of the store's own vectors; none for an index without a calibration ladder (a
+/// graph: `AnnIndex::calibration_ladder` says why).
 pub fn calibrate(
     store: &StoredEmbeddings,
     index: &AnnIndex,
     target: f64,
 ) -> Result<Option<Calibration>> {
-    if index.is_graph() {
+    let Some(ladder) = index.calibration_ladder() else {
         return Ok(None);
-    }
+    };
     let rows = index.len();
     let picks = sample_picks(rows, QUERIES, 1);
     let q = Embeddings {
@@ -80,7 +78,7 @@ pub fn calibrate(
     store.for_each(false, |first, _, v| top.add(first, &v, &itself, &tie))?;
     let exact = top.finish(&tie);
     let mut tried = Vec::new();
-    for breadth in index.ladder() {
+    for breadth in ladder {
         let found = index.nearest(&q, 2 * K + 1, breadth)?;
         let (mut hit, mut all) = (0, 0);
         for (qi, (truth, got)) in exact.iter().zip(&found).enumerate() {

@@ -158,7 +158,6 @@ pub fn build_index(
     let t0 = Instant::now();
     let mut index = match &resumable {
         Some(p) => {
-            info.rows_done = p.rows_done;
             info.build_seconds = p.build_seconds;
             AnnIndex::load(&partial, dim, rows, settings)?
         }
@@ -200,11 +199,13 @@ pub fn build_index(
         Ok(())
     })?;
     index.save(dest)?;
-    // read back as searches read it (an IVF's entries then lie in list order)
-    drop(index);
-    let index = AnnIndex::load(dest, dim, rows, settings)?;
+    let breadth_flag = index.breadth_flag();
     info.calibration = match target_recall {
-        Some(target) => calibrate(store, &index, target)?,
+        Some(target) => {
+            // read back as searches read it (an IVF's entries then lie in list order)
+            drop(index);
+            calibrate(store, &AnnIndex::load(dest, dim, rows, settings)?, target)?
+        }
         None => None,
     };
     info.build_seconds += t0.elapsed().as_secs_f64();
@@ -221,7 +222,7 @@ pub fn build_index(
         discarded_checkpoint,
         seconds: info.build_seconds,
         calibration: info.calibration.clone(),
-        breadth_flag: index.breadth_flag(),
+        breadth_flag,
         bytes: std::fs::metadata(dest)
             .map_err(|e| Error::file(dest, e))?
             .len(),
