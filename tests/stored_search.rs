@@ -157,6 +157,29 @@ fn stored_embeddings_mine_and_evaluate_as_on_the_fly_and_shards_merge() {
     std::fs::remove_file(&run).unwrap();
     ok(condenser(&["merge", run.to_str().unwrap()]));
     assert_eq!(rows(&run, &["query_id", "rank", "doc_id", "score"]), one);
+    // a store re-encoded between two shards (here from other texts, made alike) stops the merge
+    let changed = dir.path().join("changed.parquet");
+    std::fs::copy(&emb, &changed).unwrap();
+    std::fs::remove_file(&run).unwrap();
+    search(&changed, &run, &["--shard", "0/2"]);
+    let queries = data("cranfield/queries.parquet");
+    let (q, c) = (queries.to_str().unwrap(), changed.to_str().unwrap());
+    ok(condenser(&[
+        "encode",
+        "--model",
+        m,
+        "--input",
+        q,
+        "--columns",
+        "text",
+        "--out",
+        c,
+        "--max-seq-length",
+        "64",
+    ]));
+    search(&changed, &run, &["--shard", "1/2"]);
+    let msg = err(condenser(&["merge", run.to_str().unwrap()]));
+    assert!(msg.contains("inputs_fingerprint"), "{msg}");
 
     // a store made otherwise is refused, naming the difference
     let other = minilm_layers(&dir.path().join("o"), 2);

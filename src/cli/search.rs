@@ -2,11 +2,13 @@ use super::index::UseIndex;
 use super::model_opts::ModelOpts;
 use super::shard_opts::{shard_note, ShardOpts};
 use super::{out, progress};
-use condenser::encode::{open_index, search_stored, Queries, StoredEmbeddings, Wanted};
+use condenser::encode::{
+    open_index, search_stored, with_inputs, Queries, StoredEmbeddings, Wanted,
+};
 use condenser::error::Result;
 use condenser::eval::retrieval::ScoreFn;
 use condenser::shard;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -71,7 +73,12 @@ pub fn run(a: Args) -> Result<()> {
             "breadth": a.use_index.breadth(),
             "inference": inference,
         });
-        shard::settings(&job, &[("model", a.model.as_deref())])
+        let stores: Vec<&Path> = std::iter::once(&a.corpus_embeddings)
+            .chain(&a.query_embeddings)
+            .map(PathBuf::as_path)
+            .collect();
+        let settings = shard::settings(&job, &[("model", a.model.as_deref())])?;
+        with_inputs(settings, &stores, a.use_index.index.as_deref())
     })?;
     let index = a.use_index.index.as_ref();
     let index = index.map(|p| open_index(p, &corpus)).transpose()?;

@@ -8,6 +8,7 @@ use super::StoredEmbeddings;
 use crate::error::{Error, Result};
 use crate::eval::retrieval::{AnnIndex, Breadth, IndexSettings, IndexedCorpus};
 use crate::eval::CorpusVectors;
+use crate::shard::Settings;
 use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Seek, SeekFrom};
@@ -87,6 +88,47 @@ fn info_path(index: &Path) -> PathBuf {
     let mut p = index.as_os_str().to_owned();
     p.push(".json");
     PathBuf::from(p)
+}
+
+/// The description of the finished index at `index`, refused where there is none.
+fn finished_info_path(index: &Path) -> Result<PathBuf> {
+    let ipath = info_path(index);
+    if !ipath.exists() {
+        return Err(Error::file(
+            index,
+            format!(
+                "no {} beside it: not a finished `condenser index` (build it again)",
+                ipath.display()
+            ),
+        ));
+    }
+    Ok(ipath)
+}
+
+/// `settings` (a shard manifest's) with what they record of stored embeddings and of an index of
+/// them: each store file as an index records it (size, footer hash), and the index's description
+/// and file likewise. A store re-encoded or an index rebuilt between two shards of a run then
+/// stops their merge, where the paths alone would let it through.
+pub fn with_inputs(
+    mut settings: Settings,
+    stores: &[&Path],
+    index: Option<&Path>,
+) -> Result<Settings> {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut add =
+        |f: &StoreFile| h.update(serde_json::to_string(f).expect("serializes").as_bytes());
+    for s in stores {
+        store_files(&StoredEmbeddings::open_as_made(s)?)?
+            .iter()
+            .for_each(&mut add);
+    }
+    if let Some(p) = index {
+        add(&store_file(&finished_info_path(p)?)?);
+        add(&store_file(p)?);
+    }
+    let f = format!("{:016x}", h.digest());
+    settings.insert("inputs_fingerprint".into(), f.into());
+    Ok(settings)
 }
 
 fn partial_path(index: &Path) -> PathBuf {
@@ -231,17 +273,7 @@ pub fn build_index(
 
 /// Open the index at `path`, refusing one built from other vectors than `store`'s.
 pub fn open_index(path: &Path, store: &StoredEmbeddings) -> Result<AnnIndex> {
-    let ipath = info_path(path);
-    if !ipath.exists() {
-        return Err(Error::file(
-            path,
-            format!(
-                "no {} beside it: not a finished `condenser index` (build it again)",
-                ipath.display()
-            ),
-        ));
-    }
-    let info = read_info(&ipath)?;
+    let info = read_info(&finished_info_path(path)?)?;
     if info.embeddings != store.meta {
         return Err(Error::file(
             path,

@@ -44,13 +44,17 @@ pub struct MineSummary {
 impl MineJob {
     /// What every shard of this run must share (settings and model fingerprints).
     pub fn shard_settings(&self) -> Result<Settings> {
-        shard::settings(
+        let settings = shard::settings(
             self,
             &[
                 ("model", self.model.as_deref()),
                 ("cross_encoder", self.cross_encoder.as_deref()),
             ],
-        )
+        )?;
+        match &self.corpus_embeddings {
+            Some(store) => crate::encode::with_inputs(settings, &[store], self.index.as_deref()),
+            None => Ok(settings),
+        }
     }
 
     /// Load the models, read the texts, mine (this shard's anchors, or all) and write the rows
