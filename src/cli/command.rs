@@ -35,11 +35,11 @@ pub enum Command {
     /// Hard negatives for (anchor, positive) pairs: bi-encoder and/or BM25 candidates, optional
     /// cross-encoder rescoring and false-negative filters (sentence-transformers' mine_hard_negatives)
     Mine(mine::Args),
-    /// Exact top-k search of queries against stored corpus embeddings (`encode`'s output),
-    /// streamed in bounded memory, shardable by query
+    /// Top-k search of queries against stored corpus embeddings (`encode`'s output): exact and
+    /// streamed in bounded memory, or through an `index`; shardable by query
     Search(search::Args),
-    /// Build an approximate nearest-neighbour index (HNSW) of stored corpus embeddings, for
-    /// `search`, `mine` and `evaluate --index`; a killed build resumes
+    /// Build an approximate nearest-neighbour index (an IVF, or an HNSW graph) of stored corpus
+    /// embeddings, for `search`, `mine` and `evaluate --index`; a killed build resumes
     Index(index::Args),
     /// Split a retrieval folder by query, or a pair file by row, deterministically (xxh3 with a seed)
     Split(split::Args),

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const FORMAT: &str = "condenser.index/2";
+const FORMAT: &str = "condenser.index/3";
 /// Rows added between checks for a checkpoint.
 const CHUNK: usize = 1024;
 /// Building between checkpoints (CONDENSER_INDEX_CHECKPOINT_SECS overrides: tests, big machines).
@@ -143,7 +143,10 @@ fn read_info(path: &Path) -> Result<IndexInfo> {
     if info.format != FORMAT {
         return Err(Error::file(
             path,
-            format!("format {} (this version reads {FORMAT})", info.format),
+            format!(
+                "format {} (this version reads {FORMAT}): build it again with `condenser index`",
+                info.format
+            ),
         ));
     }
     Ok(info)
