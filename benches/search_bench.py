@@ -4,7 +4,8 @@ wall time and peak RSS (GNU time %M), same machine, same run.
 
     bash datasets/fetch.sh && cargo build --release && pip install sentence-transformers
     python3 benches/search_bench.py [--sizes 100000 1000000] [--queries 10000] [--skip-torch]
-        [--skip-mining] [--skip-exact] [--skip-ann] [--skip-1m] [--faiss (pip install faiss-cpu)]
+        [--skip-mining] [--skip-exact] [--skip-ann] [--skip-1m] [--kinds ivf hnsw]
+        [--faiss (pip install faiss-cpu)]
 
 1. Mining Cranfield (225 queries' relevant pairs, 1,400 documents, all-MiniLM-L6-v2, 256 tokens):
    `condenser mine` embedding the corpus (today's way) against `encode` once and
@@ -219,7 +220,7 @@ def lists(path):
     return out
 
 
-def ann(tmp, skip_1m):
+def ann(tmp, skip_1m, kinds):
     print("\n## ANN indexes (IVF: 4 sqrt(n) lists, --probes calibrated at build to recall@10 0.98 on "
           "1,000 of the corpus's own vectors; HNSW: usearch, M 32, ef_construction 256, i8, "
           "--ef-search 128; candidates 2k scored exactly)")
@@ -243,7 +244,7 @@ def ann(tmp, skip_1m):
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     exact = {}
     for name, c, q in sets:
-        for kind in ("ivf", "hnsw"):
+        for kind in kinds:
             ix = os.path.join(tmp, f"ix.{kind}")
             wb, rb, log = timed([BIN, "index", "--kind", kind, "--corpus-embeddings", c, "--out", ix])
             size = os.path.getsize(ix) / 1e6
@@ -274,9 +275,9 @@ def faiss_ref(tmp, skip_1m):
     cache = os.path.join(ROOT, "out/ann")
     c100, q100 = real_embeddings(cache)
     real = vectors(c100)
-    sets = [("100k real", real, vectors(q100), 1265, [128, 192])]
+    sets = [("100k real", real, vectors(q100), 1265, [64, 128, 192, 256])]
     if not skip_1m:
-        sets.append(("1M synthetic", shaped_like(real, 1_000_000, 1), shaped_like(real, 10_000, 2), 4000, [24, 32]))
+        sets.append(("1M synthetic", shaped_like(real, 1_000_000, 1), shaped_like(real, 10_000, 2), 4000, [8, 16, 24, 32]))
     print(f"\n## faiss {faiss.__version__} IndexIVFFlat (inner product), same vectors, lists and probes")
     print("| corpus | lists | build s | probes | search s (10k queries) | us/query | recall@10 |")
     print("|---|---|---|---|---|---|---|")
@@ -307,6 +308,8 @@ def main():
     ap.add_argument("--skip-exact", action="store_true", help="skip part 2 (exact search vs sentence-transformers)")
     ap.add_argument("--skip-ann", action="store_true")
     ap.add_argument("--skip-1m", action="store_true", help="the ANN index at 100k only")
+    ap.add_argument("--kinds", nargs="+", choices=["ivf", "hnsw"], default=["ivf", "hnsw"],
+                    help="the index kinds part 3 builds")
     ap.add_argument("--faiss", action="store_true", help="also faiss's IVF on the same vectors (pip faiss-cpu)")
     a = ap.parse_args()
     print(f"CPU: {cpu()}")
@@ -316,7 +319,7 @@ def main():
         if not a.skip_exact:
             search(tmp, a.sizes, a.queries, a.skip_torch)
         if not a.skip_ann:
-            ann(tmp, a.skip_1m)
+            ann(tmp, a.skip_1m, a.kinds)
         if a.faiss:
             faiss_ref(tmp, a.skip_1m)
 

@@ -65,6 +65,12 @@ fn index_search_equals_exact_where_k_covers_the_set_and_stale_indexes_are_refuse
         c["recall"].as_f64().unwrap() >= 0.98 && c["queries"] == 1000,
         "{c}"
     );
+    // second lists kept or dropped, whichever scans fewer entries for the target; both recorded
+    let (second, other) = (&info["second_lists"], &info["second_lists"]["other"]);
+    let scanned = |c: &serde_json::Value| c["scanned"].as_f64().unwrap();
+    assert!(msg.contains("each vector filed under"), "{msg}");
+    assert!(other["recall"].as_f64().unwrap() >= 0.98, "{other}");
+    assert!(scanned(c) <= scanned(other), "{second}");
     let hnsw = dir.path().join("corpus-emb.usearch");
     let msg = ok(condenser(&[
         "index",

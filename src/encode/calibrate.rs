@@ -25,11 +25,24 @@ pub struct Calibration {
     pub queries: usize,
     /// Each breadth tried and its recall@10.
     pub tried: Vec<(usize, f64)>,
+    /// An IVF's entries scanned a query at `breadth`.
+    #[serde(default)]
+    pub scanned: Option<f64>,
 }
 
 impl Calibration {
     pub fn reached(&self) -> bool {
         self.recall >= self.target_recall
+    }
+
+    /// Whether searches at this calibration cost less than at `other`'s for the target: the
+    /// one reaching it, else the fewer entries scanned, else the better recall.
+    pub fn cheaper_than(&self, other: &Calibration) -> bool {
+        match (self.reached(), other.reached()) {
+            (true, true) => self.scanned.unwrap_or(f64::MAX) < other.scanned.unwrap_or(f64::MAX),
+            (a, b) if a != b => a,
+            _ => self.recall > other.recall,
+        }
     }
 }
 
@@ -55,54 +68,65 @@ pub fn rows_of(store: &StoredEmbeddings, picks: &[usize]) -> Result<Vec<f32>> {
     Ok(out)
 }
 
-/// The narrowest of the index's breadths whose recall@10 against exact search reaches `target`
-/// for a sample of the store's own vectors; none for an index without a calibration ladder (a
-/// graph: `AnnIndex::calibration_ladder` says why).
-pub fn calibrate(
-    store: &StoredEmbeddings,
-    index: &AnnIndex,
-    target: f64,
-) -> Result<Option<Calibration>> {
-    let Some(ladder) = index.calibration_ladder() else {
-        return Ok(None);
-    };
-    let rows = index.len();
-    let picks = sample_picks(rows, QUERIES, 1);
-    let q = Embeddings {
-        dim: store.meta.dim,
-        data: rows_of(store, &picks)?,
-    };
-    let tie = |a: usize, b: usize| a.cmp(&b);
-    let itself = |qi: usize, d: usize| picks[qi] == d;
-    let mut top = TopK::new(q.clone(), ScoreFn::Cosine, K);
-    store.for_each(false, |first, _, v| top.add(first, &v, &itself, &tie))?;
-    let exact = top.finish(&tie);
-    let mut tried = Vec::new();
-    for breadth in ladder {
-        let found = index.nearest(&q, 2 * K + 1, breadth)?;
-        let (mut hit, mut all) = (0, 0);
-        for (qi, (truth, got)) in exact.iter().zip(&found).enumerate() {
-            let got: HashSet<usize> = got
-                .iter()
-                .copied()
-                .filter(|&d| !itself(qi, d))
-                .take(2 * K)
-                .collect();
-            hit += truth.iter().filter(|h| got.contains(&h.0)).count();
-            all += truth.len();
-        }
-        let recall = hit as f64 / all.max(1) as f64;
-        tried.push((breadth, recall));
-        if recall >= target {
-            break;
-        }
+/// A seeded sample of the store's own vectors and their exact top 10 (each excluding itself),
+/// measured once, to calibrate an index (or its variants) against.
+pub struct Calibrator {
+    picks: Vec<usize>,
+    q: Embeddings,
+    exact: Vec<Vec<(usize, f32)>>,
+}
+
+impl Calibrator {
+    pub fn new(store: &StoredEmbeddings, rows: usize) -> Result<Calibrator> {
+        let picks = sample_picks(rows, QUERIES, 1);
+        let q = Embeddings {
+            dim: store.meta.dim,
+            data: rows_of(store, &picks)?,
+        };
+        let tie = |a: usize, b: usize| a.cmp(&b);
+        let itself = |qi: usize, d: usize| picks[qi] == d;
+        let mut top = TopK::new(q.clone(), ScoreFn::Cosine, K);
+        store.for_each(false, |first, _, v| top.add(first, &v, &itself, &tie))?;
+        let exact = top.finish(&tie);
+        Ok(Calibrator { picks, q, exact })
     }
-    let &(breadth, recall) = tried.last().expect("a ladder has a step");
-    Ok(Some(Calibration {
-        target_recall: target,
-        breadth,
-        recall,
-        queries: picks.len(),
-        tried,
-    }))
+
+    /// The narrowest of the index's breadths whose recall@10 against exact search reaches
+    /// `target`; none for an index without a calibration ladder (a graph:
+    /// `AnnIndex::calibration_ladder` says why).
+    pub fn run(&self, index: &AnnIndex, target: f64) -> Result<Option<Calibration>> {
+        let Some(ladder) = index.calibration_ladder() else {
+            return Ok(None);
+        };
+        let itself = |qi: usize, d: usize| self.picks[qi] == d;
+        let mut tried = Vec::new();
+        for breadth in ladder {
+            let found = index.nearest(&self.q, 2 * K + 1, breadth)?;
+            let (mut hit, mut all) = (0, 0);
+            for (qi, (truth, got)) in self.exact.iter().zip(&found).enumerate() {
+                let got: HashSet<usize> = got
+                    .iter()
+                    .copied()
+                    .filter(|&d| !itself(qi, d))
+                    .take(2 * K)
+                    .collect();
+                hit += truth.iter().filter(|h| got.contains(&h.0)).count();
+                all += truth.len();
+            }
+            let recall = hit as f64 / all.max(1) as f64;
+            tried.push((breadth, recall));
+            if recall >= target {
+                break;
+            }
+        }
+        let &(breadth, recall) = tried.last().expect("a ladder has a step");
+        Ok(Some(Calibration {
+            target_recall: target,
+            breadth,
+            recall,
+            queries: self.picks.len(),
+            tried,
+            scanned: index.scanned(&self.q, breadth)?,
+        }))
+    }
 }

@@ -12,7 +12,7 @@ mod stored;
 pub use calibrate::Calibration;
 pub use index::{
     build_index, corpus_vectors, default_index_path, indexed_corpus, open_index, with_inputs,
-    BuildSummary, IndexInfo,
+    BuildSummary, IndexInfo, SecondLists,
 };
 pub use search::{search_stored, Queries, SearchSummary, Wanted, QUERY_BLOCK};
 pub use stored::{EmbeddingsMeta, StoredEmbeddings, META_KEY};

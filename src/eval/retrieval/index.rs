@@ -100,6 +100,22 @@ impl AnnIndex {
         }
     }
 
+    /// An IVF without its second lists (`Ivf::drop_second_lists`); whether it had any.
+    pub fn drop_second_lists(&mut self) -> bool {
+        match &mut self.inner {
+            Inner::Ivf(i) => i.drop_second_lists(),
+            Inner::Hnsw(_) => false,
+        }
+    }
+
+    /// An IVF's entries scanned a query of `q` at `breadth` (`Ivf::scanned`); none for a graph.
+    pub fn scanned(&self, q: &Embeddings, breadth: usize) -> Result<Option<f64>> {
+        match &self.inner {
+            Inner::Ivf(i) => i.scanned(q, breadth).map(Some),
+            Inner::Hnsw(_) => Ok(None),
+        }
+    }
+
     /// The flag that sets this index's breadth.
     pub fn breadth_flag(&self) -> &'static str {
         match &self.inner {

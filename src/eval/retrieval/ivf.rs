@@ -229,6 +229,35 @@ impl Ivf {
         })
     }
 
+    /// Forget the second lists (each vector then in its first list alone); whether there were any.
+    pub fn drop_second_lists(&mut self) -> bool {
+        let had = !self.spilled.is_empty();
+        self.second.iter_mut().for_each(|s| *s = u32::MAX);
+        self.spilled.clear();
+        if let Some(o) = &self.offsets {
+            self.spill = vec![0; o.len()];
+        }
+        had
+    }
+
+    /// The entries a query of `q` scans at `probes`, on average (second-list entries included:
+    /// the GEMM scores them all): the cost of a search at that breadth.
+    pub fn scanned(&self, q: &Embeddings, probes: usize) -> Result<f64> {
+        let Some(offsets) = &self.offsets else {
+            return Err(Error::msg("the IVF index is still being built"));
+        };
+        let probes = probes.clamp(1, self.lists().max(1));
+        let probed = nearest_centroids(
+            &unit_rows(&q.data, self.dim),
+            &self.centroids,
+            self.dim,
+            probes,
+        )?;
+        let size = |l: usize| offsets[l + 1] - offsets[l] + self.spill[l + 1] - self.spill[l];
+        let total: usize = probed.iter().map(|p| size(p.0 as usize)).sum();
+        Ok(total as f64 / q.len().max(1) as f64)
+    }
+
     /// Per query, the store rows of the `count` entries of largest cosine among the lists of its
     /// `probes` nearest centroids, best first.
     pub fn nearest(&self, q: &Embeddings, count: usize, probes: usize) -> Result<Vec<Vec<usize>>> {
@@ -494,5 +523,22 @@ mod tests {
             "{via_second} of {} candidates through their second list",
             50 * count
         );
+
+        // without its second lists (dropped, saved, read back) each vector is in its first alone
+        let mut ivf = ivf;
+        let before = ivf.scanned(&q, probes).unwrap();
+        assert!(ivf.drop_second_lists() && !ivf.drop_second_lists());
+        let after = ivf.scanned(&q, probes).unwrap();
+        assert!(after < 0.6 * before, "{after} entries a query vs {before}");
+        ivf.save(&path).unwrap();
+        let ivf = Ivf::load(&path, dim).unwrap();
+        for (i, found) in ivf.nearest(&q, count, probes).unwrap().iter().enumerate() {
+            let p: HashSet<u32> = probed[i * probes..(i + 1) * probes]
+                .iter()
+                .map(|x| x.0)
+                .collect();
+            assert_eq!(found.len(), count);
+            assert!(found.iter().all(|&r| p.contains(&filed[r].0)), "query {i}");
+        }
     }
 }
