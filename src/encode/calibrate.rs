@@ -1,9 +1,9 @@
 //! The breadth a new index searches at by default, measured rather than guessed: how many lists
 //! an IVF must scan (or how wide a graph walk must be) for recall@10 against exact search
-//! depends on the data (1M clustered synthetic vectors reach 0.98 scanning 0.8% of the corpus,
-//! 100k real sentence embeddings need 13%: benches/README.md). So the build ends by searching
-//! a seeded sample of the index's own vectors both ways, each excluding itself, and keeps the
-//! narrowest breadth that reaches the target.
+//! depends on the data (1M clustered synthetic vectors reach 0.98 scanning 0.7% of the corpus,
+//! 100k real sentence embeddings 11% with second lists, 16% without: benches/README.md). So the
+//! build ends by searching a seeded sample of the index's own vectors both ways, each excluding
+//! itself, and keeps the narrowest breadth that reaches the target.
 use super::StoredEmbeddings;
 use crate::error::Result;
 use crate::eval::retrieval::{AnnIndex, ScoreFn, TopK};

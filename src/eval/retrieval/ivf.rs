@@ -284,11 +284,7 @@ impl Ivf {
                     probes_of[i * words + l as usize / 64] |= 1 << (l % 64);
                 }
             }
-            let asks = Asks {
-                qs: part,
-                probes_of: &probes_of,
-                words,
-            };
+
             // lists in groups, each query's candidates so far setting a floor for the next
             // group's (most scores then fall below it and are never kept)
             let groups = (n * probes * count)
@@ -299,13 +295,17 @@ impl Ivf {
             for g in 0..groups {
                 let ls = g * lists / groups..(g + 1) * lists / groups;
                 // one GEMM a list, lists in parallel (each on one BLAS thread)
+                let asks = Asks {
+                    qs: part,
+                    probes_of: &probes_of,
+                    words,
+                    floors: &floors,
+                    count,
+                };
                 let found: Vec<Vec<(u32, u32, f32)>> = serial(|| {
                     ls.into_par_iter()
                         .map_init(Scratch::default, |scratch, l| {
-                            let entries = offsets[l]..offsets[l + 1];
-                            let spilled = &self.spilled[self.spill[l]..self.spill[l + 1]];
-                            let who = &askers[l];
-                            self.scan(entries, spilled, who, &asks, &floors, count, scratch)
+                            self.scan(offsets, l, &askers[l], &asks, scratch)
                         })
                         .collect::<Result<_>>()
                 })?;
@@ -328,22 +328,21 @@ impl Ivf {
         Ok(out)
     }
 
-    /// The best `count` (query, entry, score) of one list (its entries `range`, and `spilled`,
-    /// those filed under it second) for each query of `who` (indices into `asks.qs`) among those
-    /// scoring at least the query's floor. A second-list entry is left to its own list where the
-    /// query probes that too, so no entry is found twice.
-    #[allow(clippy::too_many_arguments)]
+    /// The best `asks.count` (query, entry, score) of list `l` (its own entries and those filed
+    /// under it second) for each query of `who` (indices into `asks.qs`) among those scoring at
+    /// least the query's floor. A second-list entry is left to its own list where the query
+    /// probes that too, so no entry is found twice.
     fn scan(
         &self,
-        range: std::ops::Range<usize>,
-        spilled: &[u32],
+        offsets: &[usize],
+        l: usize,
         who: &[u32],
         asks: &Asks,
-        floors: &[f32],
-        count: usize,
         scratch: &mut Scratch,
     ) -> Result<Vec<(u32, u32, f32)>> {
-        let (dim, own) = (self.dim, range.len());
+        let range = offsets[l]..offsets[l + 1];
+        let spilled = &self.spilled[self.spill[l]..self.spill[l + 1]];
+        let (dim, own, count) = (self.dim, range.len(), asks.count);
         let n = own + spilled.len();
         if who.is_empty() || n == 0 {
             return Ok(Vec::new());
@@ -375,7 +374,7 @@ impl Ivf {
             false => spilled[j - own],
         };
         for (&qi, s) in who.iter().zip(scores.chunks(n)) {
-            let floor = floors[qi as usize];
+            let floor = asks.floors[qi as usize];
             // a second-list entry whose own list the query probes is found there
             let elsewhere = |j: usize| j >= own && asks.probes(qi, self.lists[entry(j) as usize]);
             row.clear();
@@ -403,11 +402,14 @@ struct Scratch {
     scores: Vec<f32>,
 }
 
-/// A chunk of queries (unit rows) and the lists each probes (`words` bits a query).
+/// A chunk of queries (unit rows), the lists each probes (`words` bits a query), each one's
+/// floor so far and how many candidates each wants.
 struct Asks<'a> {
     qs: &'a [f32],
     probes_of: &'a [u64],
     words: usize,
+    floors: &'a [f32],
+    count: usize,
 }
 
 impl Asks<'_> {
