@@ -86,28 +86,7 @@ pub fn run(a: Args) -> Result<()> {
         ),
     });
     if let (Some(c), Some(second)) = (&s.calibration, &s.second_lists) {
-        let cost = |c: &Calibration| {
-            let scanned = c.scanned.unwrap_or(0.0);
-            format!(
-                "{scanned:.0} entries a query at {} {}",
-                s.breadth_flag, c.breadth
-            )
-        };
-        let (with, without) = match second.kept {
-            true => (c, &second.other),
-            false => (&second.other, c),
-        };
-        out(&format!(
-            "each vector filed under {}: {} with second lists, {} without
-",
-            if second.kept {
-                "two lists"
-            } else {
-                "one list (second lists dropped)"
-            },
-            cost(with),
-            cost(without)
-        ));
+        out(&format!("{}\n", second.describe(c, s.breadth_flag)));
     }
     Ok(())
 }

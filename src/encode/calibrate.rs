@@ -26,7 +26,6 @@ pub struct Calibration {
     /// Each breadth tried and its recall@10.
     pub tried: Vec<(usize, f64)>,
     /// An IVF's entries scanned a query at `breadth`.
-    #[serde(default)]
     pub scanned: Option<f64>,
 }
 

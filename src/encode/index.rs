@@ -48,7 +48,6 @@ pub struct IndexInfo {
     /// The default search breadth, measured once built (none in a checkpoint).
     pub calibration: Option<Calibration>,
     /// An IVF's second lists, kept or dropped by the calibration.
-    #[serde(default)]
     pub second_lists: Option<SecondLists>,
 }
 
@@ -61,6 +60,25 @@ pub struct IndexInfo {
 pub struct SecondLists {
     pub kept: bool,
     pub other: Calibration,
+}
+
+impl SecondLists {
+    /// The choice and both costs, `chosen` being the calibration kept.
+    pub fn describe(&self, chosen: &Calibration, flag: &str) -> String {
+        let cost = |c: &Calibration| {
+            let scanned = c.scanned.unwrap_or(0.0);
+            format!("{scanned:.0} entries a query at {flag} {}", c.breadth)
+        };
+        let (with, without, filed) = match self.kept {
+            true => (chosen, &self.other, "two lists"),
+            false => (&self.other, chosen, "one list (second lists dropped)"),
+        };
+        format!(
+            "each vector filed under {filed}: {} with second lists, {} without",
+            cost(with),
+            cost(without)
+        )
+    }
 }
 
 fn store_file(path: &Path) -> Result<StoreFile> {
