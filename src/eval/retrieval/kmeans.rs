@@ -33,26 +33,11 @@ pub fn unit_in_place(v: &mut [f32], dim: usize) {
 pub fn nearest_centroids(x: &[f32], c: &[f32], dim: usize, p: usize) -> Result<Vec<(u32, f32)>> {
     let (n, lists) = (x.len() / dim, c.len() / dim);
     let p = p.min(lists);
-    let b = blas().ok_or_else(|| Error::msg("the IVF index needs a BLAS (none was loaded)"))?;
     let mut out = vec![(0u32, 0f32); n * p];
     let mut scores = Vec::new();
     for r0 in (0..n).step_by(ROW_BLOCK) {
         let r1 = (r0 + ROW_BLOCK).min(n);
-        scores.resize((r1 - r0) * lists, 0.0);
-        let rows = &x[r0 * dim..r1 * dim];
-        b.sgemm(
-            NO_TRANS,
-            TRANS,
-            r1 - r0,
-            lists,
-            dim,
-            rows,
-            dim,
-            c,
-            dim,
-            &mut scores,
-        )
-        .map_err(|e| Error::msg(format!("IVF lists: {e}")))?;
+        centroid_scores(&x[r0 * dim..r1 * dim], c, dim, &mut scores)?;
         out[r0 * p..r1 * p]
             .par_chunks_mut(p)
             .zip(scores.par_chunks(lists))
@@ -84,18 +69,12 @@ const SPILL_WEIGHT: f32 = 1.0;
 /// with one list.
 pub fn assign_spilled(x: &[f32], c: &[f32], dim: usize) -> Result<Vec<(u32, u32)>> {
     let (n, lists) = (x.len() / dim, c.len() / dim);
-    let b = blas().ok_or_else(|| Error::msg("the IVF index needs a BLAS (none was loaded)"))?;
-    let gemm = |a: &[f32], rows: usize, out: &mut Vec<f32>| {
-        out.resize(rows * lists, 0.0);
-        b.sgemm(NO_TRANS, TRANS, rows, lists, dim, a, dim, c, dim, out)
-            .map_err(|e| Error::msg(format!("IVF lists: {e}")))
-    };
     let (mut near, mut along, mut resid) = (Vec::new(), Vec::new(), Vec::new());
     let mut out = Vec::with_capacity(n);
     for r0 in (0..n).step_by(ROW_BLOCK) {
         let r1 = (r0 + ROW_BLOCK).min(n);
         let rows = &x[r0 * dim..r1 * dim];
-        gemm(rows, r1 - r0, &mut near)?;
+        centroid_scores(rows, c, dim, &mut near)?;
         let first: Vec<u32> = near.par_chunks(lists).map(argmax).collect();
         // unit residuals from the first centroid (zero where x is its centroid)
         resid.clear();
@@ -104,27 +83,32 @@ pub fn assign_spilled(x: &[f32], c: &[f32], dim: usize) -> Result<Vec<(u32, u32)
             resid.extend(row.iter().zip(centre).map(|(a, b)| a - b));
         }
         unit_in_place(&mut resid, dim);
-        gemm(&resid, r1 - r0, &mut along)?;
-        let second = (
-            near.par_chunks(lists),
-            along.par_chunks(lists),
-            resid.par_chunks(dim),
-        );
-        let picked: Vec<(u32, u32)> = (second.0.zip(second.1).zip(second.2))
-            .zip(rows.par_chunks(dim))
-            .zip(first.par_iter())
-            .map(|((((s, a), r), row), &l)| {
+        centroid_scores(&resid, c, dim, &mut along)?;
+        let picked: Vec<(u32, u32)> = (0..r1 - r0)
+            .into_par_iter()
+            .map(|i| {
+                let (s, a) = (&near[i * lists..][..lists], &along[i * lists..][..lists]);
+                let (r, row) = (&resid[i * dim..][..dim], &rows[i * dim..][..dim]);
                 let rx: f32 = r.iter().zip(row).map(|(a, b)| a * b).sum();
                 let cost = |j: usize| 2.0 - 2.0 * s[j] + SPILL_WEIGHT * (rx - a[j]).powi(2);
                 let other = (0..lists)
-                    .filter(|&j| j != l as usize)
+                    .filter(|&j| j != first[i] as usize)
                     .min_by(|&i, &j| cost(i).total_cmp(&cost(j)).then(i.cmp(&j)));
-                (l, other.map_or(u32::MAX, |j| j as u32))
+                (first[i], other.map_or(u32::MAX, |j| j as u32))
             })
             .collect();
         out.extend(picked);
     }
     Ok(out)
+}
+
+/// `out` = the dot products of each row of `rows` with each centroid (rows of `c`), one GEMM.
+fn centroid_scores(rows: &[f32], c: &[f32], dim: usize, out: &mut Vec<f32>) -> Result<()> {
+    let (n, lists) = (rows.len() / dim, c.len() / dim);
+    let b = blas().ok_or_else(|| Error::msg("the IVF index needs a BLAS (none was loaded)"))?;
+    out.resize(n * lists, 0.0);
+    b.sgemm(NO_TRANS, TRANS, n, lists, dim, rows, dim, c, dim, out)
+        .map_err(|e| Error::msg(format!("IVF lists: {e}")))
 }
 
 /// The index of the largest score (the first of equals).
