@@ -1,7 +1,7 @@
 //! Encode throughput of all-MiniLM-L6-v2 on STSb test (both columns, 2,758 sentences, batch 32):
 //! sentences/s and GFLOP/s of the model's matmuls. Run by benches/encode_bench.py beside
 //! sentence-transformers, or alone: `cargo bench --bench encode`. DTYPE=bf16 runs the Linears'
-//! products in bf16 (model/precision.rs).
+//! products in bf16 (model/kernels/precision.rs).
 use candle_core::Device;
 use condenser::data::{PairColumns, Pairs};
 use condenser::model::kernels::precision::Precision;

@@ -7,7 +7,7 @@ set Jaccard for every pair of datasets.
     python3 benches/overlap_reference.py --tokenizer datasets/model/all-MiniLM-L6-v2/tokenizer.json \
         --stride 1 --out /tmp/ref.json stsb=datasets/data/stsb/train.parquet ...
 
-Prints wall time and peak RSS (the benchmark in benches/overlap.sh compares both with condenser's).
+Prints wall time and peak RSS (the benchmark in benches/overlap_bench.py compares both with condenser's).
 """
 import argparse, json, resource, sys, time
 

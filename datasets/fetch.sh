@@ -28,7 +28,7 @@ if [ ! -f "$model/model.safetensors" ]; then
   rm -rf "$tmp"
 fi
 
-# 1b. OpenBLAS for the CPU matmuls (condenser dlopens it; see src/model/blas.rs). A wheel, so no
+# 1b. OpenBLAS for the CPU matmuls (condenser dlopens it; see src/model/kernels/blas/mod.rs). A wheel, so no
 #     root is needed and every machine gets the same version; a system libopenblas0 is used first.
 blas="$here/lib/libscipy_openblas.so"
 if [ ! -f "$blas" ]; then
@@ -41,7 +41,7 @@ if [ ! -f "$blas" ]; then
   rm -rf "$tmp"
 fi
 
-# 1c. oneMKL (PyPI `mkl`): the vendor's BLAS, chosen at run time on Intel CPUs (src/model/blas.rs);
+# 1c. oneMKL (PyPI `mkl`): the vendor's BLAS, chosen at run time on Intel CPUs (src/model/kernels/blas/mod.rs);
 #     fetched everywhere so the tests check its path against OpenBLAS on any CPU. Only the
 #     runtime-dispatch, core, GNU-threading and per-ISA kernel libraries are kept (~470 MB).
 mkl="$here/lib/mkl/libmkl_rt.so.3"

@@ -34,3 +34,73 @@ pub const INPUT: &str = "input";
 pub const UNLABELED: &str = "unlabeled";
 /// augment: partners per sentence.
 pub const TOP_K: &str = "top-k";
+
+/// The flags several commands share, each declared once and flattened where it is used
+/// (`#[command(flatten)]`), so that a flag means the same, with the same default and bounds,
+/// everywhere. Training's `--batch-size` is another flag on purpose: examples per optimizer step
+/// (default 16, sentence-transformers' fit), declared with the other training flags.
+///
+/// `--seed`: what every seeded choice starts from (samples, shuffles, dropout, hashes).
+#[derive(Clone, Copy, Debug, clap::Args, serde::Serialize)]
+pub struct Seed {
+    /// Seed of every random or hashed choice the command makes (the same seed, the same result)
+    #[arg(long = SEED, default_value_t = DEFAULT_SEED)]
+    pub seed: u64,
+}
+
+/// `--seed`'s default, for every command.
+pub const DEFAULT_SEED: u64 = 42;
+
+/// `--max-seq-length`: tokens per text, `[CLS]` and `[SEP]` included; longer texts are truncated.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct MaxSeqLength {
+    /// Tokens per text, `[CLS]` and `[SEP]` included (at least 8; longer texts are truncated)
+    /// [default: training 128; inference the model folder's]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(8..))]
+    pub max_seq_length: Option<u64>,
+}
+
+/// Training's `--max-seq-length` when none is given (sentence-transformers' common setting).
+pub const TRAINING_MAX_SEQ_LENGTH: usize = 128;
+
+impl MaxSeqLength {
+    /// The length to train at.
+    pub fn training(&self) -> usize {
+        self.inference().unwrap_or(TRAINING_MAX_SEQ_LENGTH)
+    }
+
+    /// The length asked for inference, if any (else the model folder's).
+    pub fn inference(&self) -> Option<usize> {
+        self.max_seq_length.map(|m| m as usize)
+    }
+}
+
+/// `--batch-size` of the commands that run a model without training it (encode, evaluate,
+/// search's queries, augment's labelling, mine): texts a forward takes at once. Results do not
+/// depend on it; speed and memory do.
+#[derive(Clone, Copy, Debug, clap::Args, serde::Serialize)]
+pub struct InferenceBatch {
+    /// Texts (or pairs) a forward pass takes at once (results do not depend on it)
+    #[arg(long = BATCH_SIZE, default_value_t = 32,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub batch_size: usize,
+}
+
+/// `--corpus-embeddings`: a corpus's vectors as `condenser encode` stored them.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+pub struct CorpusEmbeddings {
+    /// The corpus's embeddings as `condenser encode` wrote them (a file, or the folder of a
+    /// sharded encode, read in shard order), read instead of embedding the corpus again and
+    /// refused when made by another model or with other settings
+    #[arg(long)]
+    pub corpus_embeddings: Option<std::path::PathBuf>,
+}
+
+impl CorpusEmbeddings {
+    /// The store, where a command's clap declaration requires it (`mut_arg(.., required)`).
+    pub fn required(&self) -> &std::path::Path {
+        self.corpus_embeddings
+            .as_deref()
+            .expect("clap requires --corpus-embeddings here")
+    }
+}

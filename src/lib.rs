@@ -11,6 +11,7 @@ pub mod overlap;
 pub mod plot;
 pub mod recipe;
 pub mod runtime;
+pub mod search;
 pub mod shard;
 pub mod tokenize;
 pub mod train;

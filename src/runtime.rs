@@ -130,7 +130,7 @@ fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {
 }
 
 /// The CPU's vendor id ("GenuineIntel", "AuthenticAMD"; empty where unknown), which picks the
-/// BLAS (model/blas.rs).
+/// BLAS (model/kernels/blas/).
 pub fn cpu_vendor() -> String {
     cpuinfo_field("vendor_id").unwrap_or_default()
 }

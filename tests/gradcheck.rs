@@ -148,12 +148,12 @@ fn attention_composed(
     p.matmul(&split(v)?)?.transpose(1, 2)?.reshape((b, s, h))
 }
 
-/// The fused attention core (model/attention.rs) equals the composed one, context and the
+/// The fused attention core (model/kernels/padded_attention.rs) equals the composed one, context and the
 /// gradients of q, k and v, with padding and a dropout mask, on enough items for its parallel
 /// path; and passes the finite-difference check.
 #[test]
 fn fused_attention_matches_composed() {
-    use condenser::model::kernels::attention::attention;
+    use condenser::model::kernels::padded_attention::attention;
     let (b, s, h, heads) = (3, 7, 8, 2);
     let mask = Tensor::new(
         &[

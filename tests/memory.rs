@@ -93,7 +93,11 @@ fn peak(pairs: &Path, out: &Path, extra: &[&str]) -> f64 {
         out.to_str().unwrap(),
     ];
     a.extend(extra);
-    let o = common::condenser(&a);
+    // OpenBLAS, whatever the CPU: oneMKL (the default on Intel) keeps workspace of its own whose
+    // size varies run to run (2-core Xeon, mnr batch 32 with 1, 4, 8, 16 micro-batches: 909,
+    // 1063, 1201, 1074 MB; OpenBLAS 897, 1044, 1056, 1049), which would drown what these tests
+    // measure: what condenser itself holds
+    let o = common::condenser_env(&[("CONDENSER_BLAS", "openblas")], &a);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     text.split("peak memory ")
@@ -132,10 +136,12 @@ fn cached_mnr_memory_is_bounded_by_the_mini_batch() {
 }
 
 /// Gradient accumulation holds one micro-batch's activations, never all of them: 4 micro-batches
-/// of 32 peak like one, plus the running sum of the gradients the step keeps beside the
-/// micro-batch's own (one gradient set, the size of the f32 weights). The control, one batch of
-/// 128 at once, shows what holding every micro-batch's activations would cost. One thread: split
-/// across two, a run's peak varied by ~100 MB with the threads' timing (and failed CI once).
+/// of 32 cost over one batch of 32 less than a quarter of what holding every micro-batch's
+/// activations costs (the control: one batch of 128 at once). Measured on a 2-core Xeon, one
+/// thread, OpenBLAS: batch 32 872-911 MB, 4 x 32 1041-1190 MB (the running sum of the gradients is
+/// one gradient set, 91 MB; the rest varies run to run with the heap's fragmentation), batch 128
+/// 2495 MB. A leak of one micro-batch's activations (~530 MB) fails; the old bound (one gradient
+/// set + 10%) failed on noise.
 #[test]
 fn gradient_accumulation_peaks_like_one_micro_batch() {
     let d = tempfile::tempdir().unwrap();
@@ -163,14 +169,14 @@ fn gradient_accumulation_peaks_like_one_micro_batch() {
         "mnr peak memory: batch 32 {one:.0} MB, 4 x 32 accumulated {four:.0} MB, batch 128 \
          {whole:.0} MB; one gradient set {grad_set:.0} MB"
     );
-    let allowed = grad_set + 0.10 * one;
+    let all_held = whole - one;
     assert!(
-        whole - one > 4.0 * allowed,
+        all_held > 10.0 * grad_set,
         "the control: batch 128 {whole:.0} MB is not clearly above batch 32 {one:.0} MB"
     );
     assert!(
-        four - one <= allowed,
-        "4 micro-batches {four:.0} MB vs 1 {one:.0} MB: more than one gradient set ({grad_set:.0} \
-         MB) and 10% above"
+        four - one < 0.25 * all_held,
+        "4 micro-batches {four:.0} MB vs 1 {one:.0} MB: more than a quarter of holding them all \
+         ({all_held:.0} MB)"
     );
 }

@@ -1,4 +1,4 @@
-//! bf16 and f16 products on the CPU (model/precision.rs) against sentence-transformers' f32
+//! bf16 and f16 products on the CPU (model/kernels/precision.rs) against sentence-transformers' f32
 //! figures: the fixture's embeddings and STSb test, through the options every command uses.
 mod common;
 use candle_core::Device;

@@ -245,6 +245,8 @@ fn cranfield_split(dir: &Path) -> PathBuf {
         data("cranfield").to_str().unwrap(),
         "--train-queries",
         "100",
+        "--seed",
+        "0",
         "--out",
         out.to_str().unwrap(),
     ]);

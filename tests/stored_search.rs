@@ -3,8 +3,8 @@
 //! equal to a full sort, and stores made otherwise refused by name.
 mod common;
 use common::{condenser, data, err, minilm_layers, ok};
-use condenser::eval::retrieval::{search, ScoreFn};
 use condenser::model::Embeddings;
+use condenser::search::{search, ScoreFn};
 use std::path::Path;
 
 fn rows(path: &Path, cols: &[&str]) -> Vec<Vec<String>> {

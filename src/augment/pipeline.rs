@@ -25,7 +25,7 @@ pub struct AugmentSpec {
     /// Pairs: sentence1, sentence2 and, where known, label
     #[arg(long = flags::INPUT, required_unless_present = "corpus")]
     pub input: Option<PathBuf>,
-    /// Columns sentence1,sentence2[,label]: a named label column must exist (unless --unlabeled);
+    /// Columns `sentence1,sentence2[,label]`: a named label column must exist (unless --unlabeled);
     /// `label?` reads it only where the file has it; two names: every row is unlabelled
     #[arg(long = flags::COLUMNS, default_value = "sentence1,sentence2,label")]
     pub columns: ColumnSpec,
@@ -35,16 +35,18 @@ pub struct AugmentSpec {
     /// New partners per sentence
     #[arg(long = flags::TOP_K, default_value_t = 3)]
     pub top_k: usize,
-    #[arg(long = flags::SEED, default_value_t = 42)]
-    pub seed: u64,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub seed: flags::Seed,
     /// Label the input's gold pairs with the cross-encoder too
     #[arg(long)]
     pub relabel_gold: bool,
     /// Ignore the input's labels: all rows are unlabelled target data (domain transfer)
     #[arg(long = flags::UNLABELED)]
     pub unlabeled: bool,
-    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
-    pub batch_size: usize,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub batch: flags::InferenceBatch,
     /// Output .parquet: sentence1, sentence2, label (Float32), origin (gold|target|sampled)
     #[arg(long = flags::OUT)]
     #[serde(skip)]
@@ -167,13 +169,13 @@ pub fn augment(
             &r2,
             spec.top_k,
             enc,
-            spec.batch_size,
+            spec.batch.batch_size,
             &bar,
         )?);
     }
     let existing = r1.iter().copied().zip(r2.iter().copied());
     let sampled = match spec.sampling {
-        Sampling::Random => random_pairs(&r1, &r2, spec.top_k, spec.seed),
+        Sampling::Random => random_pairs(&r1, &r2, spec.top_k, spec.seed.seed),
         Sampling::None => Vec::new(),
         _ => take_ranked(&rankings, existing, spec.top_k),
     };
@@ -222,7 +224,7 @@ pub fn augment(
     for chunk in rows.chunks(CHUNK) {
         let todo: Vec<usize> = (0..chunk.len()).filter(|&i| chunk[i].2.is_none()).collect();
         let pairs: Vec<(&str, &str)> = todo.iter().map(|&i| (chunk[i].0, chunk[i].1)).collect();
-        let scores = labeler.predict(&pairs, spec.batch_size, progress)?;
+        let scores = labeler.predict(&pairs, spec.batch.batch_size, progress)?;
         let mut labels: Vec<f32> = chunk.iter().map(|r| r.2.unwrap_or(0.0) as f32).collect();
         for (&i, s) in todo.iter().zip(&scores) {
             // one label: the score; classes: the most probable class id

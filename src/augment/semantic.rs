@@ -2,8 +2,8 @@
 //! a bi-encoder (exact cosine search), under the dedup rules random sampling obeys.
 use super::{distinct, PairFilter};
 use crate::error::Result;
-use crate::eval::retrieval::{search, ScoreFn};
 use crate::model::SentenceEncoder;
+use crate::search::{search, ScoreFn};
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 

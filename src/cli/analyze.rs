@@ -1,14 +1,15 @@
 use super::model_opts::ModelOpts;
 use super::named::short_name;
-use super::{out, progress};
+use super::progress::{self, out};
 use condenser::error::{Error, Result};
-use condenser::eval::attention::{cls_attention_entropy, AttentionReport};
+use condenser::eval::cls_attention::{cls_attention_entropy, AttentionReport};
+use condenser::flags::InferenceBatch;
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
 pub enum Analysis {
-    /// Per layer, the mean entropy of [CLS]'s attention (over heads and sentences), several models
-    /// side by side: the Condenser paper's analysis of how broadly [CLS] attends
+    /// Per layer, the mean entropy of `[CLS]`'s attention (over heads and sentences), several models
+    /// side by side: the Condenser paper's analysis of how broadly `[CLS]` attends
     Attention(AttentionArgs),
 }
 
@@ -25,8 +26,8 @@ pub struct AttentionArgs {
     /// Use the first N texts
     #[arg(long, default_value_t = 1000)]
     limit: usize,
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
-    batch_size: u64,
+    #[command(flatten)]
+    batch: InferenceBatch,
     /// Output folder: attention_entropy.csv and .svg/.png
     #[arg(long)]
     out: PathBuf,
@@ -55,7 +56,7 @@ fn attention(a: AttentionArgs) -> Result<()> {
     for dir in &a.models {
         let enc = inference.encoder(dir)?;
         let bar = progress::bar(Some(texts.len() as u64), "texts");
-        let e = cls_attention_entropy(&enc, &texts, a.batch_size as usize, &bar)?;
+        let e = cls_attention_entropy(&enc, &texts, a.batch.batch_size, &bar)?;
         bar.finish_and_clear();
         // the first model's tokenization sets the ceiling drawn
         if report.layers.is_empty() {

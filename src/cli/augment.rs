@@ -1,6 +1,6 @@
 use super::model_opts::matmuls;
+use super::progress::{self, out};
 use super::shard_opts::{shard_note, ShardOpts};
-use super::{out, progress};
 use condenser::augment::{write_pseudo_pairs, AugmentJob, PseudoSpec};
 use condenser::error::{Error, Result};
 
@@ -44,7 +44,7 @@ fn pseudo(a: &Args) -> Result<()> {
             "augment --corpus runs unsharded (it reads the corpus once and loads no model)",
         ));
     }
-    let s = write_pseudo_pairs(&a.pseudo, a.job.spec.seed, &a.job.spec.out)?;
+    let s = write_pseudo_pairs(&a.pseudo, a.job.spec.seed.seed, &a.job.spec.out)?;
     out(&format!(
         "wrote {} pseudo-query pairs ({} title-body, {} crop) from {} documents ({} duplicate or \
          empty texts dropped) to {}\n",

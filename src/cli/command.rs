@@ -1,7 +1,12 @@
-//! The subcommands: their flag types (one module each) and the call each one makes.
-use super::*;
+//! The subcommands: their flag types (one module each) and the call each one makes; a recipe's
+//! steps run through the same dispatch (`exec`), handed to the commands that run recipes.
+use super::{
+    analyze, augment, convert, domain_overlap, encode, evaluate, index, merge, mine, pretrain,
+    report, run_recipe, search, similarity, split, train_biencoder, train_cross_encoder, train_nli,
+    transfer_grid,
+};
 use clap::{Parser, Subcommand};
-use condenser::error::Result;
+use condenser::error::{Error, Result};
 
 #[derive(Parser)]
 #[command(
@@ -32,33 +37,27 @@ pub enum Command {
     TrainNli(train_nli::Args),
     /// Sample new pairs (random or BM25) and label them with a cross-encoder (AugSBERT)
     Augment(augment::Args),
-    /// Hard negatives for (anchor, positive) pairs: bi-encoder and/or BM25 candidates, optional
-    /// cross-encoder rescoring and false-negative filters (sentence-transformers' mine_hard_negatives)
+    /// Hard negatives for (anchor, positive) pairs (sentence-transformers' mine_hard_negatives)
     Mine(mine::Args),
-    /// Top-k search of queries against stored corpus embeddings (`encode`'s output): exact and
-    /// streamed in bounded memory, or through an `index`; shardable by query
+    /// Top-k search against stored corpus embeddings: exact and streamed, or through an `index`
     Search(search::Args),
-    /// Build an approximate nearest-neighbour index (an IVF, or an HNSW graph) of stored corpus
-    /// embeddings, for `search`, `mine` and `evaluate --index`; a killed build resumes
+    /// An IVF or HNSW index of stored corpus embeddings for search, mine and evaluate (resumable)
     Index(index::Args),
     /// Split a retrieval folder by query, or a pair file by row, deterministically (xxh3 with a seed)
     Split(split::Args),
-    /// Merge the shards of a sharded encode, augment, mine or domain-overlap run into the whole
-    /// run's output (checked: every shard present, the same settings and N)
+    /// Merge the shards of a sharded run into the whole run's output (all there, same settings)
     Merge(merge::Args),
     /// Convert a dataset (Parquet, Arrow IPC, CSV, TSV, JSONL, text) to Parquet (zstd)
     Convert(convert::Args),
     /// Condenser pre-training (or continued training) of a BERT on a text corpus
     Pretrain(pretrain::Args),
     /// Run a recipe (TOML steps), skipping finished steps: a re-run resumes
-    Run(run::Args),
-    /// Methods over seeds from evaluate's results: mean +- sd, gain over a baseline (counted
-    /// beyond twice the sd), wall time per run; Markdown, JSON and a bar chart with error bars
+    Run(run_recipe::Args),
+    /// Methods over seeds from evaluate's results: mean +- sd, and gains beyond twice the sd
     Report(report::Args),
-    /// The domain-transfer grid: every source's cross-encoder labels every target, bi-encoders on
-    /// the silver targets, all scored per target, and whether bigram overlap forecasts the gain
+    /// The domain-transfer grid: every source's cross-encoder labels every target's pairs
     TransferGrid(transfer_grid::Args),
-    /// Analyses of a model (attention: how broadly [CLS] attends, per layer)
+    /// Analyses of a model (attention: how broadly `[CLS]` attends, per layer)
     #[command(subcommand)]
     Analyze(analyze::Analysis),
 }
@@ -80,9 +79,19 @@ pub fn dispatch(c: Command) -> Result<()> {
         Command::Convert(a) => convert::run(a),
         Command::Merge(a) => merge::run(a),
         Command::Pretrain(a) => pretrain::run(a),
-        Command::Run(a) => run::run(a),
+        Command::Run(a) => run_recipe::run(a, &exec),
         Command::Report(a) => report::run(a),
-        Command::TransferGrid(a) => transfer_grid::run(a),
+        Command::TransferGrid(a) => transfer_grid::run(a, &exec),
         Command::Analyze(a) => analyze::run(a),
     }
+}
+
+pub fn main() -> Result<()> {
+    dispatch(Cli::parse().command)
+}
+
+/// A recipe step's argv (the program's name first) parsed, and run unless `dry`.
+fn exec(argv: Vec<String>, dry: bool) -> Result<()> {
+    let cli = Cli::try_parse_from(argv).map_err(|e| Error::msg(e.to_string().trim_end()))?;
+    (!dry).then(|| dispatch(cli.command)).unwrap_or(Ok(()))
 }

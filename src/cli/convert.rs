@@ -1,4 +1,4 @@
-use super::{out, progress};
+use super::progress::{self, out};
 use condenser::data::{convert, ColumnSpec, Rows};
 use condenser::error::Result;
 use condenser::flags;
@@ -16,9 +16,9 @@ pub struct Args {
     /// Keep a random sample of N rows (in their original order), e.g. a small labelled train set
     #[arg(long = flags::SAMPLE)]
     sample: Option<usize>,
-    /// Seed of --sample
-    #[arg(long = flags::SEED, default_value_t = 42)]
-    seed: u64,
+    // (the seed of --sample)
+    #[command(flatten)]
+    seed: flags::Seed,
     /// Replace a 0/1 (or [0, 1]) label column by 1 - label, e.g. RTE's 0 = entailment into 1 = similar
     #[arg(long, value_name = "COLUMN")]
     invert_label: Option<String>,
@@ -26,7 +26,10 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let rows = match a.sample {
-        Some(n) => Rows::Sample { n, seed: a.seed },
+        Some(n) => Rows::Sample {
+            n,
+            seed: a.seed.seed,
+        },
         None => Rows::All,
     };
     let bar = progress::bar(None, "rows");

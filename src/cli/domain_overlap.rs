@@ -1,6 +1,6 @@
 use super::named::Named;
+use super::progress::{self, out};
 use super::shard_opts::{shard_note, ShardOpts};
-use super::{out, progress};
 use condenser::data::ColumnSpec;
 use condenser::error::Result;
 use condenser::flags;
@@ -25,9 +25,9 @@ pub struct Args {
     /// Estimate with MinHash of this many permutations (bounded memory for huge corpora)
     #[arg(long, value_name = "NUM_PERM", value_parser = clap::value_parser!(u64).range(1..))]
     approx: Option<u64>,
-    /// MinHash hash seed
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    // (--approx: the MinHash hash seed)
+    #[command(flatten)]
+    seed: flags::Seed,
     /// Output folder for overlap.json, overlap.csv, overlap.svg, overlap.png
     #[arg(long = flags::OUT, default_value = "out/overlap")]
     out: PathBuf,
@@ -50,7 +50,7 @@ pub fn run(a: Args) -> Result<()> {
     let mode = match a.approx {
         Some(k) => Mode::Approx {
             num_perm: k as usize,
-            seed: a.seed,
+            seed: a.seed.seed,
         },
         None => Mode::Exact,
     };

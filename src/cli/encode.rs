@@ -1,9 +1,10 @@
 use super::model_opts::ModelOpts;
+use super::progress::{self, out};
 use super::shard_opts::{shard_note, ShardOpts};
-use super::{out, progress};
 use condenser::data::ColumnSpec;
 use condenser::encode::encode_file;
 use condenser::error::Result;
+use condenser::flags::InferenceBatch;
 use condenser::shard;
 use std::path::PathBuf;
 
@@ -18,8 +19,8 @@ pub struct Args {
     /// Text columns to embed: one gives column `embedding`, several give `embedding_<column>`
     #[arg(long, default_value = "text")]
     columns: ColumnSpec,
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
-    batch_size: u64,
+    #[command(flatten)]
+    batch: InferenceBatch,
     /// Output .parquet: the input rows plus the embedding column(s), written atomically
     #[arg(long)]
     out: PathBuf,
@@ -36,7 +37,7 @@ pub fn run(a: Args) -> Result<()> {
             "model": a.model,
             "input": a.input,
             "columns": a.columns,
-            "batch_size": a.batch_size,
+            "batch_size": a.batch.batch_size,
             "inference": inference,
         });
         shard::settings(&job, &[("model", Some(&a.model))])
@@ -48,7 +49,7 @@ pub fn run(a: Args) -> Result<()> {
         &a.model,
         &a.input,
         &a.columns,
-        a.batch_size as usize,
+        a.batch.batch_size,
         &a.out,
         shard.as_ref(),
         &bar,

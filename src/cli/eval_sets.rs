@@ -1,12 +1,34 @@
 //! `evaluate`'s dataset flags, generated from the library's evaluator registry.
 use super::named::Named;
 use clap::{Arg, ArgAction, ArgMatches};
+use condenser::error::{Error, Result};
 use condenser::eval::EVALUATORS;
 
 /// The datasets to evaluate on: one `--<kind> NAME=PATH` flag per evaluator kind in the library's
 /// registry (`condenser::eval::EVALUATORS`), in command-line order.
 #[derive(Clone, Debug, Default)]
 pub struct EvalSets(pub Vec<(usize, Named)>);
+
+impl EvalSets {
+    /// Err when no dataset was given, naming the flags that give one.
+    pub fn require_some(&self) -> Result<()> {
+        if !self.0.is_empty() {
+            return Ok(());
+        }
+        let flags: Vec<String> = EVALUATORS.iter().map(|k| format!("--{}", k.flag)).collect();
+        Err(Error::msg(format!(
+            "nothing to evaluate: give datasets with {}",
+            flags.join(", ")
+        )))
+    }
+
+    /// Whether every dataset is a retrieval set.
+    pub fn retrieval_only(&self) -> bool {
+        self.0
+            .iter()
+            .all(|(k, _)| EVALUATORS[*k].flag == "retrieval")
+    }
+}
 
 impl clap::FromArgMatches for EvalSets {
     fn from_arg_matches(m: &ArgMatches) -> std::result::Result<Self, clap::Error> {

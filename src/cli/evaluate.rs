@@ -1,12 +1,12 @@
 use super::eval_sets::EvalSets;
-use super::index::UseIndex;
 use super::model_opts::ModelOpts;
-use super::{out, progress};
+use super::progress::{self, out};
+use super::search_flags::{score_fn, UseIndex};
 use condenser::data::PairColumns;
-use condenser::encode::{corpus_vectors, StoredEmbeddings};
 use condenser::error::{Error, Result};
-use condenser::eval::{EvalOptions, EvalReport, ScoreFn, EVALUATORS};
-use condenser::flags;
+use condenser::eval::{EvalOptions, EvalReport, EVALUATORS};
+use condenser::flags::{self, CorpusEmbeddings, InferenceBatch};
+use condenser::search::{ScoreFn, StoredEmbeddings};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -20,7 +20,7 @@ pub struct Args {
     #[arg(long, default_value = "sentence1,sentence2,label")]
     columns: PairColumns,
     /// Retrieval score
-    #[arg(long, value_enum, default_value = "cosine")]
+    #[arg(long, value_parser = score_fn(), default_value = "cosine")]
     score_fn: ScoreFn,
     /// Retrieval folders with a qrels/ directory: the qrels split to read (qrels/SPLIT.tsv)
     #[arg(long)]
@@ -28,12 +28,11 @@ pub struct Args {
     /// Retrieval: a document whose id equals the query's never counts as a hit (BEIR's option)
     #[arg(long)]
     ignore_identical_ids: bool,
-    /// Retrieval: the corpus's vectors as `encode` wrote them with the one --model evaluated (a
-    /// file, or a sharded encode's folder); refused when made otherwise
-    #[arg(long)]
-    corpus_embeddings: Option<PathBuf>,
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
-    batch_size: u64,
+    // (retrieval sets, one --model)
+    #[command(flatten)]
+    corpus: CorpusEmbeddings,
+    #[command(flatten)]
+    batch: InferenceBatch,
     /// Output folder for results.json and results.csv
     #[arg(long = flags::OUT, default_value = "out/eval")]
     out: PathBuf,
@@ -44,22 +43,12 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    if a.sets.0.is_empty() {
-        let flags: Vec<String> = EVALUATORS.iter().map(|k| format!("--{}", k.flag)).collect();
-        return Err(Error::msg(format!(
-            "nothing to evaluate: give datasets with {}",
-            flags.join(", ")
-        )));
-    }
+    a.sets.require_some()?;
     let inference = a.model.inference()?;
-    let corpus_embeddings = match &a.corpus_embeddings {
+    let corpus_embeddings = match &a.corpus.corpus_embeddings {
         None => None,
         Some(path) => {
-            if a.sets
-                .0
-                .iter()
-                .any(|(k, _)| EVALUATORS[*k].flag != "retrieval")
-            {
+            if !a.sets.retrieval_only() {
                 return Err(Error::msg(
                     "--corpus-embeddings are a retrieval corpus's vectors: evaluate --retrieval sets only with them",
                 ));
@@ -70,9 +59,8 @@ pub fn run(a: Args) -> Result<()> {
                 ));
             };
             let enc = inference.encoder(model)?;
-            let stored = StoredEmbeddings::for_model(path, &enc, model)?;
-            let breadth = a.use_index.breadth();
-            Some(corpus_vectors(stored, a.use_index.index.clone(), breadth))
+            let store = StoredEmbeddings::for_model(path, &enc, model)?;
+            Some(std::sync::Arc::new(a.use_index.over(store)))
         }
     };
     let opts = EvalOptions {
@@ -92,7 +80,7 @@ pub fn run(a: Args) -> Result<()> {
         &a.models,
         &evaluators,
         &inference,
-        a.batch_size as usize,
+        a.batch.batch_size,
         |model, name| progress::bar(Some(0), &format!("texts ({model} on {name})")),
     )?;
     report.save(&a.out)?;

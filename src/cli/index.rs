@@ -1,15 +1,17 @@
-use super::{out, progress};
-use condenser::encode::{build_index, default_index_path, Calibration, StoredEmbeddings};
+use super::index_flags::IndexFlags;
+use super::progress::{self, out};
 use condenser::error::Result;
-use condenser::eval::retrieval::{Breadth, IndexFlags, DEFAULT_EF_SEARCH};
+use condenser::flags::CorpusEmbeddings;
+use condenser::search::{
+    build_index, default_index_path, Calibration, StoredEmbeddings, DEFAULT_EF_SEARCH,
+};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
+#[command(mut_arg("corpus_embeddings", |a| a.required(true)))]
 pub struct Args {
-    /// The corpus's embeddings as `condenser encode` wrote them (a file, or the folder of a
-    /// sharded encode)
-    #[arg(long)]
-    corpus_embeddings: PathBuf,
+    #[command(flatten)]
+    corpus: CorpusEmbeddings,
     #[command(flatten)]
     flags: IndexFlags,
     /// The index file (its description is written beside it as FILE.json)
@@ -18,38 +20,12 @@ pub struct Args {
     out: Option<PathBuf>,
 }
 
-/// Searching through an index: the flags `search`, `mine` and `evaluate` share.
-#[derive(clap::Args)]
-pub struct UseIndex {
-    /// An index of --corpus-embeddings (`condenser index`): candidates from it, scored exactly;
-    /// refused when built from other embeddings
-    #[arg(long, requires = "corpus_embeddings")]
-    pub index: Option<PathBuf>,
-    /// With an IVF --index: lists scanned per query (more: better recall, slower)
-    /// [default: the index's calibrated breadth]
-    #[arg(long, requires = "index", value_parser = clap::value_parser!(u64).range(1..))]
-    pub probes: Option<u64>,
-    /// With an HNSW --index: how wide each query's walk of the graph is
-    /// [default: the index's calibrated breadth]
-    #[arg(long, requires = "index", value_parser = clap::value_parser!(u64).range(1..))]
-    pub ef_search: Option<u64>,
-}
-
-impl UseIndex {
-    pub fn breadth(&self) -> Breadth {
-        Breadth {
-            ef_search: self.ef_search.map(|v| v as usize),
-            probes: self.probes.map(|v| v as usize),
-        }
-    }
-}
-
 pub fn run(a: Args) -> Result<()> {
-    let store = StoredEmbeddings::open_as_made(&a.corpus_embeddings)?;
+    let store = StoredEmbeddings::open_as_made(a.corpus.required())?;
     let (settings, target) = a.flags.resolve(store.rows()?)?;
     let dest = a
         .out
-        .unwrap_or_else(|| default_index_path(&a.corpus_embeddings, &settings));
+        .unwrap_or_else(|| default_index_path(a.corpus.required(), &settings));
     let bar = progress::bar(Some(0), "vectors indexed");
     let s = build_index(&store, &settings, target, &dest, &bar)?;
     bar.finish_and_clear();

@@ -1,5 +1,6 @@
-use super::out;
+use super::progress::out;
 use condenser::error::Result;
+use condenser::{overlap, shard};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -10,7 +11,12 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    let s = condenser::shard::merge(&a.out)?;
+    let (s, data) = shard::shards_of(&a.out)?;
+    // each stage's reduction: overlap parts by union or minimum, every other stage's rows in order
+    match s.command.as_str() {
+        "domain-overlap" => overlap::merge_parts(&data)?.save(&a.out)?,
+        _ => shard::concat(&data, &a.out)?,
+    }
     out(&format!(
         "merged {} shards of {} ({} rows) into {}\n",
         s.shards,

@@ -1,13 +1,15 @@
-use super::index::UseIndex;
 use super::model_opts::ModelOpts;
+use super::progress::{self, out};
+use super::search_flags::UseIndex;
 use super::shard_opts::{shard_note, ShardOpts};
-use super::{out, progress};
 use condenser::augment::mine::{MineJob, MineOptions, MineSource};
 use condenser::data::ColumnSpec;
 use condenser::error::Result;
+use condenser::flags::CorpusEmbeddings;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
+#[command(mut_arg("corpus_embeddings", |a| a.requires("model")))]
 pub struct Args {
     /// The bi-encoder that finds candidates (not needed with --candidates bm25)
     #[arg(long)]
@@ -28,11 +30,9 @@ pub struct Args {
     /// every positive must be in it
     #[arg(long, requires = "input")]
     corpus: Option<PathBuf>,
-    /// The corpus's embeddings as `condenser encode --model M` wrote them (a file, or the folder
-    /// of a sharded encode): read instead of embedding the corpus again; refused when made by
-    /// another model or with other settings
-    #[arg(long, requires = "model")]
-    corpus_embeddings: Option<PathBuf>,
+    // (with --model: `condenser encode --model M`'s output)
+    #[command(flatten)]
+    corpus_embeddings: CorpusEmbeddings,
     /// Rescore candidates with this cross-encoder: its scores drive the filters and are written
     #[arg(long)]
     cross_encoder: Option<PathBuf>,
@@ -73,7 +73,7 @@ pub fn run(a: Args) -> Result<()> {
         options: a.options,
         inference: a.model_opts.inference()?,
         output_scores: a.output_scores,
-        corpus_embeddings: a.corpus_embeddings,
+        corpus_embeddings: a.corpus_embeddings.corpus_embeddings,
         breadth: a.use_index.breadth(),
         index: a.use_index.index,
         out: a.out,

@@ -9,6 +9,7 @@ mod encode;
 mod eval_sets;
 mod evaluate;
 mod index;
+mod index_flags;
 mod merge;
 mod mine;
 mod model_opts;
@@ -16,35 +17,17 @@ mod named;
 mod pretrain;
 mod progress;
 mod report;
-mod run;
+mod run_recipe;
 mod search;
+mod search_flags;
 mod shard_opts;
 mod similarity;
 mod split;
 mod train_biencoder;
 mod train_cross_encoder;
+mod train_driver;
 mod train_nli;
 mod train_opts;
-mod train_run;
 mod transfer_grid;
 
-use clap::Parser;
-use command::{dispatch, Cli, Command};
-use condenser::error::{Error, Result};
-use progress::out;
-
-pub fn main() -> Result<()> {
-    dispatch(Cli::parse().command)
-}
-
-/// Run one subcommand from its argv (argv[0] is the program name), as a recipe step does.
-fn run_argv(argv: impl IntoIterator<Item = String>) -> Result<()> {
-    dispatch(parse_argv(argv)?)
-}
-
-/// Parse a subcommand's argv without running it.
-fn parse_argv(argv: impl IntoIterator<Item = String>) -> Result<Command> {
-    Ok(Cli::try_parse_from(argv)
-        .map_err(|e| Error::msg(e.to_string().trim_end()))?
-        .command)
-}
+pub use command::main;

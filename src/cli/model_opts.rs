@@ -1,5 +1,6 @@
 //! Flags every command that runs a model for inference shares.
 use condenser::error::Result;
+use condenser::flags;
 use condenser::model::{InferenceOptions, PoolingMode};
 use condenser::runtime::{ComputeType, DeviceSpec};
 
@@ -8,9 +9,8 @@ pub struct ModelOpts {
     /// Override the folder's pooling
     #[arg(long, value_enum)]
     pooling: Option<PoolingMode>,
-    /// Override max_seq_length (tokens, including [CLS] and [SEP])
-    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
-    max_seq_length: Option<u64>,
+    #[command(flatten)]
+    max_seq_length: flags::MaxSeqLength,
     /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
     #[arg(long, default_value = "cpu")]
     device: DeviceSpec,
@@ -25,7 +25,7 @@ impl ModelOpts {
             device: self.device.open()?,
             dtype: self.dtype,
             pooling: self.pooling,
-            max_seq_length: self.max_seq_length.map(|m| m as usize),
+            max_seq_length: self.max_seq_length.inference(),
         })
     }
 

@@ -1,5 +1,5 @@
+use super::progress::{self, out};
 use super::train_opts::TrainOpts;
-use super::{out, progress};
 use condenser::error::{Error, Result};
 use condenser::model::ModelFolder;
 use condenser::train::corpus;
@@ -36,8 +36,6 @@ pub struct Args {
     /// Train the head's MLM loss only (no late-layer MLM)
     #[arg(long)]
     no_late_mlm: bool,
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(8..))]
-    max_seq_length: u64,
     /// coCondenser: documents of two blocks' length, two random spans of --max-seq-length from
     /// each (batch size counts documents), and the span contrastive loss added
     #[arg(long)]
@@ -54,7 +52,7 @@ pub fn run(a: Args) -> Result<()> {
     };
     let folder = ModelFolder::open(&init)?;
     let skip_from = a.skip_from.unwrap_or(folder.config.num_hidden_layers / 2);
-    let max_len = (a.max_seq_length as usize).min(folder.config.max_position_embeddings);
+    let max_len = (a.train_opts.max_seq_length()).min(folder.config.max_position_embeddings);
     // coCondenser's documents hold two spans' worth of text, so the spans overlap only partly
     let body = max_len - 2;
     let doc_len = if a.cocondenser { 2 * body + 2 } else { max_len };

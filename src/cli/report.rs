@@ -1,6 +1,6 @@
-use super::out;
+use super::progress::out;
 use condenser::error::Result;
-use condenser::eval::seeds::{read_results, SeedReport};
+use condenser::eval::over_seeds::{read_results, SeedReport};
 use condenser::flags;
 use condenser::recipe::State;
 use std::path::PathBuf;

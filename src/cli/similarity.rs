@@ -1,6 +1,6 @@
 use super::model_opts::ModelOpts;
 use super::named::short_name;
-use super::out;
+use super::progress::out;
 use condenser::data;
 use condenser::error::{Error, Result};
 use condenser::eval::similarity;

@@ -1,6 +1,7 @@
-use super::out;
+use super::progress::out;
 use condenser::data::{split_file, split_retrieval, ColumnSpec};
 use condenser::error::Result;
+use condenser::flags::Seed;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -21,9 +22,9 @@ pub struct Args {
     /// Columns whose texts identify a row of --input (its hash key)
     #[arg(long, default_value = "sentence1,sentence2", requires = "input")]
     key_columns: ColumnSpec,
-    /// The hash seed of the order (items by xxh3(key, seed), first ones to train)
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    // (the hash seed of the order: items by xxh3(key, seed), the first ones to train)
+    #[command(flatten)]
+    seed: Seed,
     /// Output folder: for --retrieval the queries and corpus files, qrels/train.parquet and
     /// qrels/test.parquet; for --input train.parquet and test.parquet
     #[arg(long)]
@@ -32,7 +33,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     if let (Some(dir), Some(n)) = (&a.retrieval, a.train_queries) {
-        let s = split_retrieval(dir, &a.out, n, a.seed)?;
+        let s = split_retrieval(dir, &a.out, n, a.seed.seed)?;
         out(&format!(
             "{} train queries, {} test queries -> {}/qrels/{{train,test}}.parquet\n",
             s.train_queries,
@@ -42,7 +43,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     if let Some(input) = &a.input {
         let key: Vec<&str> = a.key_columns.0.iter().map(|c| c.name.as_str()).collect();
-        let s = split_file(input, &a.out, &key, a.test_fraction, a.seed)?;
+        let s = split_file(input, &a.out, &key, a.test_fraction, a.seed.seed)?;
         out(&format!(
             "{} train rows, {} test rows -> {}/{{train,test}}.parquet\n",
             s.train_rows,

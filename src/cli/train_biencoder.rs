@@ -1,4 +1,4 @@
-use super::out;
+use super::progress::out;
 use super::train_opts::TrainOpts;
 use condenser::data::{ColumnSpec, PairColumns};
 use condenser::error::Result;
@@ -37,8 +37,6 @@ pub struct Args {
     dev: Option<PathBuf>,
     #[arg(long, default_value = "sentence1,sentence2,label")]
     dev_columns: PairColumns,
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(2..))]
-    max_seq_length: u64,
     /// Cached losses (cached-mnr): rows embedded at once; memory is bounded by this, not by
     /// --batch-size [default: 32]
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -51,7 +49,7 @@ pub fn run(a: Args) -> Result<()> {
     let spec = losses::find(a.loss.name).expect("a registry loss");
     let opts = BiEncoderOptions {
         pooling: a.pooling.map(Into::into),
-        max_seq_length: a.max_seq_length as usize,
+        max_seq_length: a.train_opts.max_seq_length(),
         num_labels: a.num_labels as usize,
         seed: a.train_opts.seed(),
         device: a.train_opts.device()?,
@@ -76,7 +74,7 @@ pub fn run(a: Args) -> Result<()> {
         out(&format!(
             "loss {} uses in-batch negatives: batches are arranged without repeated texts{}{}\n",
             spec.name,
-            match task.unavoidable_repeats(a.train_opts.batch_size()) {
+            match task.unavoidable_repeats(a.train_opts.batch_size) {
                 Some((most, batches)) => format!(
                     " where possible (not everywhere: a text is in {most} rows and an epoch has \
                      {batches} batches, so some of its rows share a batch and serve as each \

@@ -22,8 +22,6 @@ pub struct Args {
     /// 1: a score in [0, 1] (BCE); more: classes (cross-entropy)
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     num_labels: u64,
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(4..))]
-    max_seq_length: u64,
     /// Also train on (sentence2, sentence1) for every pair
     #[arg(long = flags::BOTH_ORDERS)]
     both_orders: bool,
@@ -42,7 +40,7 @@ pub fn run(a: Args) -> Result<()> {
     let mut task = CrossEncoderTask::new(
         &a.model,
         a.num_labels as usize,
-        a.max_seq_length as usize,
+        a.train_opts.max_seq_length(),
         data,
         a.train_opts.seed(),
         &a.train_opts.device()?,

@@ -1,4 +1,4 @@
-use super::out;
+use super::progress::out;
 use super::train_opts::TrainOpts;
 use condenser::data::{entailments, read_nli, PairColumns};
 use condenser::error::Result;
@@ -36,8 +36,6 @@ pub struct Args {
     columns: PairColumns,
     #[arg(long, value_enum, default_value = "mean")]
     pooling: PoolingMode,
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(2..))]
-    max_seq_length: u64,
     #[command(flatten)]
     train_opts: TrainOpts,
 }
@@ -50,7 +48,7 @@ pub fn run(a: Args) -> Result<()> {
     .expect("a registry loss");
     let opts = BiEncoderOptions {
         pooling: Some(a.pooling.into()),
-        max_seq_length: a.max_seq_length as usize,
+        max_seq_length: a.train_opts.max_seq_length(),
         num_labels: 3,
         seed: a.train_opts.seed(),
         device: a.train_opts.device()?,

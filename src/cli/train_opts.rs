@@ -7,26 +7,29 @@ use condenser::train::TrainConfig;
 use std::path::Path;
 
 /// "at least 1" for counts that divide or step.
-fn positive_u64() -> clap::builder::RangedU64ValueParser<u64> {
-    clap::value_parser!(u64).range(1..)
+fn positive() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct TrainOpts {
-    #[arg(long = flags::EPOCHS, default_value_t = 1, value_parser = positive_u64())]
-    epochs: u64,
-    #[arg(long = flags::BATCH_SIZE, default_value_t = 16, value_parser = positive_u64())]
-    batch_size: u64,
+    #[arg(long = flags::EPOCHS, default_value_t = 1, value_parser = positive())]
+    epochs: usize,
+    /// Examples per optimizer step (not the inference commands' --batch-size)
+    #[arg(long = flags::BATCH_SIZE, default_value_t = 16, value_parser = positive())]
+    pub(super) batch_size: usize,
     /// Peak learning rate [default: 2e-5; pretrain: 1e-4]
     #[arg(long = flags::LR)]
     lr: Option<f64>,
     /// Warm-up as a fraction of the optimizer steps
     #[arg(long = flags::WARMUP, default_value_t = 0.1)]
     warmup: f64,
-    #[arg(long = flags::SEED, default_value_t = 42)]
-    seed: u64,
-    #[arg(long, default_value_t = 1, value_parser = positive_u64())]
-    grad_accum: u64,
+    #[command(flatten)]
+    seed: flags::Seed,
+    #[command(flatten)]
+    max_seq_length: flags::MaxSeqLength,
+    #[arg(long, default_value_t = 1, value_parser = positive())]
+    grad_accum: usize,
     #[arg(long, default_value_t = 0.01)]
     weight_decay: f64,
     /// Dropout on hidden states and attention [default: config.json's hidden_dropout_prob and
@@ -34,12 +37,12 @@ pub struct TrainOpts {
     #[arg(long)]
     dropout: Option<f32>,
     /// Evaluate on --dev every N optimizer steps (always at the end)
-    #[arg(long, value_parser = positive_u64())]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     eval_steps: Option<u64>,
-    #[arg(long, default_value_t = 100, value_parser = positive_u64())]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     checkpoint_steps: u64,
     /// Stop after N optimizer steps (the schedule spans them)
-    #[arg(long, value_parser = positive_u64())]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_steps: Option<u64>,
     /// Continue the killed run in --out from its last checkpoint (the same settings required)
     #[arg(long)]
@@ -50,8 +53,8 @@ pub struct TrainOpts {
     /// CPU threads that split each batch, for losses that are a mean over examples or tokens (a
     /// run is reproducible bit for bit for a given count) [default: RAYON_NUM_THREADS, else the
     /// cores]
-    #[arg(long, value_parser = positive_u64())]
-    threads: Option<u64>,
+    #[arg(long, value_parser = positive())]
+    threads: Option<usize>,
     /// Precision of the Linear layers' products, forward and backward, on the CPU (f32 master
     /// weights and AdamW state either way; f16 with dynamic loss scaling)
     #[arg(long, value_enum, default_value = "f32")]
@@ -60,11 +63,12 @@ pub struct TrainOpts {
 
 impl TrainOpts {
     pub fn seed(&self) -> u64 {
-        self.seed
+        self.seed.seed
     }
 
-    pub fn batch_size(&self) -> usize {
-        self.batch_size as usize
+    /// Tokens per training text (pre-training: per block).
+    pub fn max_seq_length(&self) -> usize {
+        self.max_seq_length.training()
     }
 
     pub fn device(&self) -> Result<candle_core::Device> {
@@ -73,21 +77,20 @@ impl TrainOpts {
 
     pub fn config(&self, out: &Path, default_lr: f64) -> TrainConfig {
         TrainConfig {
-            epochs: self.epochs as usize,
-            batch_size: self.batch_size as usize,
+            epochs: self.epochs,
+            batch_size: self.batch_size,
             lr: self.lr.unwrap_or(default_lr),
             warmup: self.warmup,
             weight_decay: self.weight_decay,
             max_grad_norm: 1.0,
-            grad_accum: self.grad_accum as usize,
-            seed: self.seed,
+            grad_accum: self.grad_accum,
+            seed: self.seed.seed,
             dropout: self.dropout,
             eval_steps: self.eval_steps,
             checkpoint_steps: self.checkpoint_steps,
             max_steps: self.max_steps,
             threads: self
                 .threads
-                .map(|t| t as usize)
                 .unwrap_or_else(candle_core::utils::get_num_threads),
             precision: self.precision,
             out: out.to_path_buf(),

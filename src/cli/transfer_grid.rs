@@ -1,8 +1,8 @@
-use super::out;
-use super::run::{exec, RunOpts};
+use super::progress::out;
+use super::run_recipe::RunOpts;
 use condenser::error::Result;
 use condenser::recipe::grid::{Grid, GridReport, Planning};
-use condenser::recipe::Runner;
+use condenser::recipe::{Exec, Runner};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -14,10 +14,10 @@ pub struct Args {
     opts: RunOpts,
 }
 
-pub fn run(a: Args) -> Result<()> {
+pub fn run(a: Args, exec: Exec) -> Result<()> {
     let grid = Grid::load(&a.grid, &a.opts.set)?;
     let mut runner = Runner::new(&grid.recipe, a.opts.dry_run, a.opts.force)?;
-    runner.run(&grid.recipe.steps, "prepare ", &out, &exec)?;
+    runner.run(&grid.recipe.steps, "prepare ", &out, exec)?;
     // a dry run plans every step, taking the preparation's outputs as written
     let planning = if a.opts.dry_run {
         Planning::Plan
@@ -25,7 +25,7 @@ pub fn run(a: Args) -> Result<()> {
         Planning::Run
     };
     let steps = grid.steps(planning)?;
-    runner.run(&steps, "", &out, &exec)?;
+    runner.run(&steps, "", &out, exec)?;
     if a.opts.dry_run {
         return Ok(());
     }

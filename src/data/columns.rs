@@ -83,7 +83,7 @@ impl ColumnSpec {
             if have.contains(&c.name) {
                 out.push(c.name.clone());
             } else if !c.optional {
-                return Err(super::missing_column(path, &c.name, &have));
+                return Err(super::source::missing_column(path, &c.name, &have));
             }
         }
         Ok(out)

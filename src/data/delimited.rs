@@ -1,7 +1,7 @@
 //! CSV (RFC 4180 quoting) and TSV (no quoting, as GLUE's files are written) through the `csv`
 //! crate, into Utf8 batches. Every field stays text; `Batch::labels` parses numbers and names the
 //! row when one is not.
-use super::{missing_column, Inner, BATCH_ROWS};
+use super::source::{missing_column, Inner, BATCH_ROWS};
 use crate::error::{Error, Result};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};

@@ -1,4 +1,4 @@
-use super::{missing_column, Inner};
+use super::source::{missing_column, Inner};
 use crate::error::{Context, Error, Result};
 use arrow_array::RecordBatch;
 use arrow_ipc::reader::{FileReader, StreamReader};

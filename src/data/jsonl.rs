@@ -2,7 +2,7 @@
 //! the first lines (strings, numbers, booleans, lists such as embedding vectors), unknown keys
 //! ignored. arrow-json's errors do not say where, so a failing chunk is decoded again line by line
 //! and the error names the row (non-blank lines, 1-based) and the column.
-use super::{missing_column, Inner, BATCH_ROWS};
+use super::source::{missing_column, Inner, BATCH_ROWS};
 use crate::error::{Context, Error, Result};
 use arrow_json::reader::{infer_json_schema_from_iterator, Decoder, ReaderBuilder};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};

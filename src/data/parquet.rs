@@ -1,4 +1,4 @@
-use super::{missing_column, Inner, BATCH_ROWS};
+use super::source::{missing_column, Inner, BATCH_ROWS};
 use crate::error::{Context, Error, Result};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;

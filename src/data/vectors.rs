@@ -48,7 +48,7 @@ impl Batch {
         Ok(rows.concat())
     }
 
-    /// One Vec<f32> per row; null rows, null or non-finite entries are errors naming the row.
+    /// One `Vec<f32>` per row; null rows, null or non-finite entries are errors naming the row.
     pub fn vectors(&self, name: &str) -> Result<Vec<Vec<f32>>> {
         let col = self.column(name)?;
         let rows: Vec<Option<ArrayRef>> = match col.data_type() {

@@ -3,6 +3,7 @@
 //! NLI files may name the classes (entailment, neutral, contradiction); unlabelled rows (-1, "-")
 //! are dropped.
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Model, Task};
+use super::unique::encode_unique;
 use crate::data::{read_classes, Pairs};
 use crate::error::{Context, Error, Result};
 use crate::model::Linear;
@@ -46,7 +47,7 @@ impl Evaluator for AccuracyEvaluator {
                          written by train-biencoder --loss softmax)",
                     )
                 })?;
-                let e = super::encode_unique(enc, &[&p.sentence1, &p.sentence2], batch, progress)?;
+                let e = encode_unique(enc, &[&p.sentence1, &p.sentence2], batch, progress)?;
                 head_classes(&e, head)?
             }
             Model::CrossEncoder(ce) => ce

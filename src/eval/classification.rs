@@ -3,6 +3,7 @@
 //! (with precision and recall there), average precision, and MCC at the F1 threshold.
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
 use super::metrics::{average_precision, best_accuracy, best_f1, cosine, matthews};
+use super::unique::encode_unique;
 use crate::data::Pairs;
 use crate::error::{Error, Result};
 use crate::model::Embeddings;
@@ -52,7 +53,7 @@ impl Evaluator for BinaryEvaluator {
         let p = &self.pairs;
         match model {
             Model::Encoder { enc, .. } => {
-                let e = super::encode_unique(enc, &[&p.sentence1, &p.sentence2], batch, progress)?;
+                let e = encode_unique(enc, &[&p.sentence1, &p.sentence2], batch, progress)?;
                 Evaluation::new("cosine_ap", binary_metrics(&e[0], &e[1], &self.labels))
             }
             Model::CrossEncoder(ce) => {

@@ -5,7 +5,9 @@
 use crate::error::{Error, Result};
 use crate::model::CrossEncoderModel;
 use crate::model::{Linear, SentenceEncoder};
+use crate::search::{ScoreFn, StoredCorpus};
 use indicatif::ProgressBar;
+use std::sync::Arc;
 
 /// Metric name and value, in the evaluator's order.
 pub type Metrics = Vec<(String, f64)>;
@@ -114,34 +116,14 @@ pub trait Evaluator: Send + Sync {
 #[derive(Clone, Debug, Default)]
 pub struct EvalOptions {
     pub columns: crate::data::PairColumns,
-    pub score_fn: super::ScoreFn,
-    /// A BEIR folder's qrels split (qrels/<split>.tsv).
+    pub score_fn: ScoreFn,
+    /// A BEIR folder's qrels split (`qrels/<split>.tsv`).
     pub split: Option<String>,
     /// BEIR's ignore_identical_ids: a document with the query's own id is never a hit.
     pub ignore_identical_ids: bool,
     /// Retrieval: the corpus's stored vectors (checked against the one model evaluated), read
     /// instead of embedding the corpus.
-    pub corpus_embeddings: Option<CorpusVectors>,
-}
-
-/// Corpus vectors from elsewhere (`encode`'s stored embeddings): each text's vector, in order,
-/// and an index over them when one is used. A function, so that evaluation does not depend on
-/// where vectors are stored.
-#[derive(Clone)]
-pub struct CorpusVectors(pub std::sync::Arc<LookupFn>);
-
-type LookupFn = dyn Fn(
-        &[&str],
-    ) -> Result<(
-        crate::model::Embeddings,
-        Option<super::retrieval::IndexedCorpus>,
-    )> + Send
-    + Sync;
-
-impl std::fmt::Debug for CorpusVectors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CorpusVectors")
-    }
+    pub corpus_embeddings: Option<Arc<StoredCorpus>>,
 }
 
 /// An evaluator kind: its `evaluate` flag (`--<flag> NAME=PATH`), help, and how it reads its data.

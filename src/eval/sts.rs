@@ -3,6 +3,7 @@
 //! CECorrelationEvaluator for a cross-encoder (of its scores).
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
 use super::metrics::{cosine, dot, euclidean, manhattan, pearson, spearman};
+use super::unique::encode_unique;
 use crate::data::Pairs;
 use crate::error::{Error, Result};
 use crate::model::Embeddings;
@@ -39,7 +40,7 @@ impl Evaluator for StsEvaluator {
         let p = &self.pairs;
         match model {
             Model::Encoder { enc, .. } => {
-                let e = super::encode_unique(enc, &[&p.sentence1, &p.sentence2], batch, progress)?;
+                let e = encode_unique(enc, &[&p.sentence1, &p.sentence2], batch, progress)?;
                 Evaluation::new("spearman_cosine", sts_metrics(&e[0], &e[1], &p.labels))
             }
             Model::CrossEncoder(ce) => {

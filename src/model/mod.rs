@@ -1,11 +1,15 @@
-//! The model, in three floors that import downwards only: `kernels` (matmul libraries, fused ops
-//! with their own backward), `layers` (BERT and the models built on it) and `folders` (HF and
-//! sentence-transformers folders on disk).
+//! The model, in five floors that import downwards only (tests/import_order.rs): `kernels`
+//! (matmul libraries, fused ops with their own backward), `layers` (BERT and its heads as candle
+//! modules), `engine` (BERT's packed forward and backward on the CPU, from the layers' weights),
+//! `encoder` (the sentence encoder, which runs the engine where it can and the layers elsewhere)
+//! and `folders` (HF and sentence-transformers folders on disk).
+pub mod encoder;
 pub mod engine;
 pub mod folders;
 pub mod kernels;
 pub mod layers;
 
+pub use encoder::SentenceEncoder;
 pub use folders::folder::ModelFolder;
 pub use folders::inference::{InferenceOptions, Loaded};
 pub use kernels::dropout::{Dropout, DropoutRates};
@@ -17,7 +21,8 @@ pub use layers::batch::TokenBatch;
 pub use layers::bert::{attention_bias, Bert, BertEmbeddings, BertLayer, SelfAttention};
 pub use layers::config::{Activation, BertConfig};
 pub use layers::cross_encoder::{CrossEncoder, CrossEncoderModel, PairTokenizer};
-pub use layers::encoder::{Embeddings, SentenceEncoder, Specials};
 pub use layers::linear::Linear;
 pub use layers::norm::LayerNorm;
 pub use layers::pooling::{l2_normalize, Pooling, PoolingMode};
+pub use layers::specials::Specials;
+pub use layers::vectors::Embeddings;

@@ -6,7 +6,10 @@
 //! File: b"CONDENSER-OVERLAP-PARTS\n", a u64 length and a JSON header (names, ngram, stride, mode,
 //! num_perm, seed), then per dataset a u64 count and its values: sorted u128 keys (exact) or u64
 //! registers (minhash), little-endian.
-use super::{shared_matrix, Mode, NgramSet, Options, OverlapReport, Sketch};
+use super::exact::{shared_matrix, NgramSet};
+use super::minhash::Sketch;
+use super::options::{Mode, Options};
+use super::report::OverlapReport;
 use crate::data::write_atomic;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};

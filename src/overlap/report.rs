@@ -1,4 +1,5 @@
-use super::{standard_error, Options, Sketch};
+use super::minhash::{standard_error, Sketch};
+use super::options::Options;
 use crate::data::write_atomic;
 use crate::error::Result;
 use crate::plot::{heatmap, Figure};

@@ -1,6 +1,7 @@
 //! One shard of a domain-overlap run: the n-gram sets (or sketches) of its rows of every dataset,
 //! written as OUT/overlap.shard-…parts with a manifest, for `merge` to unite into the report.
-use super::{compute_parts, Options, Source};
+use super::compute::compute_parts;
+use super::options::{Options, Source};
 use crate::error::Result;
 use crate::shard::{self, Settings, ShardRun};
 use crate::tokenize::Tokenizer;

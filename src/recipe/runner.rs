@@ -1,7 +1,9 @@
 //! Running recipe steps in order: finished steps are skipped (the recipe state), an interrupted
 //! training step resumes from its checkpoint, and a dry run checks each step's flags without
 //! running it. The binary hands in how a step's argv is parsed and run.
-use super::{Decision, Recipe, State, Step};
+use super::parse::Recipe;
+use super::state::{Decision, State};
+use super::step::Step;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 

@@ -2,15 +2,12 @@
 //! runs, "done" after), the arguments it ran with and a fingerprint of every file it read. A step
 //! is skipped only when it finished with the same arguments on unchanged inputs (an upstream step
 //! that ran again changes its outputs, so everything downstream runs again, and nothing else).
-use super::Step;
+use super::step::{Step, STATE_FILE};
 use crate::data::write_atomic;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-/// The state's file name in a recipe's out folder.
-pub const STATE_FILE: &str = "recipe_state.json";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

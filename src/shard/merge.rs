@@ -1,6 +1,7 @@
-//! `merge`: the shards of one run, checked to belong together, reduced to exactly what the run
-//! writes unsharded: Parquet shards concatenated in shard order (encode, augment, mine), overlap
-//! parts by set union or register-wise minimum (domain-overlap).
+//! `merge`: the shards of one run, checked to belong together, and their Parquet data
+//! concatenated in shard order into exactly what the run writes unsharded (encode, augment, mine,
+//! search). A stage whose shards reduce otherwise (domain-overlap's parts) reduces them itself;
+//! the `merge` command picks the reduction by the manifests' command.
 use super::Manifest;
 use crate::data::{self, ParquetSink};
 use crate::error::{Error, Result};
@@ -14,9 +15,9 @@ pub struct MergeSummary {
     pub total: usize,
 }
 
-/// Merge the shards of the run whose whole output would be `out` (a file, or domain-overlap's
-/// folder) into `out`.
-pub fn merge(out: &Path) -> Result<MergeSummary> {
+/// The shards of the run whose whole output would be `out` (a file, or domain-overlap's folder),
+/// checked to belong together: what made them, and their data files in shard order.
+pub fn shards_of(out: &Path) -> Result<(MergeSummary, Vec<PathBuf>)> {
     let shards = find(out)?;
     let first = &shards[0].1;
     let summary = MergeSummary {
@@ -24,13 +25,14 @@ pub fn merge(out: &Path) -> Result<MergeSummary> {
         shards: shards.len(),
         total: first.total,
     };
-    let data = shard_data(out)?;
-    if first.command == "domain-overlap" {
-        crate::overlap::merge_parts(&data)?.save(out)?;
-        return Ok(summary);
-    }
+    Ok((summary, shard_data(out)?))
+}
+
+/// Parquet shards (`shards_of`'s data) concatenated in order into `out`, the schema's metadata
+/// kept.
+pub fn concat(data: &[PathBuf], out: &Path) -> Result<()> {
     let mut sink: Option<ParquetSink> = None;
-    for p in &data {
+    for p in data {
         if data::count_rows(p)? == 0 {
             continue; // a shard whose range held no rows
         }
@@ -52,8 +54,7 @@ pub fn merge(out: &Path) -> Result<MergeSummary> {
         }
     }
     sink.ok_or_else(|| Error::file(out, "every shard is empty: nothing to merge"))?
-        .finish()?;
-    Ok(summary)
+        .finish()
 }
 
 /// The data files of `out`'s shards in shard order (shards without rows left out), after the

@@ -12,7 +12,7 @@
 //! the shard's rows; `merge` refuses shards whose manifests disagree.
 mod merge;
 
-pub use merge::{merge, shard_data, MergeSummary};
+pub use merge::{concat, shard_data, shards_of, MergeSummary};
 
 use crate::data::write_atomic;
 use crate::error::{Error, Result};

@@ -2,7 +2,7 @@
 //! BertPreTokenizer + WordPiece) on ASCII text. On ASCII every Unicode step of that pipeline
 //! (NFD, accent stripping, CJK padding, Unicode punctuation) is the identity or a byte test, so
 //! byte-level code yields the same ids as the tokenizers crate at a fraction of the cost. Text it
-//! cannot vouch for (non-ASCII, or containing an added token such as "[MASK]") is declined and
+//! cannot vouch for (non-ASCII, or containing an added token such as "`[MASK]`") is declined and
 //! the caller falls back to the crate. Tests prove equality on every shared dataset.
 use crate::hash::FastMap;
 use tokenizers::{Model, ModelWrapper, NormalizerWrapper, PreTokenizerWrapper};

@@ -1,4 +1,4 @@
-//! A pre-training corpus packed into fixed-size blocks "[CLS] tokens [SEP]" of at most
+//! A pre-training corpus packed into fixed-size blocks "`[CLS]` tokens `[SEP]`" of at most
 //! max_seq_length tokens. Texts are tokenized as they stream in (a dataset's text column, or a
 //! plain text file, one text a line) and the blocks go to a file on disk that training reads
 //! by index, so a corpus larger than memory works.
@@ -14,7 +14,7 @@ pub struct Blocks {
     file: std::fs::File,
     pub path: PathBuf,
     pub len: usize,
-    /// Tokens per record, [CLS] and [SEP] included.
+    /// Tokens per record, `[CLS]` and `[SEP]` included.
     pub width: usize,
     /// What the blocks were made from (see `cache_key`); a resumed run must see the same.
     pub key: String,

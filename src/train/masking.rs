@@ -1,7 +1,7 @@
 //! Whole-word masking for MLM (BERT's recipe, as the Condenser reference uses it): words are a
 //! word-start piece and its `##` continuations; special tokens are never masked; whole words are
 //! picked in random order until max(1, round(0.15 x maskable tokens)) tokens are covered (a word
-//! that would overshoot is skipped); each picked token becomes [MASK] 80%, a random token 10%,
+//! that would overshoot is skipped); each picked token becomes `[MASK]` 80%, a random token 10%,
 //! itself 10%. The loss reads only the picked positions.
 use crate::error::{Error, Result};
 use crate::tokenize::Tokenizer;
@@ -11,7 +11,7 @@ use rand::Rng;
 pub struct Masker {
     /// Per vocabulary id: a `##` continuation piece.
     continuation: Vec<bool>,
-    /// Per vocabulary id: a special token ([CLS], [SEP], [PAD], [MASK], [UNK]...).
+    /// Per vocabulary id: a special token (`[CLS]`, `[SEP]`, `[PAD]`, `[MASK]`, [UNK]...).
     special: Vec<bool>,
     pub mask_id: u32,
     pub rate: f64,

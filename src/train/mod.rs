@@ -1,6 +1,7 @@
 //! Training: the loop every training command shares (trainer, config, checkpoints), the tasks
 //! (cross-encoder, bi-encoder, Condenser pre-training), their losses and the differentiable ops
 //! those use, each gradient-checked.
+pub mod adamw_host;
 pub mod biencoder;
 pub mod checkpoint;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod masking;
 pub mod optim;
 pub mod params;
 pub mod pretrain;
+pub mod schedule;
 pub mod spans;
 pub mod task;
 pub mod trainer;
@@ -22,6 +24,7 @@ pub mod trainer;
 pub use config::{RunSettings, TaskKey, TrainConfig};
 pub use gradcheck::GradCheck;
 pub use grads::ParamGrads;
-pub use optim::{clip_factor, linear_schedule, AdamW};
+pub use optim::AdamW;
+pub use schedule::{clip_factor, linear_schedule};
 pub use task::{Gradients, LossOutput, Score, TrainTask};
 pub use trainer::{train, TrainReport};

@@ -1,6 +1,7 @@
 //! AdamW as torch implements it (decoupled weight decay), with sentence-transformers' grouping:
 //! no decay for biases and LayerNorm weights (candle's AdamW decays every parameter). Global-norm
 //! gradient clipping as torch.nn.utils.clip_grad_norm_.
+use super::adamw_host::{sum_squares, Coefficients, HostUpdate};
 use candle_core::{Result, Tensor, Var};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -44,90 +45,6 @@ fn with_slice<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
         .flatten_all()?
         .to_dtype(candle_core::DType::F32)?
         .to_vec1::<f32>()?))
-}
-
-/// One step's AdamW constants, in f32 as torch computes an f32 parameter's update.
-#[derive(Clone, Copy, Debug)]
-pub struct Coefficients {
-    scale: f32,
-    /// 1 - beta1 and 1 - beta2, taken in f64 first as torch does with its Python floats
-    /// (1 - 0.999f32 is 0.0010000467: a 5e-5 error in every second moment)
-    c1: f32,
-    b2: f32,
-    c2: f32,
-    decay: f32,
-    step_size: f32,
-    bc2_sqrt: f32,
-    eps: f32,
-}
-
-crate::dispatch! {
-    /// AdamW on a chunk, as torch's: m = lerp(m, g, 1 - b1), v = b2 v + (1 - b2) g^2,
-    /// w = w (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps); g scaled first.
-    fn adamw_chunk(w: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], c: &Coefficients) {
-        for i in 0..w.len() {
-            let gi = g[i] * c.scale;
-            m[i] += (gi - m[i]) * c.c1;
-            v[i] = v[i] * c.b2 + gi * gi * c.c2;
-            let denom = v[i].sqrt() / c.bc2_sqrt + c.eps;
-            w[i] = w[i] * c.decay - c.step_size * m[i] / denom;
-        }
-    }
-}
-
-crate::dispatch! {
-    /// sum of x^2 in 16 f32 lanes.
-    fn sum_squares(x: &[f32]) -> f32 {
-        let mut acc = [0f32; 16];
-        let mut chunks = x.chunks_exact(16);
-        for c in &mut chunks {
-            for (a, v) in acc.iter_mut().zip(c) {
-                *a += v * v;
-            }
-        }
-        let mut s: f32 = chunks.remainder().iter().map(|v| v * v).sum();
-        for a in acc {
-            s += a;
-        }
-        s
-    }
-}
-
-/// The update of one parameter in its own storage (no new tensor per step), chunks in parallel.
-struct HostUpdate<'a> {
-    g: &'a [f32],
-    moments: std::cell::RefCell<(&'a mut Vec<f32>, &'a mut Vec<f32>)>,
-    c: Coefficients,
-}
-
-impl candle_core::InplaceOp1 for HostUpdate<'_> {
-    fn name(&self) -> &'static str {
-        "adamw"
-    }
-
-    fn cpu_fwd(
-        &self,
-        storage: &mut candle_core::CpuStorage,
-        layout: &candle_core::Layout,
-    ) -> Result<()> {
-        let (a, b) = layout
-            .contiguous_offsets()
-            .ok_or_else(|| candle_core::Error::Msg("adamw: a contiguous parameter".into()))?;
-        let candle_core::CpuStorage::F32(data) = storage else {
-            candle_core::bail!("adamw: an f32 parameter")
-        };
-        let w = &mut data[a..b];
-        let mut mv = self.moments.borrow_mut();
-        let (m, v) = &mut *mv;
-        let (g, c) = (self.g, self.c);
-        const C: usize = 1 << 15;
-        w.par_chunks_mut(C)
-            .zip(m.par_chunks_mut(C))
-            .zip(v.par_chunks_mut(C))
-            .zip(g.par_chunks(C))
-            .for_each(|(((w, m), v), g)| adamw_chunk(w, g, m, v, &c));
-        Ok(())
-    }
 }
 
 /// Parameters sentence-transformers exempts from weight decay.
@@ -253,7 +170,7 @@ impl AdamW {
         Ok(())
     }
 
-    /// Moments by parameter name ("<name>.m", "<name>.v"), for checkpoints.
+    /// Moments by parameter name (`<name>.m`, `<name>.v`), for checkpoints.
     pub fn state(&self) -> Result<HashMap<String, Tensor>> {
         let mut out = HashMap::new();
         for p in &self.params {
@@ -297,27 +214,6 @@ impl AdamW {
         }
         self.t = t;
         Ok(())
-    }
-}
-
-/// transformers' get_linear_schedule_with_warmup: the multiplier for optimizer step `step`
-/// (0-based): step / warmup during warm-up, then linear decay to 0 at `total`.
-pub fn linear_schedule(step: u64, total: u64, warmup: u64) -> f64 {
-    if step < warmup {
-        step as f64 / warmup.max(1) as f64
-    } else {
-        ((total.saturating_sub(step)) as f64 / (total.saturating_sub(warmup)).max(1) as f64)
-            .max(0.0)
-    }
-}
-
-/// The factor torch's clip_grad_norm_ scales gradients by.
-pub fn clip_factor(norm: f64, max_norm: f64) -> f64 {
-    let c = max_norm / (norm + 1e-6);
-    if c < 1.0 {
-        c
-    } else {
-        1.0
     }
 }
 
@@ -402,17 +298,5 @@ mod tests {
             opt.state().unwrap()["l.bias.v"].to_vec1::<f32>().unwrap(),
             state["l.bias.v"].to_vec1::<f32>().unwrap()
         );
-    }
-
-    #[test]
-    fn schedule_and_clipping() {
-        // 10 steps, 2 warm-up: 0, 0.5, then 8/8 .. 1/8
-        let f: Vec<f64> = (0..10).map(|s| linear_schedule(s, 10, 2)).collect();
-        assert_eq!(
-            f,
-            [0.0, 0.5, 1.0, 0.875, 0.75, 0.625, 0.5, 0.375, 0.25, 0.125]
-        );
-        assert_eq!(clip_factor(0.5, 1.0), 1.0);
-        assert!((clip_factor(4.0, 1.0) - 1.0 / (4.0 + 1e-6)).abs() < 1e-12);
     }
 }

@@ -181,9 +181,9 @@ impl TrainTask for PretrainTask {
     }
 
     /// Through the engine where it applies: the backbone (tape kept), the head layers on the last
-    /// [CLS] and layer `skip_from`'s tokens, the MLM head and losses in candle on leaves of the
+    /// `[CLS]` and layer `skip_from`'s tokens, the MLM head and losses in candle on leaves of the
     /// head's and the last layer's rows; then the head's backward, whose input gradient splits
-    /// into the last layer's [CLS] rows and layer `skip_from`'s other rows, and the backbone's.
+    /// into the last layer's `[CLS]` rows and layer `skip_from`'s other rows, and the backbone's.
     fn gradients(
         &self,
         idx: &[usize],

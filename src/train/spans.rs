@@ -1,10 +1,10 @@
 //! coCondenser's documents and spans. A document is one record of the block file (consecutive
-//! corpus text); from it two random windows are cut, each wrapped as "[CLS] span [SEP]". Windows
+//! corpus text); from it two random windows are cut, each wrapped as "`[CLS]` span `[SEP]`". Windows
 //! start at a word start, so masking never sees half a word.
 use super::masking::Masker;
 use rand::Rng;
 
-/// Two random spans of at most `span` body tokens from `doc` ("[CLS] body [SEP]").
+/// Two random spans of at most `span` body tokens from `doc` ("`[CLS]` body `[SEP]`").
 pub fn two_spans(doc: &[u32], span: usize, masker: &Masker, rng: &mut impl Rng) -> [Vec<u32>; 2] {
     let (cls, sep) = (doc[0], doc[doc.len() - 1]);
     let body = &doc[1..doc.len() - 1];

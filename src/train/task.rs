@@ -85,7 +85,7 @@ pub fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
 pub trait TrainTask: Sync {
     fn num_examples(&self) -> usize;
 
-    /// Run the model's Linear products in `p` (model/precision.rs) from now on. Tasks whose
+    /// Run the model's Linear products in `p` (model/kernels/precision.rs) from now on. Tasks whose
     /// model cannot refuse anything but f32, so the flag is never silently ignored.
     fn set_precision(&mut self, p: Precision) -> Result<()> {
         if p == Precision::F32 {

@@ -2,26 +2,13 @@
 //! search, or an index's candidates scored exactly), by BM25, or the union of both ranked by the
 //! bi-encoder; and the same retriever's score for each of the anchor's positives (the margins'
 //! reference without a cross-encoder).
-use super::{MineOptions, Miners};
+use super::options::{Candidates, MineOptions, Miners};
 use crate::augment::Bm25;
-use crate::encode::indexed_corpus;
 use crate::error::{Error, Result};
-use crate::eval::retrieval::{search, IndexedCorpus, ScoreFn};
 use crate::model::Embeddings;
+use crate::search::{indexed_corpus, search, IndexedCorpus, ScoreFn};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
-
-/// Where candidates come from (`--candidates`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Candidates {
-    /// Nearest documents by the bi-encoder's cosine (exact search).
-    BiEncoder,
-    /// Top documents by BM25 (k1 1.2, b 0.75); scores are BM25's.
-    Bm25,
-    /// Both lists merged, ranked by the bi-encoder's cosine (AugSBERT's BM25 + semantic search).
-    Both,
-}
 
 pub struct Found {
     /// Per anchor, (corpus index, score) of its top candidates (positives included).
@@ -63,7 +50,7 @@ impl<'c> CorpusIndex<'c> {
                 (Some(stored), None) => stored.lookup(corpus)?,
                 (None, _) => {
                     progress.set_length(progress.length().unwrap_or(0) + corpus.len() as u64);
-                    enc.encode(corpus, o.batch_size, progress)?
+                    enc.encode(corpus, o.batch.batch_size, progress)?
                 }
             }),
             (_, None) => {
@@ -92,7 +79,7 @@ impl<'c> CorpusIndex<'c> {
         progress: &ProgressBar,
     ) -> Result<Found> {
         let queries = match (&self.embedded, models.encoder) {
-            (Some(_), Some(enc)) => Some(enc.encode(anchors, o.batch_size, progress)?),
+            (Some(_), Some(enc)) => Some(enc.encode(anchors, o.batch.batch_size, progress)?),
             _ => None,
         };
         let embedded = queries.as_ref().zip(self.embedded.as_ref());

@@ -1,9 +1,9 @@
 //! A `mine` run as the command describes it: where the pairs and corpus come from, which models
 //! find and rescore candidates, the mining options and the output; run whole or as one shard.
 use super::{mine, write_mined, Candidates, MineOptions, MineSource, Miners};
-use crate::encode::StoredEmbeddings;
 use crate::error::{Error, Result};
 use crate::model::{CrossEncoderModel, InferenceOptions};
+use crate::search::StoredEmbeddings;
 use crate::shard::{self, Settings, ShardRun};
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -24,7 +24,7 @@ pub struct MineJob {
     pub corpus_embeddings: Option<PathBuf>,
     /// An index of `corpus_embeddings` (`condenser index`) and its search width.
     pub index: Option<PathBuf>,
-    pub breadth: crate::eval::retrieval::Breadth,
+    pub breadth: crate::search::Breadth,
     /// The whole run's output (a shard writes beside it).
     #[serde(skip)]
     pub out: PathBuf,
@@ -52,7 +52,7 @@ impl MineJob {
             ],
         )?;
         match &self.corpus_embeddings {
-            Some(store) => crate::encode::with_inputs(settings, &[store], self.index.as_deref()),
+            Some(store) => crate::search::with_inputs(settings, &[store], self.index.as_deref()),
             None => Ok(settings),
         }
     }

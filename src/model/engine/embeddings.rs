@@ -1,9 +1,10 @@
 //! BERT's embeddings on packed rows: x = drop(LN(word[id] + position[p] + type[t])), and backward
 //! scattering the gradient into the three tables (dense gradients, as PyTorch's nn.Embedding).
-use super::mask::{self, Mask};
-use super::rows;
+use super::packed::Packed;
 use super::weights::EmbW;
-use super::Packed;
+use crate::model::kernels::dropout_hash::{dropout_row, Mask};
+use crate::model::kernels::layer_norm::{residual_norm, residual_norm_backward};
+use crate::model::kernels::vector::add_into;
 
 /// What forward keeps: each row's token, position and type, and the LayerNorm's xhat and 1/std.
 pub struct EmbTape {
@@ -60,12 +61,12 @@ pub fn forward(
         }
     }
     let (mut out, mut xhat, mut rstd) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
-    rows::residual_norm(
+    residual_norm(
         &e, None, None, 0, w.g, w.b, w.eps, &mut out, &mut xhat, &mut rstd,
     );
     if let Some(m) = mask {
         for (r, row) in out.chunks_exact_mut(h).enumerate() {
-            mask::dropout_row(m, r as u64, row);
+            dropout_row(m, r as u64, row);
         }
     }
     let tape = keep.then_some(EmbTape {
@@ -81,11 +82,11 @@ pub fn backward(w: &EmbW, tape: EmbTape, mut dx: Vec<f32>, mask: Option<&Mask>, 
     let h = w.g.len();
     if let Some(m) = mask {
         for (r, row) in dx.chunks_exact_mut(h).enumerate() {
-            mask::dropout_row(m, r as u64, row);
+            dropout_row(m, r as u64, row);
         }
     }
     let mut de = vec![0f32; dx.len()];
-    rows::residual_norm_backward(
+    residual_norm_backward(
         &dx, &tape.xhat, &tape.rstd, w.g, None, 0, &mut de, None, &mut gr.g, &mut gr.b,
     );
     for (&(id, pos, typ), d) in tape.rows.iter().zip(de.chunks_exact(h)) {
@@ -94,7 +95,7 @@ pub fn backward(w: &EmbW, tape: EmbTape, mut dx: Vec<f32>, mask: Option<&Mask>, 
             (&mut gr.pos, pos as usize * h),
             (&mut gr.typ, typ as usize * h),
         ] {
-            rows::add_into(&mut table[at..at + h], d);
+            add_into(&mut table[at..at + h], d);
         }
     }
 }

@@ -8,12 +8,14 @@
 //!   qkv = x Wqkv^T + bqkv          ctx = attention(qkv)           ao = ctx Wo^T + bo
 //!   a   = LN1(drop(ao) + x)        u = a Wi^T + bi                 f = gelu(u) Wd^T + bd
 //!   out = LN2(drop(f) + a)
-use super::attention::{self, Heads};
 use super::gemm::Gemm;
-use super::mask::Mask;
-use super::rows;
+use super::packed::Packed;
+use super::packed_attention::{self, Heads};
 use super::weights::LayerW;
-use super::Packed;
+use crate::model::kernels::dropout_hash::Mask;
+use crate::model::kernels::gelu::{gelu_backward, gelu_into};
+use crate::model::kernels::layer_norm::{residual_norm, residual_norm_backward};
+use crate::model::kernels::vector::{add_column_sums, fill_rows};
 use candle_core::Result;
 
 /// The layer's three dropout sites (None: not dropped).
@@ -85,10 +87,10 @@ pub fn forward(
 ) -> Result<(Vec<f32>, Option<LayerTape>)> {
     let (t, h, i) = (p.rows, w.g1.len(), w.bi.len());
     let mut qkv = vec![0f32; t * 3 * h];
-    rows::fill_rows(&mut qkv, &w.bqkv);
+    fill_rows(&mut qkv, &w.bqkv);
     g.forward(&x, &w.wqkv, t, 3 * h, h, &mut qkv)?;
     let (mut ctx, mut lse) = (vec![0f32; t * h], vec![0f32; t * heads.heads]);
-    attention::forward(
+    packed_attention::forward(
         g.blas,
         &qkv,
         p,
@@ -98,11 +100,11 @@ pub fn forward(
         &mut lse,
     )?;
     let mut ao = vec![0f32; t * h];
-    rows::fill_rows(&mut ao, w.bo);
+    fill_rows(&mut ao, w.bo);
     g.forward(&ctx, w.wo, t, h, h, &mut ao)?;
     let (mut a, mut xhat1, mut rstd1) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
     let m1 = sites.attention_out.as_ref();
-    rows::residual_norm(
+    residual_norm(
         &ao,
         Some(&x),
         m1,
@@ -116,17 +118,17 @@ pub fn forward(
     );
     drop(ao);
     let mut u = vec![0f32; t * i];
-    rows::fill_rows(&mut u, w.bi);
+    fill_rows(&mut u, w.bi);
     g.forward(&a, w.wi, t, i, h, &mut u)?;
     let mut gl = vec![0f32; t * i];
-    rows::gelu_into(&u, &mut gl);
+    gelu_into(&u, &mut gl);
     let mut f = vec![0f32; t * h];
-    rows::fill_rows(&mut f, w.bd);
+    fill_rows(&mut f, w.bd);
     g.forward(&gl, w.wd, t, h, i, &mut f)?;
     drop(gl);
     let (mut out, mut xhat2, mut rstd2) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
     let m2 = sites.ffn_out.as_ref();
-    rows::residual_norm(
+    residual_norm(
         &f,
         Some(&a),
         m2,
@@ -170,7 +172,7 @@ pub fn backward(
     // out = LN2(drop(f) + a): dz2 flows to a (residual) and, through the mask, to f
     let (mut da, mut df) = (vec![0f32; t * h], vec![0f32; t * h]);
     let m2 = sites.ffn_out.as_ref();
-    rows::residual_norm_backward(
+    residual_norm_backward(
         dout,
         &tp.xhat2,
         &tp.rstd2,
@@ -184,24 +186,24 @@ pub fn backward(
     );
     drop((tp.xhat2, tp.rstd2));
     // f = gelu(u) Wd^T + bd
-    rows::add_column_sums(&df, &mut gr.bd);
+    add_column_sums(&df, &mut gr.bd);
     let mut gl = vec![0f32; t * i];
-    rows::gelu_into(&tp.u, &mut gl);
+    gelu_into(&tp.u, &mut gl);
     g.weight_grad(&df, &gl, t, h, i, &mut gr.wd)?;
     let mut du = gl; // reused: d gelu(u), then du in place
     g.input_grad(&df, w.wd, t, h, i, &mut du, false)?;
     drop(df);
-    rows::gelu_backward(&tp.u, &mut du);
+    gelu_backward(&tp.u, &mut du);
     drop(tp.u);
     // u = a Wi^T + bi; a also feeds the residual (da holds that part already)
-    rows::add_column_sums(&du, &mut gr.bi);
+    add_column_sums(&du, &mut gr.bi);
     g.weight_grad(&du, &tp.a, t, i, h, &mut gr.wi)?;
     g.input_grad(&du, w.wi, t, i, h, &mut da, true)?;
     drop((du, tp.a));
     // a = LN1(drop(ao) + x)
     let (mut dx, mut dao) = (vec![0f32; t * h], vec![0f32; t * h]);
     let m1 = sites.attention_out.as_ref();
-    rows::residual_norm_backward(
+    residual_norm_backward(
         &da,
         &tp.xhat1,
         &tp.rstd1,
@@ -215,13 +217,13 @@ pub fn backward(
     );
     drop((da, tp.xhat1, tp.rstd1));
     // ao = ctx Wo^T + bo
-    rows::add_column_sums(&dao, &mut gr.bo);
+    add_column_sums(&dao, &mut gr.bo);
     g.weight_grad(&dao, &tp.ctx, t, h, h, &mut gr.wo)?;
     let mut dctx = vec![0f32; t * h];
     g.input_grad(&dao, w.wo, t, h, h, &mut dctx, false)?;
     drop(dao);
     let mut dqkv = vec![0f32; t * 3 * h];
-    attention::backward(
+    packed_attention::backward(
         g.blas,
         &tp.qkv,
         &tp.ctx,
@@ -234,7 +236,7 @@ pub fn backward(
     )?;
     drop((dctx, tp.qkv, tp.ctx, tp.lse));
     // qkv = x Wqkv^T + bqkv; x also feeds the residual (dx holds that part already)
-    rows::add_column_sums(&dqkv, &mut gr.bqkv);
+    add_column_sums(&dqkv, &mut gr.bqkv);
     g.weight_grad(&dqkv, &tp.x, t, 3 * h, h, &mut gr.wqkv)?;
     g.input_grad(&dqkv, &w.wqkv, t, 3 * h, h, &mut dx, true)?;
     Ok(dx)

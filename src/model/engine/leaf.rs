@@ -1,7 +1,7 @@
 //! Where the engine meets candle: a forward whose last layer's states enter candle's graph as a
 //! leaf (padded to (b, len, h), with the 0/1 mask the heads pool by), so that a head and a loss run
 //! as candle ops; after candle's backward, the leaf's gradient goes back through the engine.
-use super::{Engine, Forward, Grads};
+use super::stack::{Engine, Forward, Grads};
 use candle_core::backprop::GradStore;
 use candle_core::{Device, Result, Tensor, Var};
 

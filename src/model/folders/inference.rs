@@ -20,7 +20,7 @@ pub struct InferenceOptions {
     pub dtype: Option<ComputeType>,
     /// Override the folder's pooling.
     pub pooling: Option<PoolingMode>,
-    /// Override the folder's max_seq_length (tokens, [CLS] and [SEP] included).
+    /// Override the folder's max_seq_length (tokens, `[CLS]` and `[SEP]` included).
     pub max_seq_length: Option<usize>,
 }
 

@@ -1,6 +1,10 @@
-//! GELU (erf form, BERT's "gelu") as a fused CPU op. candle evaluates erf with scalar libm calls,
-//! which cost more than all of BERT's matmuls together on BLAS; this rational approximation (the
-//! single-precision one XLA and Eigen use, a few ulp) vectorizes. Backward: Phi(x) + x phi(x).
+//! GELU (erf form, BERT's "gelu"), one definition for both CPU paths: a fused op in candle's graph
+//! and the engine's row kernels (compiled per CPU class). candle evaluates erf with scalar libm
+//! calls, which cost more than all of BERT's matmuls together on BLAS; this rational
+//! approximation (the single-precision one XLA and Eigen use, a few ulp) vectorizes.
+//! Backward: Phi(x) + x phi(x).
+use super::fastmath::exp_f32;
+use crate::dispatch;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -44,14 +48,36 @@ fn map(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
     y
 }
 
-fn gelu(x: f32) -> f32 {
+/// GELU (erf form): x Phi(x).
+#[inline(always)]
+pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
-fn gelu_grad(x: f32) -> f32 {
+/// GELU's derivative: Phi(x) + x phi(x).
+#[inline(always)]
+pub fn gelu_grad(x: f32) -> f32 {
     let cdf = 0.5 * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2));
-    let pdf = super::fastmath::exp_f32(-0.5 * x * x) * 0.398_942_3; // 1/sqrt(2 pi)
+    let pdf = exp_f32(-0.5 * x * x) * 0.398_942_3;
     cdf + x * pdf
+}
+
+dispatch! {
+    /// out = gelu(u), element by element.
+    pub fn gelu_into(u: &[f32], out: &mut [f32]) {
+        for (o, &x) in out.iter_mut().zip(u) {
+            *o = gelu(x);
+        }
+    }
+}
+
+dispatch! {
+    /// d *= gelu'(u): the gradient through GELU, in place.
+    pub fn gelu_backward(u: &[f32], d: &mut [f32]) {
+        for (g, &x) in d.iter_mut().zip(u) {
+            *g *= gelu_grad(x);
+        }
+    }
 }
 
 struct Gelu;

@@ -1,9 +1,14 @@
-//! LayerNorm as one fused CPU f32 op with its own backward. Composed from tensor ops (as
-//! `ops::LayerNorm` does elsewhere) a LayerNorm is about ten graph nodes, and candle's backward
-//! allocates, zero-fills and accumulates a gradient buffer for each: with 13 LayerNorms per
-//! Condenser forward that was a large share of a training step outside the matmuls.
+//! LayerNorm, one row kernel for both CPU paths: the engine's (fused with the residual sum and
+//! dropout before it, compiled per CPU class) and a fused op in candle's graph built on the same
+//! kernel. Composed from tensor ops (as `ops::LayerNorm` does elsewhere) a LayerNorm is about ten
+//! graph nodes, and candle's backward allocates, zero-fills and accumulates a gradient buffer for
+//! each: with 13 LayerNorms per Condenser forward that was a large share of a training step
+//! outside the matmuls.
 //! Backward (per row, xhat = (x - mean) * rstd, g = dy * w):
 //!   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dw = sum_rows(dy * xhat),  db = sum_rows(dy)
+use super::dropout_hash::Mask;
+use super::vector::{dot, sum};
+use crate::dispatch;
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -18,13 +23,107 @@ fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
     }
 }
 
-/// Mean and 1/sqrt(var + eps) of one row.
-#[inline]
-fn stats(x: &[f32], eps: f32) -> (f32, f32) {
-    let n = x.len() as f32;
-    let mean = x.iter().sum::<f32>() / n;
-    let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
-    (mean, 1.0 / (var + eps).sqrt())
+dispatch! {
+    /// Forward of `out = LayerNorm(drop(a) + res)` over rows of width h, keeping what backward
+    /// needs: xhat (normalised input) and 1/std per row. `rows0` is the first row's index (for
+    /// the dropout hash). `a` may be `res`-free (None): then z = drop(a).
+    #[allow(clippy::too_many_arguments)]
+    pub fn residual_norm(
+        a: &[f32],
+        res: Option<&[f32]>,
+        mask: Option<&Mask>,
+        rows0: u64,
+        gamma: &[f32],
+        beta: &[f32],
+        eps: f32,
+        out: &mut [f32],
+        xhat: &mut [f32],
+        rstd: &mut [f32],
+    ) {
+        let h = gamma.len();
+        for (r, ((o, xh), rs)) in out
+            .chunks_exact_mut(h)
+            .zip(xhat.chunks_exact_mut(h))
+            .zip(rstd.iter_mut())
+            .enumerate()
+        {
+            let ar = &a[r * h..(r + 1) * h];
+            // z into xhat's row, then normalised in place
+            match mask {
+                Some(m) => {
+                    let key = m.row_key(rows0 + r as u64);
+                    for j in 0..h {
+                        xh[j] = ar[j] * m.factor(key, j as u32);
+                    }
+                }
+                None => xh.copy_from_slice(ar),
+            }
+            if let Some(res) = res {
+                for (x, v) in xh.iter_mut().zip(&res[r * h..(r + 1) * h]) {
+                    *x += v;
+                }
+            }
+            let mean = sum(xh) / h as f32;
+            for x in xh.iter_mut() {
+                *x -= mean;
+            }
+            let var = dot(xh, xh) / h as f32;
+            let inv = 1.0 / (var + eps).sqrt();
+            *rs = inv;
+            for j in 0..h {
+                xh[j] *= inv;
+                o[j] = xh[j] * gamma[j] + beta[j];
+            }
+        }
+    }
+}
+
+dispatch! {
+    /// Backward of `residual_norm` over rows: from dy (the output's gradient) the gradient of z
+    /// (= of the residual input) into `dz`, and of the dropped input into `da` (dz times the same
+    /// mask, or dz where none); dgamma and dbeta accumulate the column sums.
+    #[allow(clippy::too_many_arguments)]
+    pub fn residual_norm_backward(
+        dy: &[f32],
+        xhat: &[f32],
+        rstd: &[f32],
+        gamma: &[f32],
+        mask: Option<&Mask>,
+        rows0: u64,
+        dz: &mut [f32],
+        da: Option<&mut [f32]>,
+        dgamma: &mut [f32],
+        dbeta: &mut [f32],
+    ) {
+        let h = gamma.len();
+        let mut g = vec![0f32; h];
+        for (r, (dzr, &rs)) in dz.chunks_exact_mut(h).zip(rstd).enumerate() {
+            let (dyr, xh) = (&dy[r * h..(r + 1) * h], &xhat[r * h..(r + 1) * h]);
+            for j in 0..h {
+                g[j] = dyr[j] * gamma[j];
+                dgamma[j] += dyr[j] * xh[j];
+                dbeta[j] += dyr[j];
+            }
+            let m1 = sum(&g) / h as f32;
+            let m2 = dot(&g, xh) / h as f32;
+            for j in 0..h {
+                dzr[j] = rs * (g[j] - m1 - xh[j] * m2);
+            }
+        }
+        if let Some(da) = da {
+            match mask {
+                Some(m) => {
+                    for (r, (dar, dzr)) in da.chunks_exact_mut(h).zip(dz.chunks_exact(h)).enumerate() {
+                        let key = m.row_key(rows0 + r as u64);
+                        for j in 0..h {
+                            dar[j] = dzr[j] * m.factor(key, j as u32);
+                        }
+                    }
+                }
+                None => da.copy_from_slice(dz),
+            }
+        }
+    }
 }
 
 /// Run `f` over row chunks of `out` (and the matching input rows), in parallel when large.
@@ -64,13 +163,10 @@ impl CustomOp3 for Fwd {
         let h = w.len();
         let mut y = vec![0f32; x.len()];
         rows_of(&mut y, h, |first, out| {
-            for (r, yr) in out.chunks_mut(h).enumerate() {
-                let xr = &x[(first + r) * h..(first + r + 1) * h];
-                let (mean, rstd) = stats(xr, self.eps);
-                for j in 0..h {
-                    yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
-                }
-            }
+            let n = out.len() / h;
+            let (mut xhat, mut rstd) = (vec![0f32; n * h], vec![0f32; n]);
+            let xs = &x[first * h..(first + n) * h];
+            residual_norm(xs, None, None, 0, w, b, self.eps, out, &mut xhat, &mut rstd);
         });
         Ok((CpuStorage::F32(y), lx.shape().clone()))
     }
@@ -120,27 +216,21 @@ impl CustomOp3 for Bwd {
         let (dx, sums) = out.split_at_mut(rows * h);
         // dx per row; dw and db as per-chunk partial sums, added up in chunk order (deterministic)
         let chunk = ROWS * h;
+        let zeros = vec![0f32; h];
         let partial = |first: usize, dxc: &mut [f32]| -> Vec<f32> {
+            // the forward again for xhat and 1/std (candle keeps only x), then its backward
+            let n = dxc.len() / h;
+            let (xs, dys) = (
+                &x[first * h..(first + n) * h],
+                &dy[first * h..(first + n) * h],
+            );
+            let (mut y, mut xhat, mut rstd) = (vec![0f32; n * h], vec![0f32; n * h], vec![0f32; n]);
+            residual_norm(
+                xs, None, None, 0, w, &zeros, self.eps, &mut y, &mut xhat, &mut rstd,
+            );
             let mut acc = vec![0f32; 2 * h];
-            let mut xhat = vec![0f32; h];
-            for (r, dxr) in dxc.chunks_mut(h).enumerate() {
-                let i = first + r;
-                let (xr, gr) = (&x[i * h..(i + 1) * h], &dy[i * h..(i + 1) * h]);
-                let (mean, rstd) = stats(xr, self.eps);
-                let (mut mg, mut mgx) = (0f32, 0f32);
-                for j in 0..h {
-                    xhat[j] = (xr[j] - mean) * rstd;
-                    let g = gr[j] * w[j];
-                    mg += g;
-                    mgx += g * xhat[j];
-                    acc[j] += gr[j] * xhat[j];
-                    acc[h + j] += gr[j];
-                }
-                let (mg, mgx) = (mg / h as f32, mgx / h as f32);
-                for j in 0..h {
-                    dxr[j] = rstd * (gr[j] * w[j] - mg - xhat[j] * mgx);
-                }
-            }
+            let (dw, db) = acc.split_at_mut(h);
+            residual_norm_backward(dys, &xhat, &rstd, w, None, 0, dxc, None, dw, db);
             acc
         };
         let parts: Vec<Vec<f32>> = if dx.len() >= 4 * chunk {

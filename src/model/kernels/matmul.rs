@@ -109,7 +109,7 @@ pub fn matmul(a: &Tensor, b: &Tensor) -> Result<Tensor> {
 }
 
 /// `v` (n) repeated over `rows` rows, as (rows, n). For a trainable `v` this is ones(rows, 1) @ v:
-/// the same values (each is 1.0 * v[j]), but v's gradient becomes one sgemm instead of candle's
+/// the same values (each is `1.0 * v[j]`), but v's gradient becomes one sgemm instead of candle's
 /// strided column reduction, 11% of a training step. Inference keeps the plain broadcast.
 pub fn rows_of(v: &Tensor, rows: usize) -> Result<Tensor> {
     let n = v.elem_count();

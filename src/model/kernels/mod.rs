@@ -1,19 +1,23 @@
 //! Numeric kernels: the matmul libraries picked at run time (OpenBLAS, oneMKL) and condenser's own
-//! bf16 kernel, the products in a chosen precision, and the fused CPU ops with their own backward
-//! (Linear, attention core, LayerNorm, GELU, masked softmax), seeded dropout masks, fast exp.
-//! Nothing here knows BERT: layers (../layers) compose these.
-pub mod attention;
+//! bf16 kernel, the products in a chosen precision, the row kernels compiled per CPU class (vector
+//! sums, LayerNorm, GELU, softmax, hashed dropout masks) that both CPU paths run, and the fused
+//! ops with their own backward that candle's graph runs on them (Linear, padded attention,
+//! LayerNorm, GELU, masked softmax), stream-drawn dropout masks, fast exp. Nothing here knows
+//! BERT: the layers (../layers) and the engine (../engine) compose these.
 pub mod bf16;
 pub mod blas;
 pub mod dropout;
+pub mod dropout_hash;
 pub mod fastmath;
 pub mod gelu;
 pub mod isa;
 pub mod layer_norm;
 pub mod linear;
 pub mod matmul;
+pub mod padded_attention;
 pub mod precision;
 pub mod softmax;
+pub mod vector;
 
 use candle_core::{DType, Result, Tensor};
 
@@ -26,3 +30,6 @@ pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
         .to_dtype(DType::F32)?
         .to_scalar::<f32>()
 }
+
+#[cfg(test)]
+mod classes_test;

@@ -1,8 +1,82 @@
-//! softmax(scores * scale + bias) over the last dim as one fused CPU op: attention scores are
-//! (b, heads, s, s), 100 MB at s = 256, and the composed form allocates six of them per layer.
-//! Backward (scores only; the mask bias is a constant): scale * y * (g - sum(g * y)).
+//! Softmax, one row kernel for every path: the engine's attention and cross-entropy, candle's
+//! fused attention op and the fused masked softmax below (all compiled per CPU class through
+//! `dispatch!`), each row kept with its log-sum-exp where backward rebuilds it.
+//!
+//! The masked softmax, softmax(scores * scale + bias) over the last dim as one candle op: attention
+//! scores are (b, heads, s, s), 100 MB at s = 256, and the composed form allocates six of them
+//! per layer. Backward (scores only; the mask bias is a constant): scale * y * (g - sum(g * y)).
+use super::fastmath::exp_f32;
+use super::vector::{max, sum, LANES};
+use crate::dispatch;
 use candle_core::{CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
+
+dispatch! {
+    /// A row of attention scores turned into probabilities in place: softmax(row * scale).
+    /// Returns the row's log-sum-exp (of the scaled scores), which backward rebuilds P from.
+    pub fn softmax_row(row: &mut [f32], scale: f32) -> f32 {
+        for v in row.iter_mut() {
+            *v *= scale;
+        }
+        let m = max(row);
+        for v in row.iter_mut() {
+            *v = exp_f32(*v - m);
+        }
+        let total = sum(row);
+        let inv = 1.0 / total;
+        for v in row.iter_mut() {
+            *v *= inv;
+        }
+        m + total.ln()
+    }
+}
+
+dispatch! {
+    /// Scores back into probabilities from their log-sum-exp: p = exp(s * scale - lse).
+    pub fn probs_row(row: &mut [f32], scale: f32, lse: f32) {
+        for v in row.iter_mut() {
+            *v = exp_f32(*v * scale - lse);
+        }
+    }
+}
+
+dispatch! {
+    /// The scores' gradient from the probabilities': ds = scale * p * (dp - d), in place in dp.
+    pub fn score_grad_row(dp: &mut [f32], p: &[f32], d: f32, scale: f32) {
+        for (g, &q) in dp.iter_mut().zip(p) {
+            *g = scale * q * (*g - d);
+        }
+    }
+}
+
+dispatch! {
+    /// log(sum(exp(row))), taken from the row's maximum (a classification row's normaliser).
+    pub fn log_sum_exp(row: &[f32]) -> f32 {
+        let m = max(row);
+        let mut acc = [0f32; LANES];
+        let mut chunks = row.chunks_exact(LANES);
+        for c in &mut chunks {
+            for (a, &v) in acc.iter_mut().zip(c) {
+                *a += exp_f32(v - m);
+            }
+        }
+        let mut s: f32 = chunks.remainder().iter().map(|&v| exp_f32(v - m)).sum();
+        for a in acc {
+            s += a;
+        }
+        m + s.ln()
+    }
+}
+
+dispatch! {
+    /// out = softmax(row) * k, from the row's log-sum-exp (cross-entropy's gradient, less the
+    /// one-hot the caller subtracts).
+    pub fn scaled_softmax(row: &[f32], lse: f32, k: f32, out: &mut [f32]) {
+        for (o, &v) in out.iter_mut().zip(row) {
+            *o = exp_f32(v - lse) * k;
+        }
+    }
+}
 
 /// Softmax over the last dimension from differentiable tensor ops (candle's fused
 /// softmax_last_dim returns no gradient): exp(x - max) / sum.
@@ -45,20 +119,10 @@ impl CustomOp2 for MaskedSoftmax {
             .enumerate()
             .for_each(|(r, (yr, xr))| {
                 let br = &bias[(r / rows_per_item) * t..][..t];
-                let mut max = f32::NEG_INFINITY;
                 for ((o, &v), &b) in yr.iter_mut().zip(xr).zip(br) {
                     *o = v * self.scale + b;
-                    max = max.max(*o);
                 }
-                let mut sum = 0f32;
-                for o in yr.iter_mut() {
-                    *o = super::fastmath::exp_f32(*o - max);
-                    sum += *o;
-                }
-                let inv = 1.0 / sum;
-                for o in yr.iter_mut() {
-                    *o *= inv;
-                }
+                softmax_row(yr, 1.0);
             });
         Ok((CpuStorage::F32(y), l1.shape().clone()))
     }

@@ -5,7 +5,7 @@ use super::linear::Linear;
 use super::norm::LayerNorm;
 use crate::model::kernels::dropout::{maybe, maybe_attention, Dropout};
 use crate::model::kernels::precision::Precision;
-use crate::model::kernels::{attention, blas, matmul::matmul, softmax::masked_softmax};
+use crate::model::kernels::{blas, matmul::matmul, padded_attention, softmax::masked_softmax};
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, VarBuilder};
 
@@ -110,9 +110,9 @@ impl SelfAttention {
 
     /// The layer's output. `bias` is the additive mask (b, 1, 1, s): 0 for tokens, a large
     /// negative number for padding. On CPU f32 with BLAS the attention core is one fused op
-    /// (model/attention.rs); elsewhere the composed form.
+    /// (model/kernels/padded_attention.rs); elsewhere the composed form.
     pub fn forward_t(&self, x: &Tensor, bias: &Tensor, drop: Option<&Dropout>) -> Result<Tensor> {
-        if !attention::usable(x) {
+        if !padded_attention::usable(x) {
             return Ok(self.forward_with_probs(x, bias, drop)?.1);
         }
         let (b, s, _) = x.dims3()?;
@@ -121,7 +121,7 @@ impl SelfAttention {
         let v = self.value.forward(x)?;
         let mask = drop.and_then(|d| d.attention_mask(b * self.heads * s * s));
         let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let ctx = attention::attention(&q, &k, &v, bias, self.heads, scale, mask)?;
+        let ctx = padded_attention::attention(&q, &k, &v, bias, self.heads, scale, mask)?;
         self.norm
             .forward(&(maybe(drop, self.out.forward(&ctx)?)? + x)?)
     }
@@ -251,7 +251,7 @@ impl Bert {
         })
     }
 
-    /// Every encoder Linear's precision (model/precision.rs); embeddings and norms stay f32.
+    /// Every encoder Linear's precision (model/kernels/precision.rs); embeddings and norms stay f32.
     pub fn set_precision(&mut self, p: Precision) -> Result<()> {
         self.layers.iter_mut().try_for_each(|l| l.set_precision(p))
     }

@@ -1,6 +1,6 @@
 //! Condenser (Gao & Callan 2021): a BERT backbone plus a short head that reads the LAST layer's
-//! [CLS] and the token states of an EARLY layer (`skip_from`), so that masked-token prediction
-//! through the head must route sentence information through [CLS]. One MLM head (transform +
+//! `[CLS]` and the token states of an EARLY layer (`skip_from`), so that masked-token prediction
+//! through the head must route sentence information through `[CLS]`. One MLM head (transform +
 //! decoder tied to the word embeddings + bias) serves both the head's loss and the backbone's
 //! late-layer loss.
 use super::batch::TokenBatch;
@@ -66,12 +66,12 @@ pub struct Condenser {
 pub struct CondenserOutput {
     pub head_logits: Tensor,
     pub late_logits: Option<Tensor>,
-    /// The last layer's [CLS] vectors (b, h), for coCondenser's span contrast.
+    /// The last layer's `[CLS]` vectors (b, h), for coCondenser's span contrast.
     pub cls: Tensor,
 }
 
 impl Condenser {
-    /// Backbone, head layers and MLM head in precision `p` (model/precision.rs).
+    /// Backbone, head layers and MLM head in precision `p` (model/kernels/precision.rs).
     pub fn set_precision(&mut self, p: Precision) -> Result<()> {
         self.bert.set_precision(p)?;
         self.head.iter_mut().try_for_each(|l| l.set_precision(p))?;
@@ -102,7 +102,7 @@ impl Condenser {
         })
     }
 
-    /// The head's input: the last layer's [CLS] followed by layer `skip_from`'s states at 1.. .
+    /// The head's input: the last layer's `[CLS]` followed by layer `skip_from`'s states at 1.. .
     pub fn head_input(&self, states: &[Tensor]) -> Result<Tensor> {
         let last = states.last().unwrap();
         let early = &states[self.skip_from];

@@ -1,11 +1,11 @@
 //! A cross-encoder as transformers' BertForSequenceClassification: BERT, the pooler (dense + tanh
-//! on [CLS]), dropout, and a linear classifier, on "[CLS] a [SEP] b [SEP]" with token types 0/1.
+//! on `[CLS]`), dropout, and a linear classifier, on "`[CLS]` a `[SEP]` b `[SEP]`" with token types 0/1.
 //! One label: a score through sigmoid; several: class probabilities through softmax.
 use super::batch::TokenBatch;
 use super::bert::Bert;
 use super::config::BertConfig;
-use super::encoder::Specials;
 use super::linear::Linear;
+use super::specials::Specials;
 use crate::error::{Context, Error, Result};
 use crate::model::kernels::dropout::{maybe, Dropout};
 use crate::tokenize::Tokenizer;
@@ -35,7 +35,7 @@ impl CrossEncoder {
         })
     }
 
-    /// The products' precision (model/precision.rs) of BERT, pooler and classifier.
+    /// The products' precision (model/kernels/precision.rs) of BERT, pooler and classifier.
     pub fn set_precision(
         &mut self,
         p: crate::model::kernels::precision::Precision,
@@ -51,7 +51,7 @@ impl CrossEncoder {
         self.head(&states.narrow(1, 0, 1)?.squeeze(1)?, drop)
     }
 
-    /// Logits from the [CLS] states (b, h): pooler, tanh, dropout, classifier.
+    /// Logits from the `[CLS]` states (b, h): pooler, tanh, dropout, classifier.
     pub fn head(&self, cls: &Tensor, drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
         let pooled = self.pooler.forward(cls)?.tanh()?;
         self.classifier.forward(&maybe(drop, pooled)?)
@@ -129,7 +129,7 @@ impl PairTokenizer {
         })
     }
 
-    /// "[CLS] a [SEP] b [SEP]" and token types, truncating the longer side first (longest_first).
+    /// "`[CLS]` a `[SEP]` b `[SEP]`" and token types, truncating the longer side first (longest_first).
     pub fn encode(&self, a: &str, b: &str) -> Result<(Vec<u32>, Vec<u32>)> {
         let (mut x, mut y) = (self.tokenizer.ids(a)?, self.tokenizer.ids(b)?);
         while x.len() + y.len() + 3 > self.max_seq_length {

@@ -8,7 +8,7 @@ use candle_nn::VarBuilder;
 use std::sync::Arc;
 
 /// y = x W^T + b, with HF's weight layout (out, in), through `matmul` (BLAS on CPU), or in a
-/// lower precision (model/precision.rs) after `set_precision`.
+/// lower precision (model/kernels/precision.rs) after `set_precision`.
 #[derive(Clone, Debug)]
 pub struct Linear {
     pub weight: Tensor,

@@ -8,12 +8,12 @@
 //!   source cross-encoder, (ii) the same plus random sampling top-k; a bi-encoder on each;
 //! - per target: every model on the target's held-out split with its true labels.
 //!
-//! A grid file is a recipe whose [[step]] tables prepare the data (split, orient labels), plus a
-//! [grid] table of settings and one [[domain]] table per domain; {vars} work in all of them.
-mod report;
+//! A grid file is a recipe whose `[[step]]` tables prepare the data (split, orient labels), plus a
+//! `[grid]` table of settings and one `[[domain]]` table per domain; `{vars}` work in all of them.
+mod grid_report;
 mod steps;
 
-pub use report::{Cell, GridReport, SourceFigure};
+pub use grid_report::{Cell, GridReport, SourceFigure};
 pub use steps::Planning;
 
 use super::{read_toml, substitute, Recipe};

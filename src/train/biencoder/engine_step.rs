@@ -4,7 +4,7 @@
 //! splits the work instead: each thread embeds a part of the batch (serial BLAS), the loss runs
 //! once over every part's embeddings, and each thread runs its part's backward into its own
 //! gradient buffers, summed at the end.
-use super::BiEncoderTask;
+use super::task::BiEncoderTask;
 use crate::error::Result;
 use crate::model::engine::{in_threads, Engine, Leaf};
 use crate::model::Dropout;

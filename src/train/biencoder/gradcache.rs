@@ -4,7 +4,7 @@
 //! embeddings and its gradient with respect to them; (3) embed each mini-batch again, with the same
 //! dropout masks, and backpropagate that gradient through it. The parameter gradients are the
 //! whole batch's, as if it had been embedded at once.
-use super::BiEncoderTask;
+use super::task::BiEncoderTask;
 use crate::error::Result;
 use crate::model::engine::{in_threads, Engine};
 use crate::model::Dropout;

@@ -3,7 +3,7 @@
 //! backward buffer; for an MLM head those are positions x 30,522 floats. Backward: (softmax(x) -
 //! onehot(class)) / rows times the incoming gradient. Rows are reduced in the engine's row kernels
 //! (compiled per CPU class).
-use crate::model::engine::softmax::{log_sum_exp, scaled_softmax};
+use crate::model::kernels::softmax::{log_sum_exp, scaled_softmax};
 use candle_core::{bail, CpuStorage, CustomOp2, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 

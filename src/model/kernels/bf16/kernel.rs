@@ -4,7 +4,7 @@
 //! [`super::PackedB`] lays B out. MR x 32 outputs per call (24 accumulators, 2 B vectors, one
 //! broadcast: 27 of 32 zmm registers), so every loaded B vector feeds MR instructions.
 #![allow(clippy::missing_safety_doc)]
-use super::{to_bf16, MatRef, MR, NR};
+use super::matrix::{to_bf16, MatRef, MR, NR};
 use std::arch::x86_64::*;
 
 /// A's rows r0..r0+rows (rows <= MR), k-pairs kp0..kp0+pairs, as [pair][MR] words (two bf16

@@ -8,13 +8,13 @@
 //! The B operand (a Linear's weight) is packed once into [`PackedB`]; A (activations) is packed
 //! per call, MR rows at a time, while the product runs.
 mod kernel;
+mod matrix;
 
+pub use matrix::{from_bf16, to_bf16, MatRef, MR, NR};
+
+use kernel::{pack_a, tile_rows};
 use rayon::prelude::*;
 
-/// Rows per micro-tile.
-pub const MR: usize = 12;
-/// Columns per micro-tile and per packed panel of B.
-pub const NR: usize = 32;
 /// k-pairs per block: a packed B panel block (KC x 64 halves = 24 KiB) stays in L1.
 const KC: usize = 192;
 /// Below this many multiply-adds one thread is faster than splitting.
@@ -33,51 +33,7 @@ pub fn supported() -> bool {
     }
 }
 
-/// f32 -> bf16 bits, round to nearest even (NaN stays a quiet NaN), as `vcvtne2ps2bf16` does.
-pub fn to_bf16(v: f32) -> u16 {
-    let b = v.to_bits();
-    if v.is_nan() {
-        return ((b >> 16) | 0x40) as u16;
-    }
-    (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16
-}
-
-/// bf16 bits -> f32 (exact).
-pub fn from_bf16(h: u16) -> f32 {
-    f32::from_bits((h as u32) << 16)
-}
-
-/// A strided f32 matrix view: element (i, j) at `data[i * rs + j * cs]`.
-#[derive(Clone, Copy)]
-pub struct MatRef<'a> {
-    pub data: &'a [f32],
-    pub rs: usize,
-    pub cs: usize,
-}
-
-impl<'a> MatRef<'a> {
-    /// Row-major with leading dimension `ld`.
-    pub fn rows(data: &'a [f32], ld: usize) -> MatRef<'a> {
-        MatRef {
-            data,
-            rs: ld,
-            cs: 1,
-        }
-    }
-    /// The transpose of a row-major matrix with leading dimension `ld`.
-    pub fn transposed(data: &'a [f32], ld: usize) -> MatRef<'a> {
-        MatRef {
-            data,
-            rs: 1,
-            cs: ld,
-        }
-    }
-    fn at(&self, i: usize, j: usize) -> f32 {
-        self.data[i * self.rs + j * self.cs]
-    }
-}
-
-/// B (k x n) rounded to bf16 in the kernel's layout: panels of NR columns, each [k-pair][NR][2].
+/// B (k x n) rounded to bf16 in the kernel's layout: panels of NR columns, each `[k-pair][NR][2]`.
 pub struct PackedB {
     data: Vec<u16>,
     pub k: usize,
@@ -181,12 +137,12 @@ unsafe fn block(
         let add = accumulate || kb > 0;
         for r0 in rows.clone().step_by(MR) {
             let r = MR.min(rows.end - r0);
-            kernel::pack_a(a, r0, r, kb, pairs, b.k, &mut packed);
+            pack_a(a, r0, r, kb, pairs, b.k, &mut packed);
             for p in panels.clone() {
                 let bp = b.data.as_ptr().add((p * b.pairs + kb) * 2 * NR);
                 let cp = out.0.add(r0 * ldc + p * NR);
                 let ncols = NR.min(b.n - p * NR);
-                kernel::tile_rows(r, pairs, packed.as_ptr(), bp, cp, ldc, ncols, add);
+                tile_rows(r, pairs, packed.as_ptr(), bp, cp, ldc, ncols, add);
             }
         }
     }

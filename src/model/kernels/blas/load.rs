@@ -1,10 +1,16 @@
 //! Finding the BLAS at run time: the candidates in the order CONDENSER_BLAS asks for, dlopened
 //! until one has cblas_sgemm, with its kernel or version name and thread-count calls.
-use super::{Blas, CoreName, GetThreads, MklVersion, SetThreads, Sgemm, Vendor};
+use super::library::{Blas, CoreName, GemmBf16, GetThreads, MklVersion, SetThreads, Sgemm, Vendor};
 
 type SetThreadingLayer = unsafe extern "C" fn(i32) -> i32;
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};
+
+/// The environment could not be set before the libraries started (the process had threads).
+pub(super) static ENV_SKIPPED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+/// CANDLE_NUM_THREADS=1 was set by `prepare_env` (undone where no BLAS loads).
+static CANDLE_SERIAL_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The wheels' libraries, unpacked by datasets/fetch.sh.
 const BUNDLED: &str = "datasets/lib/libscipy_openblas.so";
@@ -118,7 +124,7 @@ extern "C" fn prepare_env() {
     }
     if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
         set_env("CANDLE_NUM_THREADS", "1");
-        super::CANDLE_SERIAL_SET.store(true, std::sync::atomic::Ordering::Relaxed);
+        CANDLE_SERIAL_SET.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -133,7 +139,7 @@ pub(super) fn load() -> Option<Blas> {
         _ => &[OpenBlas],
     };
     let found = candidates(order).into_iter().find_map(|c| open(&c));
-    let serial = super::CANDLE_SERIAL_SET.load(std::sync::atomic::Ordering::Relaxed);
+    let serial = CANDLE_SERIAL_SET.load(std::sync::atomic::Ordering::Relaxed);
     if found.is_none() && serial && single_threaded() {
         // no BLAS: candle's pool does the matmuls and should have every core
         // SAFETY: a NUL-terminated name, and no other thread exists to read the environment
@@ -228,7 +234,7 @@ fn open(c: &Candidate) -> Option<Blas> {
         });
         let bf16 = sym(h, "cblas_gemm_bf16bf16f32");
         let gemm_bf16 = (c.vendor == Vendor::Mkl && !bf16.is_null())
-            .then(|| std::mem::transmute::<*mut libc::c_void, super::GemmBf16>(bf16));
+            .then(|| std::mem::transmute::<*mut libc::c_void, GemmBf16>(bf16));
         Some(Blas {
             vendor: c.vendor,
             sgemm,
@@ -262,7 +268,7 @@ fn best_core() -> Option<&'static str> {
 /// does; a loader might) keeps the libraries' own defaults, said by `describe`.
 fn set_env(k: &str, v: &str) {
     if !single_threaded() {
-        super::ENV_SKIPPED.store(true, std::sync::atomic::Ordering::Relaxed);
+        ENV_SKIPPED.store(true, std::sync::atomic::Ordering::Relaxed);
         return;
     }
     let (k, v) = (CString::new(k).unwrap(), CString::new(v).unwrap());

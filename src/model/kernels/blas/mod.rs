@@ -14,81 +14,16 @@
 //! loader's path); the copies `datasets/fetch.sh` unpacks from PyPI wheels into datasets/lib
 //! (scipy-openblas32, whose symbols carry a `scipy_` prefix, and mkl), so README's commands get
 //! the fast path on any machine without root.
+mod library;
+mod load;
+
+pub use library::{Blas, Vendor, NO_TRANS, ROW_MAJOR, TRANS};
+
+use library::SetThreads;
 use std::path::Path;
 use std::sync::OnceLock;
 
-pub const ROW_MAJOR: i32 = 101;
-pub const NO_TRANS: i32 = 111;
-pub const TRANS: i32 = 112;
-
-type Sgemm = unsafe extern "C" fn(
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-    f32,
-    *const f32,
-    i32,
-    *const f32,
-    i32,
-    f32,
-    *mut f32,
-    i32,
-);
-
-/// oneMKL's cblas_gemm_bf16bf16f32: (layout, transa, transb, m, n, k, alpha, A, lda, B, ldb,
-/// beta, C, ldc) with bf16 (u16) operands and f32 C.
-type GemmBf16 = unsafe extern "C" fn(
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-    f32,
-    *const u16,
-    i32,
-    *const u16,
-    i32,
-    f32,
-    *mut f32,
-    i32,
-);
-
-type CoreName = unsafe extern "C" fn() -> *const libc::c_char;
-type MklVersion = unsafe extern "C" fn(*mut libc::c_char, i32);
-type SetThreads = unsafe extern "C" fn(i32);
-type GetThreads = unsafe extern "C" fn() -> i32;
-
-/// Which library a [`Blas`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Vendor {
-    OpenBlas,
-    Mkl,
-}
-
-pub struct Blas {
-    pub vendor: Vendor,
-    sgemm: Sgemm,
-    threads: Option<(SetThreads, GetThreads)>,
-    /// The library file that was loaded.
-    pub library: String,
-    /// OpenBLAS's kernel ("Haswell", "SkylakeX", ...), or MKL's version.
-    pub core: String,
-    /// oneMKL's bf16 GEMM, where the library has one (AMX on Sapphire Rapids and later).
-    gemm_bf16: Option<GemmBf16>,
-}
-
 static BLAS: OnceLock<Option<Blas>> = OnceLock::new();
-
-/// The environment could not be set before the libraries started (the process had threads).
-static ENV_SKIPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-/// CANDLE_NUM_THREADS=1 was set by `load::prepare_env` (undone where no BLAS loads).
-static CANDLE_SERIAL_SET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-mod load;
 
 /// The loaded BLAS, if any.
 pub fn blas() -> Option<&'static Blas> {
@@ -115,21 +50,6 @@ pub fn serial<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-impl Blas {
-    /// OpenBLAS runs single-threaded right now (inside `serial`, or set so): callers then
-    /// parallelise themselves.
-    pub fn is_serial(&self) -> bool {
-        self.threads() <= 1
-    }
-
-    /// The library's thread count now (1 where it cannot say).
-    pub fn threads(&self) -> usize {
-        // SAFETY: the library's thread-count query has no preconditions
-        self.threads
-            .map_or(1, |(_, get)| unsafe { get() }.max(1) as usize)
-    }
-}
-
 /// What runs CPU f32 matmuls, for summaries and benchmarks.
 pub fn describe() -> String {
     match blas() {
@@ -137,7 +57,7 @@ pub fn describe() -> String {
             let file = Path::new(&b.library)
                 .file_name()
                 .map_or(b.library.clone(), |f| f.to_string_lossy().into_owned());
-            let note = if ENV_SKIPPED.load(std::sync::atomic::Ordering::Relaxed) {
+            let note = if load::ENV_SKIPPED.load(std::sync::atomic::Ordering::Relaxed) {
                 "; loaded after threads started, so its environment was left as it was"
             } else {
                 ""
@@ -148,154 +68,5 @@ pub fn describe() -> String {
             }
         }
         None => "candle's gemm".into(),
-    }
-}
-
-impl Blas {
-    /// Whether the library has a bf16 GEMM (oneMKL's).
-    pub fn has_bf16(&self) -> bool {
-        self.gemm_bf16.is_some()
-    }
-
-    /// C (m x n, leading dimension ldc) = A B + beta C with A (m x k) and B (k x n) row-major bf16
-    /// (round-to-nearest-even bits), f32 accumulation: oneMKL's bf16 GEMM.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_bf16(
-        &self,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[u16],
-        b: &[u16],
-        beta: f32,
-        c: &mut [f32],
-        ldc: usize,
-    ) -> candle_core::Result<()> {
-        let Some(f) = self.gemm_bf16 else {
-            candle_core::bail!("the loaded BLAS ({}) has no bf16 GEMM", self.library)
-        };
-        if m == 0 || n == 0 || k == 0 {
-            candle_core::bail!("bf16 gemm: an empty matrix ({m} x {k} times {k} x {n})");
-        }
-        if a.len() < m * k || b.len() < k * n || ldc < n || c.len() < (m - 1) * ldc + n {
-            candle_core::bail!("bf16 gemm: buffers too small for {m} x {k} times {k} x {n}");
-        }
-        // SAFETY: the checks above keep every access inside the slices
-        unsafe {
-            f(
-                ROW_MAJOR,
-                NO_TRANS,
-                NO_TRANS,
-                m as i32,
-                n as i32,
-                k as i32,
-                1.0,
-                a.as_ptr(),
-                k as i32,
-                b.as_ptr(),
-                n as i32,
-                beta,
-                c.as_mut_ptr(),
-                ldc as i32,
-            )
-        };
-        Ok(())
-    }
-
-    /// C (m x n, row-major, ldc = n) = op(A) op(B), with op given by the trans flags.
-    #[allow(clippy::too_many_arguments)]
-    pub fn sgemm(
-        &self,
-        ta: i32,
-        tb: i32,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[f32],
-        lda: usize,
-        b: &[f32],
-        ldb: usize,
-        c: &mut [f32],
-    ) -> candle_core::Result<()> {
-        self.sgemm_beta(ta, tb, m, n, k, a, lda, b, ldb, 0.0, c)
-    }
-
-    /// C = op(A) op(B) + beta C: with beta 1, C's prior contents (a bias in every row) are added
-    /// by the GEMM itself, without another pass over C.
-    #[allow(clippy::too_many_arguments)]
-    pub fn sgemm_beta(
-        &self,
-        ta: i32,
-        tb: i32,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[f32],
-        lda: usize,
-        b: &[f32],
-        ldb: usize,
-        beta: f32,
-        c: &mut [f32],
-    ) -> candle_core::Result<()> {
-        self.gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, n)
-    }
-
-    /// The general form: C (m x n, leading dimension ldc) = op(A) op(B) + beta C. With ldc wider
-    /// than n, C is a column block of a wider matrix (one attention head inside (s, hidden)).
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm(
-        &self,
-        ta: i32,
-        tb: i32,
-        m: usize,
-        n: usize,
-        k: usize,
-        a: &[f32],
-        lda: usize,
-        b: &[f32],
-        ldb: usize,
-        beta: f32,
-        c: &mut [f32],
-        ldc: usize,
-    ) -> candle_core::Result<()> {
-        if m == 0 || n == 0 || k == 0 {
-            candle_core::bail!("sgemm: an empty matrix ({m} x {k} times {k} x {n})");
-        }
-        let need = |t: i32, ld: usize, rows: usize, cols: usize| {
-            if t == NO_TRANS {
-                (rows - 1) * ld + cols
-            } else {
-                (cols - 1) * ld + rows
-            }
-        };
-        let fits = ldc >= n
-            && c.len() >= need(NO_TRANS, ldc, m, n)
-            && a.len() >= need(ta, lda, m, k)
-            && b.len() >= need(tb, ldb, k, n);
-        if !fits {
-            candle_core::bail!(
-                "sgemm: buffers too small for {m} x {k} times {k} x {n} (lda {lda}, ldb {ldb}, ldc {ldc})"
-            );
-        }
-        // SAFETY: the checks above keep every access inside the slices.
-        unsafe {
-            (self.sgemm)(
-                ROW_MAJOR,
-                ta,
-                tb,
-                m as i32,
-                n as i32,
-                k as i32,
-                1.0,
-                a.as_ptr(),
-                lda as i32,
-                b.as_ptr(),
-                ldb as i32,
-                beta,
-                c.as_mut_ptr(),
-                ldc as i32,
-            )
-        };
-        Ok(())
     }
 }

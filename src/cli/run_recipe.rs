@@ -1,0 +1,39 @@
+use super::progress::out;
+use condenser::error::Result;
+use condenser::recipe::{Exec, Recipe, Runner};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Recipe file (TOML), e.g. recipes/augsbert-indomain.toml
+    recipe: PathBuf,
+    #[command(flatten)]
+    opts: RunOpts,
+}
+
+/// How a recipe (or a grid) runs.
+#[derive(clap::Args)]
+pub struct RunOpts {
+    /// Override a recipe variable: NAME=VALUE (repeatable)
+    #[arg(long = "set", value_name = "NAME=VALUE", value_parser = parse_set)]
+    pub set: Vec<(String, String)>,
+    /// Print the steps (and which would be skipped) without running them
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Run every step again, even finished ones
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn parse_set(s: &str) -> std::result::Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .ok_or_else(|| format!("'{s}': expected NAME=VALUE"))
+}
+
+/// Run the recipe, each step through `exec` (the binary's own dispatch).
+pub fn run(a: Args, exec: Exec) -> Result<()> {
+    let recipe = Recipe::load(&a.recipe, &a.opts.set)?;
+    let mut runner = Runner::new(&recipe, a.opts.dry_run, a.opts.force)?;
+    runner.run(&recipe.steps, "", &out, exec)
+}

@@ -1,0 +1,110 @@
+//! Retrieval evaluation as sentence-transformers' InformationRetrievalEvaluator defines it: exact
+//! search over the encoded corpus, hits ordered by (-score, doc id), queries without relevant
+//! documents dropped, and accuracy/precision/recall@k, MRR@10, nDCG@10 (binary gains), MAP@100.
+use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
+use super::ranking::{ranking_metrics, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
+use crate::data::retrieval::RetrievalSet;
+use crate::error::{Error, Result};
+use crate::model::Embeddings;
+use crate::search::{search_skipping, IndexedCorpus, ScoreFn, StoredCorpus};
+use indicatif::ProgressBar;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+pub const KIND: EvaluatorKind = EvaluatorKind {
+    flag: "retrieval",
+    help:
+        "retrieval folders (queries, corpus, qrels) as NAME=DIR: nDCG@10, MRR@10, recall@k, MAP@100",
+    load: |path, opts| Ok(Box::new(RetrievalEvaluator::read(path, opts)?)),
+};
+
+pub struct RetrievalEvaluator {
+    pub set: RetrievalSet,
+    pub score_fn: ScoreFn,
+    pub ignore_identical_ids: bool,
+    pub stored: Option<Arc<StoredCorpus>>,
+}
+
+impl RetrievalEvaluator {
+    pub fn read(dir: &std::path::Path, opts: &EvalOptions) -> Result<RetrievalEvaluator> {
+        Ok(RetrievalEvaluator {
+            set: RetrievalSet::load_split(dir, opts.split.as_deref())?,
+            score_fn: opts.score_fn,
+            ignore_identical_ids: opts.ignore_identical_ids,
+            stored: opts.corpus_embeddings.clone(),
+        })
+    }
+}
+
+impl Evaluator for RetrievalEvaluator {
+    fn task(&self) -> Task {
+        Task::Retrieval
+    }
+
+    fn run(&self, model: &Model, batch: usize, progress: &ProgressBar) -> Result<Evaluation> {
+        let Model::Encoder { enc, .. } = model else {
+            return Err(Error::msg(
+                "retrieval evaluation needs a sentence encoder (a cross-encoder only reranks)",
+            ));
+        };
+        let set = &self.set;
+        let q: Vec<&str> = set.queries.iter().map(|(_, t)| t.as_str()).collect();
+        let c: Vec<&str> = set.corpus.iter().map(|(_, t)| t.as_str()).collect();
+        let (ce, index) = match &self.stored {
+            Some(stored) => stored.vectors(&c)?,
+            None => {
+                progress.set_length(c.len() as u64);
+                (enc.encode(&c, batch, progress)?, None)
+            }
+        };
+        progress.set_length(progress.length().unwrap_or(0) + q.len() as u64);
+        let qe = enc.encode(&q, batch, progress)?;
+        let primary = format!("{}_ndcg@{NDCG_AT}", self.score_fn.name());
+        Evaluation::new(
+            primary,
+            retrieval_metrics(
+                set,
+                &qe,
+                &ce,
+                self.score_fn,
+                self.ignore_identical_ids,
+                index.as_ref(),
+            )?,
+        )
+    }
+}
+
+/// Search and score a whole retrieval set from its query and corpus embeddings;
+/// `ignore_identical_ids`: a document whose id is the query's is never a hit (BEIR's option, for
+/// sets whose queries are corpus documents); `index`: candidates from an index, scored exactly.
+pub fn retrieval_metrics(
+    set: &RetrievalSet,
+    q: &Embeddings,
+    c: &Embeddings,
+    score: ScoreFn,
+    ignore_identical_ids: bool,
+    index: Option<&IndexedCorpus>,
+) -> Result<Metrics> {
+    let doc_ids: Vec<String> = set.corpus.iter().map(|(id, _)| id.clone()).collect();
+    let depth = PRECISION_RECALL_AT
+        .iter()
+        .chain(&[MAP_AT, MRR_AT, NDCG_AT])
+        .copied()
+        .max()
+        .unwrap();
+    let skip = |qi: usize, d: usize| ignore_identical_ids && set.queries[qi].0 == doc_ids[d];
+    let ranked_idx = match index {
+        Some(ix) => ix.search(q, c, score, depth, skip, |a, b| doc_ids[a].cmp(&doc_ids[b]))?,
+        None => search_skipping(q, c, &doc_ids, score, depth, skip),
+    };
+    let ranked: Vec<Vec<&str>> = ranked_idx
+        .iter()
+        .map(|r| r.iter().map(|&(d, _)| doc_ids[d].as_str()).collect())
+        .collect();
+    let relevant: Vec<&HashSet<String>> = set
+        .queries
+        .iter()
+        .map(|(id, _)| &set.relevant[id])
+        .collect();
+    Ok(ranking_metrics(&ranked, &relevant, score.name()))
+}

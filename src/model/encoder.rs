@@ -1,0 +1,132 @@
+//! Sentence embeddings as sentence-transformers computes them: tokens with `[CLS]`/`[SEP]`, truncated
+//! to max_seq_length, BERT, pooling, optional L2 normalisation. Texts are sorted by length so that
+//! batches carry little padding; results come back in input order.
+use super::engine::{pad, Engine};
+use super::kernels::dropout::Dropout;
+use super::layers::batch::{by_length, TokenBatch};
+use super::layers::bert::Bert;
+use super::layers::pooling::{l2_normalize, Pooling};
+use super::layers::specials::Specials;
+use super::layers::vectors::Embeddings;
+use crate::error::{Context, Result};
+use crate::tokenize::Tokenizer;
+use candle_core::{DType, Device, Tensor};
+use indicatif::ProgressBar;
+use rayon::prelude::*;
+
+pub struct SentenceEncoder {
+    pub bert: Bert,
+    pub tokenizer: Tokenizer,
+    pub pooling: Pooling,
+    pub normalize: bool,
+    pub max_seq_length: usize,
+    pub device: Device,
+    pub special: Specials,
+}
+
+impl SentenceEncoder {
+    /// The same encoder around other BERT weights (e.g. untracked copies for evaluation).
+    pub fn with_bert(&self, bert: Bert) -> SentenceEncoder {
+        SentenceEncoder {
+            bert,
+            tokenizer: self.tokenizer.clone(),
+            device: self.device.clone(),
+            ..*self
+        }
+    }
+
+    pub fn new(
+        bert: Bert,
+        tokenizer: Tokenizer,
+        pooling: Pooling,
+        normalize: bool,
+        max_seq_length: usize,
+        device: &Device,
+    ) -> Result<Self> {
+        let special = Specials::of(&tokenizer)?;
+        Ok(SentenceEncoder {
+            bert,
+            tokenizer,
+            pooling,
+            normalize,
+            max_seq_length: max_seq_length.max(2),
+            device: device.clone(),
+            special,
+        })
+    }
+
+    pub fn dim(&self) -> usize {
+        self.bert.config.hidden_size * self.pooling.modes()
+    }
+
+    /// `[CLS]` text `[SEP]`, truncated to max_seq_length.
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>> {
+        let mut ids = Vec::with_capacity(32);
+        ids.push(self.special.cls);
+        self.tokenizer.ids_into(text, &mut ids)?;
+        ids.truncate(self.max_seq_length - 1);
+        ids.push(self.special.sep);
+        Ok(ids)
+    }
+
+    /// Embeddings (b, dim) of already tokenized sequences, as a tensor (inference: no gradient).
+    /// On the CPU in f32 the engine runs the forward (packed, no padding, no tape: 2-3x candle's
+    /// graph for length-sorted batches); its states equal candle's (tests/engine.rs).
+    pub fn embed(&self, seqs: &[&[u32]]) -> candle_core::Result<Tensor> {
+        match Engine::for_bert(&self.bert) {
+            Some(engine) => {
+                let fwd = engine.forward(seqs, None, None, false)?;
+                let (states, mask, _) = pad(&fwd)?;
+                self.pool(&states, &mask)
+            }
+            None => self.embed_t(seqs, None),
+        }
+    }
+
+    /// Pool token states (b, len, h) under their (b, len) mask, normalised where the model is.
+    pub fn pool(&self, states: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+        let pooled = self.pooling.forward(states, mask)?;
+        if self.normalize {
+            l2_normalize(&pooled)
+        } else {
+            Ok(pooled)
+        }
+    }
+
+    /// As `embed`, with dropout when training.
+    pub fn embed_t(&self, seqs: &[&[u32]], drop: Option<&Dropout>) -> candle_core::Result<Tensor> {
+        let b = TokenBatch::new(seqs, None, self.special.pad, &self.device)?;
+        let states = self.bert.forward_t(&b.ids, &b.type_ids, &b.mask, drop)?;
+        let pooled = self.pooling.forward(&states, &b.mask)?;
+        if self.normalize {
+            l2_normalize(&pooled)
+        } else {
+            Ok(pooled)
+        }
+    }
+
+    /// Encode texts in length-sorted batches; rows come back in input order.
+    pub fn encode(
+        &self,
+        texts: &[&str],
+        batch_size: usize,
+        progress: &ProgressBar,
+    ) -> Result<Embeddings> {
+        let seqs: Vec<Vec<u32>> = texts
+            .par_iter()
+            .map(|t| self.token_ids(t))
+            .collect::<Result<_>>()?;
+        let dim = self.dim();
+        let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
+        let rows = by_length(&lens, batch_size, progress, |chunk| {
+            let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].as_slice()).collect();
+            let rows: Vec<Vec<f32>> = self
+                .embed(&batch)
+                .and_then(|t| t.to_dtype(DType::F32)?.to_vec2())
+                .doing("model forward")?;
+            Ok(rows)
+        })?;
+        let data = rows.concat();
+        Ok(Embeddings { dim, data })
+    }
+}

@@ -1,0 +1,221 @@
+//! Multi-head self-attention over packed sequences (item i's tokens are rows off_i .. off_i + n_i,
+//! no padding anywhere), memory-efficiently: forward keeps q, k, v, the context and one
+//! log-sum-exp per (row, head); the probabilities (batch x heads x L x L) are never stored.
+//! Backward recomputes each head's scores, rebuilds P from the log-sum-exp, regenerates the
+//! dropout mask from its seed (kernels/dropout_hash.rs), and uses D_i = rowsum(dC_i * C_i) (with
+//! dropout, C = (P * mask) V, so sum_j dPd_ij Pd_ij = dC_i . C_i), as FlashAttention does:
+//!   dV = Pd^T dC,  dPd = dC V^T,  dS = P * (dPd * mask - D),  dQ = scale dS K,  dK = scale dS^T Q.
+//! Each (item, head) is one task with a scratch of 2 n x n; tasks run in parallel unless the
+//! caller is already one of several training threads.
+use super::packed::Packed;
+use super::threads::parallel;
+use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
+use crate::model::kernels::dropout_hash::{self as mask, Mask};
+use crate::model::kernels::softmax;
+use candle_core::Result;
+use rayon::prelude::*;
+
+/// Shapes of one attention: heads, head width, hidden = heads * head width.
+#[derive(Clone, Copy, Debug)]
+pub struct Heads {
+    pub heads: usize,
+    pub dim: usize,
+    pub scale: f32,
+}
+
+impl Heads {
+    fn hidden(&self) -> usize {
+        self.heads * self.dim
+    }
+}
+
+/// A raw pointer that tasks writing disjoint elements share.
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: every task writes only its own (rows, head columns) block.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// The element at offset `i`.
+    ///
+    /// # Safety
+    /// `i` lies inside the buffer.
+    unsafe fn at(self, i: usize) -> *mut f32 {
+        self.0.add(i)
+    }
+
+    /// Copy `src` (n x w, packed) into rows r0.. at column c0 of the matrix (row width ld).
+    ///
+    /// # Safety
+    /// The block lies inside the matrix and no other task writes it.
+    unsafe fn put(self, src: &[f32], r0: usize, c0: usize, w: usize, ld: usize) {
+        for (r, row) in src.chunks_exact(w).enumerate() {
+            std::ptr::copy_nonoverlapping(row.as_ptr(), self.0.add((r0 + r) * ld + c0), w);
+        }
+    }
+}
+
+thread_local! {
+    /// Each thread's working buffers, kept between tasks: a task needs up to 3 n x n and a few
+    /// n x head-width buffers, and allocating them per (item, head) made threads queue on the
+    /// allocator.
+    static SCRATCH: std::cell::RefCell<Vec<Vec<f32>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `f` with buffers of at least `sizes` floats each (contents unspecified), this thread's own.
+fn with_scratch<R>(sizes: &[usize], f: impl FnOnce(&mut [Vec<f32>]) -> R) -> R {
+    SCRATCH.with(|cell| {
+        let mut bufs = cell.borrow_mut();
+        while bufs.len() < sizes.len() {
+            bufs.push(Vec::new());
+        }
+        for (b, &n) in bufs.iter_mut().zip(sizes) {
+            if b.len() < n {
+                b.resize(n, 0.0);
+            }
+        }
+        f(&mut bufs[..sizes.len()])
+    })
+}
+
+/// The dropout row of (packed row r, head h): unique per micro-batch.
+fn mask_row(r: usize, h: usize, heads: usize) -> u64 {
+    (r * heads + h) as u64
+}
+
+/// Forward: ctx (rows x hidden) from qkv (rows x 3 hidden), and lse (rows x heads).
+pub fn forward(
+    blas: &Blas,
+    qkv: &[f32],
+    p: &Packed,
+    a: Heads,
+    mask: Option<&Mask>,
+    ctx: &mut [f32],
+    lse: &mut [f32],
+) -> Result<()> {
+    let (h3, h) = (3 * a.hidden(), a.hidden());
+    let (cp, lp) = (Shared(ctx.as_mut_ptr()), Shared(lse.as_mut_ptr()));
+    let task = |(item, head): (usize, usize)| -> Result<()> {
+        let (r0, n) = (p.offsets[item], p.lens[item]);
+        let c = head * a.dim;
+        let (q, k, v) = (
+            &qkv[r0 * h3 + c..],
+            &qkv[r0 * h3 + h + c..],
+            &qkv[r0 * h3 + 2 * h + c..],
+        );
+        with_scratch(&[n * n, n * a.dim], |bufs| {
+            let [s, out] = bufs else { unreachable!() };
+            let (s, out) = (&mut s[..n * n], &mut out[..n * a.dim]);
+            blas.gemm(NO_TRANS, TRANS, n, n, a.dim, q, h3, k, h3, 0.0, s, n)?;
+            for (i, row) in s.chunks_exact_mut(n).enumerate() {
+                let l = softmax::softmax_row(row, a.scale);
+                // SAFETY: this task alone owns lse's rows r0..r0+n in column `head`
+                unsafe { *lp.at((r0 + i) * a.heads + head) = l };
+                if let Some(m) = mask {
+                    mask::dropout_row(m, mask_row(r0 + i, head, a.heads), row);
+                }
+            }
+            blas.gemm(
+                NO_TRANS, NO_TRANS, n, a.dim, n, s, n, v, h3, 0.0, out, a.dim,
+            )?;
+            // SAFETY: this task alone owns rows r0..r0+n of columns c..c+dim
+            unsafe { cp.put(out, r0, c, a.dim, h) };
+            Ok(())
+        })
+    };
+    run(p, a.heads, task)
+}
+
+/// Backward: dqkv (rows x 3 hidden) from dctx, with the forward's qkv, ctx and lse.
+#[allow(clippy::too_many_arguments)]
+pub fn backward(
+    blas: &Blas,
+    qkv: &[f32],
+    ctx: &[f32],
+    lse: &[f32],
+    dctx: &[f32],
+    p: &Packed,
+    a: Heads,
+    mask: Option<&Mask>,
+    dqkv: &mut [f32],
+) -> Result<()> {
+    let (h3, h) = (3 * a.hidden(), a.hidden());
+    let dp = Shared(dqkv.as_mut_ptr());
+    let task = |(item, head): (usize, usize)| -> Result<()> {
+        let (r0, n, d) = (p.offsets[item], p.lens[item], a.dim);
+        let c = head * d;
+        let (q, k, v) = (
+            &qkv[r0 * h3 + c..],
+            &qkv[r0 * h3 + h + c..],
+            &qkv[r0 * h3 + 2 * h + c..],
+        );
+        let dc = &dctx[r0 * h + c..];
+        with_scratch(&[n * n, n * n, n * n, 3 * n * d, n], |bufs| {
+            let [pm, ds, pd, qkv3, dsum] = bufs else {
+                unreachable!()
+            };
+            let (pm, ds, pd) = (&mut pm[..n * n], &mut ds[..n * n], &mut pd[..n * n]);
+            let (dq, rest) = qkv3[..3 * n * d].split_at_mut(n * d);
+            let (dk, dv) = rest.split_at_mut(n * d);
+            // P from the scores and the saved log-sum-exp
+            blas.gemm(NO_TRANS, TRANS, n, n, d, q, h3, k, h3, 0.0, pm, n)?;
+            for (i, row) in pm.chunks_exact_mut(n).enumerate() {
+                softmax::probs_row(row, a.scale, lse[(r0 + i) * a.heads + head]);
+            }
+            // dPd = dC V^T
+            blas.gemm(NO_TRANS, TRANS, n, n, d, dc, h, v, h3, 0.0, ds, n)?;
+            // D_i = dC_i . C_i
+            for (i, di) in dsum[..n].iter_mut().enumerate() {
+                let (x, y) = (
+                    &dc[i * h..i * h + d],
+                    &ctx[(r0 + i) * h + c..(r0 + i) * h + c + d],
+                );
+                *di = x.iter().zip(y).map(|(a, b)| a * b).sum();
+            }
+            match mask {
+                Some(m) => {
+                    // dV = Pd^T dC with Pd = P * mask; dP = dPd * mask
+                    pd.copy_from_slice(pm);
+                    for (i, (prow, drow)) in pd
+                        .chunks_exact_mut(n)
+                        .zip(ds.chunks_exact_mut(n))
+                        .enumerate()
+                    {
+                        mask::dropout_rows2(m, mask_row(r0 + i, head, a.heads), prow, drow);
+                    }
+                    blas.gemm(TRANS, NO_TRANS, n, d, n, pd, n, dc, h, 0.0, dv, d)?;
+                }
+                None => blas.gemm(TRANS, NO_TRANS, n, d, n, pm, n, dc, h, 0.0, dv, d)?,
+            }
+            // dS = scale * P * (dP - D), in ds
+            for (i, (drow, prow)) in ds.chunks_exact_mut(n).zip(pm.chunks_exact(n)).enumerate() {
+                softmax::score_grad_row(drow, prow, dsum[i], a.scale);
+            }
+            blas.gemm(NO_TRANS, NO_TRANS, n, d, n, ds, n, k, h3, 0.0, dq, d)?;
+            blas.gemm(TRANS, NO_TRANS, n, d, n, ds, n, q, h3, 0.0, dk, d)?;
+            // SAFETY: this task alone owns rows r0..r0+n of its head's q, k and v columns
+            unsafe {
+                dp.put(dq, r0, c, d, h3);
+                dp.put(dk, r0, h + c, d, h3);
+                dp.put(dv, r0, 2 * h + c, d, h3);
+            }
+            Ok(())
+        })
+    };
+    run(p, a.heads, task)
+}
+
+/// Every (item, head) task, in parallel where the caller is not itself a training thread (whose
+/// BLAS is serial); the BLAS runs serially inside parallel tasks.
+fn run(p: &Packed, heads: usize, task: impl Fn((usize, usize)) -> Result<()> + Sync) -> Result<()> {
+    let units: Vec<(usize, usize)> = (0..p.lens.len())
+        .flat_map(|i| (0..heads).map(move |h| (i, h)))
+        .filter(|&(i, _)| p.lens[i] > 0)
+        .collect();
+    if parallel() && units.len() > 1 {
+        crate::model::kernels::blas::serial(|| units.par_iter().try_for_each(|&u| task(u)))
+    } else {
+        units.iter().try_for_each(|&u| task(u))
+    }
+}

@@ -1,0 +1,290 @@
+//! The engine proper: a stack of BERT layers (with the embeddings in front, or fed rows directly:
+//! a Condenser head), its forward with an optional tape, and its backward into gradient buffers.
+use super::embeddings::{self, EmbGrads};
+use super::gemm::Gemm;
+use super::layer::{self, LayerGrads, LayerTape, Sites};
+use super::packed::Packed;
+use super::packed_attention::Heads;
+use super::weights;
+use crate::hash::mix64;
+use crate::model::kernels::blas::{blas, Blas};
+use crate::model::kernels::dropout_hash::Mask;
+use crate::model::kernels::precision::Precision;
+use crate::model::kernels::vector::add_into;
+use crate::model::{Activation, Bert, BertEmbeddings, BertLayer, Dropout};
+use candle_core::{DType, Result, Tensor};
+
+/// CONDENSER_ENGINE=off trains through candle's graph instead (to compare the two, or to rule
+/// the engine out); anything else, or unset, uses the engine where it applies.
+pub fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        !matches!(
+            std::env::var("CONDENSER_ENGINE")
+                .unwrap_or_default()
+                .to_ascii_lowercase()
+                .as_str(),
+            "off" | "0" | "candle"
+        )
+    })
+}
+
+/// What a forward keeps for backward.
+struct Tape {
+    emb: Option<embeddings::EmbTape>,
+    layers: Vec<LayerTape>,
+}
+
+/// A forward's result: the last layer's rows (packed), and the tape when kept.
+pub struct Forward {
+    pub packed: Packed,
+    pub hidden: Vec<f32>,
+    tape: Option<Tape>,
+}
+
+impl Forward {
+    /// Layer k's input rows (k = 0: the embeddings' output) where the tape was kept; k = the layer
+    /// count: the last layer's output.
+    pub fn state(&self, k: usize) -> Option<&[f32]> {
+        let layers = &self.tape.as_ref()?.layers;
+        if k == layers.len() {
+            return Some(&self.hidden);
+        }
+        layers.get(k).map(|l| l.x.as_slice())
+    }
+}
+
+/// Gradients of an engine's parameters, accumulated over any number of backward passes.
+pub struct Grads {
+    pub emb: Option<EmbGrads>,
+    pub layers: Vec<LayerGrads>,
+}
+
+/// A stack of BERT layers (with the embeddings in front, or fed rows directly: a Condenser head).
+pub struct Engine<'m> {
+    emb: Option<&'m BertEmbeddings>,
+    layers: &'m [BertLayer],
+    heads: Heads,
+    precision: Precision,
+    blas: &'static Blas,
+}
+
+impl<'m> Engine<'m> {
+    /// The engine for `bert`, or None where it does not apply (another device or dtype, no BLAS,
+    /// an activation other than BERT's erf GELU): the caller then trains through candle.
+    pub fn for_bert(bert: &'m Bert) -> Option<Engine<'m>> {
+        Self::build(Some(&bert.embeddings), &bert.layers, bert.precision())
+    }
+
+    /// The engine for layers fed rows directly (no embeddings).
+    pub fn for_layers(layers: &'m [BertLayer], precision: Precision) -> Option<Engine<'m>> {
+        Self::build(None, layers, precision)
+    }
+
+    fn build(
+        emb: Option<&'m BertEmbeddings>,
+        layers: &'m [BertLayer],
+        precision: Precision,
+    ) -> Option<Engine<'m>> {
+        if !enabled() {
+            return None;
+        }
+        let first = layers.first()?;
+        let w = &first.intermediate.weight;
+        let ok = w.device().is_cpu()
+            && w.dtype() == DType::F32
+            && layers.iter().all(|l| l.act == Activation::Gelu);
+        let blas = blas()?;
+        ok.then(|| Engine {
+            emb,
+            layers,
+            heads: Heads {
+                heads: first.attention.heads,
+                dim: first.attention.head_dim,
+                scale: 1.0 / (first.attention.head_dim as f32).sqrt(),
+            },
+            precision,
+            blas,
+        })
+    }
+
+    fn gemm(&self) -> Gemm<'static> {
+        Gemm {
+            blas: self.blas,
+            precision: self.precision,
+        }
+    }
+
+    /// Zeroed gradient buffers for this engine's parameters.
+    pub fn zero_grads(&self) -> Result<Grads> {
+        weights::with_weights(self.emb, self.layers, |e, ls| {
+            Ok(Grads {
+                emb: e.as_ref().map(EmbGrads::zeros),
+                layers: ls
+                    .iter()
+                    .map(|w| LayerGrads::zeros(w.g1.len(), w.bi.len()))
+                    .collect(),
+            })
+        })
+    }
+
+    /// Each dropout site's mask: the embeddings' is site 0, layer l's are 1 + 3l, 2 + 3l, 3 + 3l.
+    fn mask(drop: Option<&Dropout>, site: u64, attention: bool) -> Option<Mask> {
+        let d = drop?;
+        let p = if attention {
+            d.rates.attention
+        } else {
+            d.rates.hidden
+        };
+        Mask::new(mix64(d.seed() ^ mix64(site.wrapping_add(0x5eed))), p)
+    }
+
+    fn sites(drop: Option<&Dropout>, l: usize) -> Sites {
+        let base = 1 + 3 * l as u64;
+        Sites {
+            attention: Self::mask(drop, base, true),
+            attention_out: Self::mask(drop, base + 1, false),
+            ffn_out: Self::mask(drop, base + 2, false),
+        }
+    }
+
+    /// Forward of token sequences (`types`: token types, 0 where None) through the embeddings and
+    /// every layer; `keep` keeps the tape for `backward`.
+    pub fn forward(
+        &self,
+        ids: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        drop: Option<&Dropout>,
+        keep: bool,
+    ) -> Result<Forward> {
+        let packed = Packed::of(ids);
+        let Some(emb) = self.emb else {
+            candle_core::bail!("engine: these layers take rows, not tokens (forward_rows)")
+        };
+        weights::with_weights(Some(emb), self.layers, |e, ls| {
+            let e = e.expect("embeddings given");
+            let mask = Self::mask(drop, 0, false);
+            let (x, et) = embeddings::forward(&e, ids, types, &packed, mask.as_ref(), keep);
+            self.run_layers(&ls, x, et, packed.clone(), drop, keep)
+        })
+    }
+
+    /// Forward of rows (packed as `packed`) through the layers alone.
+    pub fn forward_rows(
+        &self,
+        x: Vec<f32>,
+        packed: Packed,
+        drop: Option<&Dropout>,
+        keep: bool,
+    ) -> Result<Forward> {
+        weights::with_weights(None, self.layers, |_, ls| {
+            self.run_layers(&ls, x, None, packed, drop, keep)
+        })
+    }
+
+    fn run_layers(
+        &self,
+        ls: &[weights::LayerW],
+        mut x: Vec<f32>,
+        emb: Option<embeddings::EmbTape>,
+        packed: Packed,
+        drop: Option<&Dropout>,
+        keep: bool,
+    ) -> Result<Forward> {
+        let mut tapes = Vec::with_capacity(ls.len());
+        for (l, w) in ls.iter().enumerate() {
+            let (y, tape) = layer::forward(
+                self.gemm(),
+                w,
+                x,
+                &packed,
+                self.heads,
+                &Self::sites(drop, l),
+                keep,
+            )?;
+            tapes.extend(tape);
+            x = y;
+        }
+        Ok(Forward {
+            packed,
+            hidden: x,
+            tape: keep.then_some(Tape { emb, layers: tapes }),
+        })
+    }
+
+    /// Backward of `fwd` (its tape kept) from the gradient of its last layer's rows, plus
+    /// `extra` gradients of layer inputs (index as `Forward::state`); accumulates into `grads` and
+    /// returns the gradient of the input rows when the stack has no embeddings.
+    pub fn backward(
+        &self,
+        fwd: Forward,
+        dhidden: Vec<f32>,
+        extra: Vec<(usize, Vec<f32>)>,
+        drop: Option<&Dropout>,
+        grads: &mut Grads,
+    ) -> Result<Option<Vec<f32>>> {
+        let Some(tape) = fwd.tape else {
+            candle_core::bail!("engine: backward of a forward that kept no tape")
+        };
+        let p = fwd.packed;
+        weights::with_weights(self.emb, self.layers, |e, ls| {
+            let mut d = dhidden;
+            let add = |d: &mut Vec<f32>, k: usize| {
+                for (at, g) in &extra {
+                    if *at == k {
+                        add_into(d, g);
+                    }
+                }
+            };
+            add(&mut d, ls.len());
+            for (l, (tp, w)) in tape.layers.into_iter().zip(&ls).enumerate().rev() {
+                let sites = Self::sites(drop, l);
+                d = layer::backward(
+                    self.gemm(),
+                    w,
+                    tp,
+                    &d,
+                    &p,
+                    self.heads,
+                    &sites,
+                    &mut grads.layers[l],
+                )?;
+                add(&mut d, l);
+            }
+            match (e, tape.emb, grads.emb.as_mut()) {
+                (Some(e), Some(et), Some(g)) => {
+                    embeddings::backward(&e, et, d, Self::mask(drop, 0, false).as_ref(), g);
+                    Ok(None)
+                }
+                _ => Ok(Some(d)),
+            }
+        })
+    }
+
+    /// Each parameter (the model's tensor, a Var) with its accumulated gradient, as tensors.
+    pub fn export(&self, grads: Grads) -> Result<Vec<(Tensor, Tensor)>> {
+        let mut out = Vec::new();
+        let dev = candle_core::Device::Cpu;
+        if let (Some(e), Some(g)) = (self.emb, grads.emb) {
+            let ts = weights::embedding_tensors(e);
+            for (t, v) in ts.into_iter().zip([g.word, g.pos, g.typ, g.g, g.b]) {
+                out.push((t.clone(), Tensor::from_vec(v, t.shape(), &dev)?));
+            }
+        }
+        for (l, g) in self.layers.iter().zip(grads.layers) {
+            let ts = weights::layer_tensors(l)?;
+            let n = g.bqkv.len() / 3;
+            let (wq, bq) = (g.wqkv.chunks_exact(n * n), g.bqkv.chunks_exact(n));
+            let mut vs: Vec<Vec<f32>> = Vec::with_capacity(16);
+            for (w, b) in wq.zip(bq) {
+                vs.push(w.to_vec());
+                vs.push(b.to_vec());
+            }
+            vs.extend([g.wo, g.bo, g.g1, g.b1, g.wi, g.bi, g.wd, g.bd, g.g2, g.b2]);
+            for (t, v) in ts.into_iter().zip(vs) {
+                out.push((t.clone(), Tensor::from_vec(v, t.shape(), &dev)?));
+            }
+        }
+        Ok(out)
+    }
+}

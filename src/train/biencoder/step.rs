@@ -1,0 +1,140 @@
+//! The bi-encoder's training step as the trainer drives it: the batch order, the gradients (candle's
+//! graph, the engine, or GradCache through either), dev evaluation and the saved folder.
+use super::task::{BiEncoderTask, HEAD_PREFIX};
+use super::{engine_step, gradcache, no_duplicates};
+use crate::error::{Error, Result};
+use crate::eval::Model;
+use crate::model::engine::Engine;
+use crate::model::folders::save::{save_sentence_encoder, EncoderLayout};
+use crate::model::{Dropout, DropoutRates};
+use crate::train::params;
+use crate::train::task::{Gradients, LossOutput, Score, TrainTask};
+use crate::train::{fingerprint, task, TaskKey};
+use candle_core::DType;
+use candle_nn::VarMap;
+use indicatif::ProgressBar;
+use std::path::Path;
+
+impl TrainTask for BiEncoderTask {
+    fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
+        self.enc.bert.set_precision(p)?;
+        Ok(())
+    }
+
+    fn set_threads(&mut self, n: usize) {
+        self.threads = n.max(1);
+    }
+
+    fn own_split(&self) -> Option<usize> {
+        let engine = Engine::for_bert(&self.enc.bert).is_some();
+        (!self.spec.per_example && engine).then_some(self.threads)
+    }
+
+    fn num_examples(&self) -> usize {
+        self.data.len()
+    }
+
+    fn key(&self) -> TaskKey {
+        let mut f = fingerprint::Fingerprint::default();
+        for column in &self.data.texts {
+            for ids in column {
+                f.tokens(ids);
+            }
+        }
+        f.values(&self.data.target);
+        TaskKey {
+            loss: self.spec.name.to_string(),
+            data: f.hex(),
+        }
+    }
+
+    /// Losses with in-batch negatives get batches without repeated texts (NO_DUPLICATES).
+    fn epoch_order(&self, seed: u64, epoch: usize, batch: usize) -> Vec<usize> {
+        let order = task::epoch_order(self.num_examples(), seed, epoch);
+        if self.spec.per_example {
+            return order;
+        }
+        no_duplicates::arrange(order, &self.data.texts, batch)
+    }
+
+    fn split_weight(&self, idx: &[usize], _seed: u64) -> Option<f64> {
+        self.spec.per_example.then_some(idx.len() as f64)
+    }
+
+    fn loss(&self, idx: &[usize], _seed: u64, drop: Option<&Dropout>) -> Result<LossOutput> {
+        let emb = self.embed_columns(idx, drop)?;
+        let target = self.target(idx)?;
+        Ok(LossOutput::single(
+            self.loss.forward(&emb, target.as_ref())?,
+        ))
+    }
+
+    fn gradients(
+        &self,
+        idx: &[usize],
+        seed: u64,
+        drop: Option<&Dropout>,
+        weight: f64,
+    ) -> Result<Gradients> {
+        let engine = Engine::for_bert(&self.enc.bert);
+        match (self.mini_batch, &engine) {
+            (Some(m), Some(eng)) => gradcache::engine_gradients(self, eng, idx, drop, weight, m),
+            (Some(m), None) => gradcache::gradients(self, idx, drop, weight, m),
+            (None, Some(eng)) => engine_step::gradients(self, eng, idx, drop, weight),
+            (None, None) => {
+                let params = params::var_list(&self.varmap);
+                task::backward(self.loss(idx, seed, drop)?, weight, &params)
+            }
+        }
+    }
+
+    fn dropout_rates(&self) -> DropoutRates {
+        self.folder.config.dropout_rates()
+    }
+
+    fn evaluate(&self) -> Result<Option<Score>> {
+        let Some(dev) = &self.dev else {
+            return Ok(None);
+        };
+        let (enc, head) = self.frozen()?;
+        let model = Model::Encoder {
+            enc: &enc,
+            head: head.as_ref(),
+        };
+        Ok(Some(dev.run(&model, 64, &ProgressBar::hidden())?.score()))
+    }
+
+    fn varmap(&self) -> &VarMap {
+        &self.varmap
+    }
+
+    fn fresh(&self) -> &[String] {
+        &self.fresh
+    }
+
+    /// The sentence-transformers folder; a loss's head goes beside it as `<name>.safetensors`.
+    fn save(&self, dir: &Path) -> Result<()> {
+        let head_name = self.loss.head().map(|(n, _)| n);
+        let (mut backbone, mut head) = (params::Weights::new(), params::Weights::new());
+        for (name, var) in params::vars(&self.varmap) {
+            let t = var.as_tensor().to_dtype(DType::F32)?;
+            match name.strip_prefix(&format!("{HEAD_PREFIX}.")) {
+                Some(h) => {
+                    let key = head_name
+                        .and_then(|n| h.strip_prefix(&format!("{n}.")))
+                        .unwrap_or(h);
+                    head.insert(key.to_string(), t)
+                }
+                None => backbone.insert(name, t),
+            };
+        }
+        let layout = EncoderLayout {
+            pooling: self.enc.pooling,
+            normalize: self.enc.normalize,
+            max_seq_length: self.enc.max_seq_length,
+        };
+        let head = head_name.filter(|_| !head.is_empty()).map(|n| (n, head));
+        save_sentence_encoder(&self.folder, backbone, &layout, head, dir)
+            .map_err(|e| Error::context(format!("saving {}", dir.display()), e))
+    }
+}
