@@ -84,10 +84,16 @@ impl Hnsw {
     pub fn save(&self, dest: &Path) -> Result<()> {
         let name = dest.file_name().map(|n| n.to_string_lossy().to_string());
         let tmp = dest.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
-        self.inner
+        let saved = self
+            .inner
             .save(&tmp.to_string_lossy())
-            .map_err(|e| Error::file(&tmp, format!("saving the index: {e}")))?;
-        std::fs::rename(&tmp, dest).map_err(|e| Error::file(dest, e))
+            .map_err(|e| Error::file(dest, format!("saving the index: {e}")))
+            .and_then(|_| std::fs::rename(&tmp, dest).map_err(|e| Error::file(dest, e)));
+        if saved.is_err() {
+            // a failed save leaves the earlier index as it was, and no half-written copy
+            let _ = std::fs::remove_file(&tmp);
+        }
+        saved
     }
 
     /// Per query, the `count` rows nearest by cosine, walking the graph `ef` wide.

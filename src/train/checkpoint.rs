@@ -46,14 +46,21 @@ pub fn save(dir: &Path, varmap: &VarMap, opt: &AdamW, st: &TrainState) -> Result
     let tmp = dir.with_extension("tmp");
     let old = dir.with_extension("old");
     let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|e| Error::file(&tmp, e))?;
-    params::save_vars(varmap, &tmp.join("model.safetensors"))?;
-    params::save_tensors(&opt.state()?, &tmp.join("optimizer.safetensors"))?;
-    let state = serde_json::json!({"state": st, "optimizer_steps": opt.t});
-    write_atomic(
-        &tmp.join("state.json"),
-        serde_json::to_string(&state).unwrap().as_bytes(),
-    )?;
+    let written = (|| -> Result<()> {
+        std::fs::create_dir_all(&tmp).map_err(|e| Error::file(&tmp, e))?;
+        params::save_vars(varmap, &tmp.join("model.safetensors"))?;
+        params::save_tensors(&opt.state()?, &tmp.join("optimizer.safetensors"))?;
+        let state = serde_json::json!({"state": st, "optimizer_steps": opt.t});
+        write_atomic(
+            &tmp.join("state.json"),
+            serde_json::to_string(&state).unwrap().as_bytes(),
+        )
+    })();
+    if let Err(e) = written {
+        // the last checkpoint stays as it was, and no half-written one lies beside it
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(e);
+    }
     if dir.exists() {
         let _ = std::fs::remove_dir_all(&old);
         std::fs::rename(dir, &old).map_err(|e| Error::file(dir, e))?;

@@ -23,10 +23,16 @@ pub fn factor(st: &TrainState) -> f64 {
     st.loss_scale.unwrap_or(1.0)
 }
 
-/// After a step's (scaled) gradients: whether to apply them. Adjusts the scale.
+/// Whether the run scales its loss (f16): then overflowing gradients skip the step.
+pub fn scaling(st: &TrainState) -> bool {
+    st.loss_scale.is_some()
+}
+
+/// After a step's (scaled) gradients: whether to apply them (never non-finite ones). Adjusts
+/// the scale.
 pub fn after_step(st: &mut TrainState, grads_finite: bool) -> bool {
     let Some(scale) = st.loss_scale else {
-        return true;
+        return grads_finite;
     };
     if !grads_finite {
         st.loss_scale = Some((scale / 2.0).max(MIN));
@@ -51,7 +57,11 @@ mod tests {
         let mut st = TrainState::default();
         init(&mut st, Precision::Bf16);
         assert_eq!(factor(&st), 1.0);
-        assert!(after_step(&mut st, false), "unscaled runs never skip");
+        assert!(
+            !after_step(&mut st, false),
+            "non-finite gradients are never applied"
+        );
+        assert!(after_step(&mut st, true));
         init(&mut st, Precision::F16);
         assert_eq!(factor(&st), INITIAL);
         assert!(!after_step(&mut st, false));

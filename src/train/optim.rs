@@ -133,8 +133,23 @@ impl AdamW {
         let bc1 = 1.0 - b1.powi(self.t as i32);
         let bc2 = 1.0 - b2.powi(self.t as i32);
         let (eps, wd) = (self.eps, self.weight_decay);
+        if grads.len() != self.params.len() {
+            candle_core::bail!(
+                "adamw: {} gradients for {} parameters",
+                grads.len(),
+                self.params.len()
+            );
+        }
         for (p, g) in self.params.iter_mut().zip(grads) {
             let Some(g) = g else { continue };
+            if g.elem_count() != p.var.elem_count() {
+                candle_core::bail!(
+                    "adamw: {}'s gradient has {} values, the parameter {}",
+                    p.name,
+                    g.elem_count(),
+                    p.var.elem_count()
+                );
+            }
             let decay = if p.decay { 1.0 - lr * wd } else { 1.0 };
             let (m, v) = match &mut p.moments {
                 Moments::Host { m, v } => (m, v),
@@ -196,6 +211,18 @@ impl AdamW {
                     .ok_or_else(|| candle_core::Error::Msg(format!("optimizer state lacks {k}")))
             };
             let (m, v) = (get(format!("{}.m", p.name))?, get(format!("{}.v", p.name))?);
+            // a state of another model (or a damaged one) never half-fits this one
+            for (what, t) in [("m", m), ("v", v)] {
+                if t.elem_count() != p.var.elem_count() {
+                    candle_core::bail!(
+                        "optimizer state {}.{what} has {} values, the parameter {}: a checkpoint \
+                         of another model",
+                        p.name,
+                        t.elem_count(),
+                        p.var.elem_count()
+                    );
+                }
+            }
             match &mut p.moments {
                 Moments::Host { m: hm, v: hv } => {
                     *hm = m.to_vec1()?;
@@ -220,7 +247,7 @@ impl AdamW {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use candle_core::Device;
+    use candle_core::{DType, Device};
 
     #[test]
     fn decay_groups_follow_sentence_transformers() {
@@ -294,6 +321,19 @@ mod tests {
         let state = opt.state().unwrap();
         assert_eq!(state["l.weight.m"].dims(), &[2]);
         opt.load_state(&state, 2).unwrap();
+        // a state that does not fit, and gradients that do not, are errors (zip used to truncate)
+        let mut short = state.clone();
+        short.insert(
+            "l.bias.v".into(),
+            Tensor::zeros(1, DType::F32, &Device::Cpu).unwrap(),
+        );
+        let e = opt.load_state(&short, 2).unwrap_err().to_string();
+        assert!(e.contains("l.bias.v has 1 values"), "{e}");
+        let lone = [Some(Tensor::zeros(1, DType::F32, &Device::Cpu).unwrap())];
+        assert!(
+            opt.step(&lone, 1e-3, 1.0).is_err(),
+            "one gradient for two parameters"
+        );
         assert_eq!(
             opt.state().unwrap()["l.bias.v"].to_vec1::<f32>().unwrap(),
             state["l.bias.v"].to_vec1::<f32>().unwrap()

@@ -11,8 +11,12 @@ pub fn linear_schedule(step: u64, total: u64, warmup: u64) -> f64 {
     }
 }
 
-/// The factor torch's clip_grad_norm_ scales gradients by.
+/// The factor torch's clip_grad_norm_ scales gradients by; NaN for a norm that is not finite (no
+/// factor makes such gradients usable: the trainer stops, or skips the step under f16).
 pub fn clip_factor(norm: f64, max_norm: f64) -> f64 {
+    if !norm.is_finite() {
+        return f64::NAN;
+    }
     let c = max_norm / (norm + 1e-6);
     if c < 1.0 {
         c
@@ -35,5 +39,6 @@ mod tests {
         );
         assert_eq!(clip_factor(0.5, 1.0), 1.0);
         assert!((clip_factor(4.0, 1.0) - 1.0 / (4.0 + 1e-6)).abs() < 1e-12);
+        assert!(clip_factor(f64::NAN, 1.0).is_nan() && clip_factor(f64::INFINITY, 1.0).is_nan());
     }
 }

@@ -86,6 +86,8 @@ pub fn train(
     } else {
         1
     };
+    // the engine keys dropout by example: shards then share the micro-batch's seed
+    let keyed = task.engine_declines().is_none();
     let rates = cfg
         .dropout
         .map(DropoutRates::uniform)
@@ -130,15 +132,15 @@ pub fn train(
         // masks and dropout from (seed, micro-step): a resumed run draws exactly the same ones
         let seed = mix64(cfg.seed ^ mix64(st.micro));
         let scale = loss_scale::factor(&st);
-        let g = micro_step(task, idx, seed, rates, threads, scale)?;
+        let g = micro_step(task, idx, seed, rates, threads, scale, keyed)?;
         split = split.max(g.shards);
         if !g.value.is_finite() {
             return Err(Error::msg(format!(
                 "training stopped: loss is {} at step {} (micro-batch {}); the last good checkpoint is {}",
                 g.value,
-                st.step,
+                st.step + 1,
                 st.micro,
-                ckpt.display()
+                last_good(&ckpt)
             )));
         }
         acc.add(g.grads)?;
@@ -155,6 +157,18 @@ pub fn train(
             let norm = AdamW::grad_norm(&grads)? / (k * scale);
             let t_update = Instant::now();
             let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
+            // a finite loss can still have NaN or infinite gradients: never applied, never saved
+            // (f16 skips the step and lowers its scale instead, below)
+            if !norm.is_finite() && !loss_scale::scaling(&st) {
+                return Err(Error::msg(format!(
+                    "training stopped: the gradients' norm is {norm} at step {} (micro-batch {}; \
+                     the loss was finite); nothing of this step was applied or saved, and the \
+                     last good checkpoint is {}",
+                    st.step + 1,
+                    st.micro,
+                    last_good(&ckpt)
+                )));
+            }
             if loss_scale::after_step(&mut st, norm.is_finite()) {
                 opt.step(
                     &grads,
@@ -213,6 +227,14 @@ pub fn train(
     })
 }
 
+/// Where a stopped run can resume from: its checkpoint, or none yet.
+fn last_good(ckpt: &std::path::Path) -> String {
+    match ckpt.exists() {
+        true => ckpt.display().to_string(),
+        false => format!("none ({} was not written yet)", ckpt.display()),
+    }
+}
+
 /// Evaluate; save the model when it is the best so far (or at the end without dev data).
 fn evaluate_and_keep_best(
     task: &impl TrainTask,
@@ -244,6 +266,7 @@ fn micro_step(
     rates: DropoutRates,
     threads: usize,
     scale: f64,
+    keyed: bool,
 ) -> Result<MicroStep> {
     let drop = Dropout::new(rates, seed);
     let size = idx.len().div_ceil(threads.max(1));
@@ -273,7 +296,12 @@ fn micro_step(
                 .zip(&weights)
                 .enumerate()
                 .map(|(i, (shard, w))| {
-                    let d = drop.fork(i as u64);
+                    // candle's masks come from a stream: a stream of its own for each shard
+                    let d = if keyed {
+                        drop.same()
+                    } else {
+                        drop.fork(i as u64)
+                    };
                     let w = w / total * scale;
                     s.spawn(move || task.gradients(shard, seed, Some(&d), w))
                 })

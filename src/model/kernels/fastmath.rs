@@ -3,15 +3,18 @@
 //! scheme: exp(x) = 2^n exp(r), n = round(x / ln 2) (rounded by adding 1.5 * 2^23, which needs no
 //! SSE4.1 round instruction), r = x - n ln 2 in two parts, exp(r) by a degree-7 polynomial; within
 //! 2 ulp of expf. Below the smallest normal result it returns exactly 0, so padded keys keep no
-//! weight at all.
+//! weight at all; above the largest finite one, infinity (and NaN stays NaN), so an overflow
+//! reaches the loss instead of passing as e^88.
 const LOG2E: f32 = std::f32::consts::LOG2_E;
 const LN2_HI: f32 = 0.693_359_4;
 const LN2_LO: f32 = -2.121_944_4e-4;
 const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23
+/// ln(f32::MAX): above it exp overflows.
+const MAX_ARG: f32 = 88.722_83;
 
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
-    let xc = x.clamp(-87.0, 88.0);
+    let xc = x.clamp(-87.0, MAX_ARG);
     let n = (xc * LOG2E + ROUND) - ROUND;
     let r = xc - n * LN2_HI - n * LN2_LO;
     let p = ((((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
@@ -22,9 +25,15 @@ pub fn exp_f32(x: f32) -> f32 {
         * r)
         + r
         + 1.0;
-    let scaled = p * f32::from_bits(((n as i32 + 127) << 23) as u32);
+    // 2^n in two halves: n reaches 128 near the top, whose single power of two is not an f32
+    let n = n as i32;
+    let half = n >> 1;
+    let pow = |k: i32| f32::from_bits(((k + 127) << 23) as u32);
+    let scaled = p * pow(half) * pow(n - half);
     if x < -87.0 {
         0.0
+    } else if x > MAX_ARG {
+        f32::INFINITY
     } else {
         scaled
     }
@@ -35,7 +44,7 @@ mod tests {
     #[test]
     fn within_two_ulp_of_expf_and_zero_below_range() {
         let mut x = -87.0f32;
-        while x < 88.0 {
+        while x < 88.72 {
             let (ours, std) = (super::exp_f32(x), x.exp());
             let ulp = (ours.to_bits() as i64 - std.to_bits() as i64).abs();
             assert!(ulp <= 2, "x {x}: {ours} vs {std} ({ulp} ulp)");
@@ -44,5 +53,14 @@ mod tests {
         assert_eq!(super::exp_f32(-1e30), 0.0);
         assert_eq!(super::exp_f32(f32::MIN), 0.0);
         assert_eq!(super::exp_f32(0.0), 1.0);
+    }
+
+    /// Overflow is infinity, not a cap at e^88, and NaN stays NaN: a loss that overflows shows.
+    #[test]
+    fn overflow_is_infinite_and_nan_stays_nan() {
+        assert_eq!(super::exp_f32(88.73), f32::INFINITY);
+        assert_eq!(super::exp_f32(1e30), f32::INFINITY);
+        assert!(super::exp_f32(88.7).is_finite() && super::exp_f32(88.7) > 3.3e38);
+        assert!(super::exp_f32(f32::NAN).is_nan());
     }
 }
