@@ -8,6 +8,7 @@ each peak RSS (GNU time's %M) belongs to one configuration.
     python3 benches/train_memory_bench.py        # every mode below
     python3 benches/train_memory_bench.py --only mnr:32 cached-mnr:64:8 ce:16
     python3 benches/train_memory_bench.py --class avx2   # both sides held to AVX2+FMA
+    python3 benches/train_memory_bench.py --against OLD/condenser   # this build against another
 
 --class avx2 measures the AVX2+FMA class (AMD Zen 2/3, Intel client) on a wider CPU: condenser with
 CONDENSER_ISA=avx2 and OpenBLAS's Haswell kernel (CONDENSER_BLAS=haswell), PyTorch with
@@ -78,8 +79,9 @@ CLASS_ENV = {
 ENV = CLASS_ENV["native"]
 
 
-def condenser(mode, steps, pairs):
+def condenser(mode, steps, pairs, binary=BIN):
     kind, b, m = mode
+    BIN = binary
     runs = []
     for n in (1, 1 + steps):
         with tempfile.TemporaryDirectory() as out:
@@ -182,13 +184,18 @@ if __name__ == "__main__":
     ap.add_argument("--class", dest="cls", choices=sorted(CLASS_ENV), default="native")
     ap.add_argument("--no-reference", action="store_true",
                     help="condenser alone (e.g. CONDENSER_ENGINE=off against the engine)")
+    ap.add_argument("--against", metavar="BIN",
+                    help="another condenser binary as the reference (a build before a change)")
     a = ap.parse_args()
     ENV = CLASS_ENV[a.cls]
-    import torch
     model, cls = cpu()
     held = "" if a.cls == "native" else f"; both sides held to {a.cls.upper()}"
-    print(f"CPU: {model} ({cls}{held}); torch {torch.__version__}, "
-          f"{re.search(r'Math Kernel Library Version [0-9.]+', torch.__config__.show()).group(0)}")
+    if a.against or a.no_reference:
+        print(f"CPU: {model} ({cls}{held}); reference: {a.against or 'none'}")
+    else:
+        import torch
+        print(f"CPU: {model} ({cls}{held}); torch {torch.__version__}, "
+              f"{re.search(r'Math Kernel Library Version [0-9.]+', torch.__config__.show()).group(0)}")
     with tempfile.TemporaryDirectory() as d:
         pairs = pairs_file(d)
         print("| mode | condenser s/step | peak RSS | reference s/step | peak RSS | speed | memory |")
@@ -202,7 +209,10 @@ if __name__ == "__main__":
             if a.no_reference:
                 print(f"| {spec} | {c:.2f} | {crss:.0f} MB | | | | |", flush=True)
                 continue
-            r, rrss = reference(mode, steps, pairs)
+            if a.against:
+                r, rrss, _ = condenser(mode, steps, pairs, a.against)
+            else:
+                r, rrss = reference(mode, steps, pairs)
             print(f"| {spec} | {c:.2f} | {crss:.0f} MB | {r:.2f} | {rrss:.0f} MB | {r / c:.2f}x | {crss / rrss:.2f}x |",
                   flush=True)
         print(f"condenser matmuls: {lib}")

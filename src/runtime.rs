@@ -25,9 +25,20 @@ pub fn peak_rss_mb() -> Option<f64> {
 
 /// Say that a check was skipped and why (a CPU without the instructions a path needs, no BLAS):
 /// written straight to the process's stderr, past the test harness's capture, so a skipped test
-/// shows in every log instead of passing silently.
-pub fn skipped(check: &str, why: &str) {
+/// shows in every log instead of passing silently. `needs` names what was missing (`avx2`,
+/// `avx512`, `avx512bf16`, `blas`, `threads`); where CONDENSER_STRICT lists it (or is `all`), the
+/// machine is known to have it, and the skip is a failure (CI sets it from /proc/cpuinfo).
+pub fn skipped(check: &str, needs: &str, why: &str) {
     use std::io::Write;
+    let strict = std::env::var("CONDENSER_STRICT").unwrap_or_default();
+    let known = strict
+        .split(',')
+        .map(str::trim)
+        .any(|s| s == needs || s == "all");
+    assert!(
+        !known,
+        "{check} was skipped for want of {needs} ({why}), which CONDENSER_STRICT says this machine has"
+    );
     let _ = writeln!(std::io::stderr().lock(), "SKIPPED {check}: {why}");
 }
 

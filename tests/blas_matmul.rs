@@ -1,5 +1,6 @@
 //! The BLAS matmul op equals candle's matmul, forward and backward, on every layout the model
 //! uses; where no BLAS loads, matmul() is candle's own.
+mod common;
 use candle_core::{Device, Tensor, Var};
 use condenser::model::{kernels::blas::blas, matmul};
 
@@ -7,14 +8,24 @@ fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
     condenser::model::max_abs_diff(a, b).unwrap()
 }
 
+/// The fast path is really taken: datasets/fetch.sh (which every test needs) unpacks OpenBLAS
+/// and oneMKL, so a BLAS loads on every machine the tests run on, unless CONDENSER_BLAS turns it
+/// off (0, off) on purpose.
 #[test]
-fn blas_is_loaded_where_openblas_is_installed() {
-    // CI installs libopenblas-dev: there the fast path must really be taken
-    if std::path::Path::new("/usr/lib/x86_64-linux-gnu/libopenblas.so.0").exists()
-        && std::env::var_os("CONDENSER_BLAS").is_none()
-    {
-        assert!(blas().is_some(), "OpenBLAS is installed but did not load");
-    }
+fn a_blas_loads_wherever_fetch_ran() {
+    let lib = common::root().join("datasets/lib/libscipy_openblas.so");
+    assert!(
+        lib.exists(),
+        "{} is missing: run datasets/fetch.sh",
+        lib.display()
+    );
+    let off = matches!(std::env::var("CONDENSER_BLAS").as_deref(), Ok("0" | "off"));
+    assert_eq!(
+        blas().is_some(),
+        !off,
+        "CONDENSER_BLAS={:?}",
+        std::env::var("CONDENSER_BLAS")
+    );
 }
 
 #[test]
@@ -84,13 +95,15 @@ fn forward_and_backward_equal_candle_on_all_layouts() {
     }
 }
 
-/// An empty dimension is an error naming the shapes (it used to underflow `m - 1`), and a buffer
-/// too small for the shapes is one too.
+/// An empty dimension is an error naming the shapes (it used to underflow `m - 1`), and so are a
+/// buffer too small for the shapes, a leading dimension shorter than its row, and a size past
+/// the BLAS's 32-bit ints (cast with `as i32` before).
 #[test]
 fn empty_or_short_operands_are_errors() {
     let Some(b) = blas() else {
         condenser::runtime::skipped(
             "gemm operand checks",
+            "blas",
             "no BLAS library loaded (run datasets/fetch.sh)",
         );
         return;
@@ -112,6 +125,29 @@ fn empty_or_short_operands_are_errors() {
     b.sgemm(NO_TRANS, NO_TRANS, 4, 4, 3, &x, 3, &x, 4, &mut c)
         .unwrap();
     assert!(c.iter().all(|&v| v == 3.0));
+    // a leading dimension shorter than its row reads the wrong elements: refused (lda 2 < k 3)
+    let e = b
+        .gemm(NO_TRANS, NO_TRANS, 2, 4, 3, &x, 2, &x, 4, 0.0, &mut c, 4)
+        .unwrap_err();
+    assert!(e.to_string().contains("leading dimensions"), "{e}");
+    // a size past the BLAS's 32-bit ints would wrap in a cast: refused before any access
+    let e = b
+        .gemm(
+            NO_TRANS,
+            NO_TRANS,
+            1,
+            4,
+            3,
+            &x,
+            1 << 31,
+            &x,
+            4,
+            0.0,
+            &mut c,
+            4,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("exceeds the BLAS's 32-bit"), "{e}");
 }
 
 /// `serial` runs its closure with one BLAS thread and restores the count afterwards, also when
@@ -121,6 +157,7 @@ fn serial_restores_threads_after_a_panic() {
     let Some(b) = blas() else {
         condenser::runtime::skipped(
             "serial() restore",
+            "blas",
             "no BLAS library loaded (run datasets/fetch.sh)",
         );
         return;
@@ -130,6 +167,7 @@ fn serial_restores_threads_after_a_panic() {
     if before <= 1 {
         condenser::runtime::skipped(
             "serial() restore",
+            "threads",
             "the BLAS runs 1 thread here, so a restore cannot be told apart",
         );
         return;

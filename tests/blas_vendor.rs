@@ -63,6 +63,7 @@ fn mkl_bf16_gemm_has_bf16_fidelity_and_trains_like_the_own_kernel() {
     if !condenser::model::kernels::bf16::supported() {
         condenser::runtime::skipped(
             "oneMKL bf16 against the own kernel",
+            "avx512bf16",
             "this CPU has no AVX512-BF16 for the own kernel",
         );
         return;

@@ -19,6 +19,7 @@ fn classes() -> Vec<(&'static str, &'static str)> {
         } else {
             condenser::runtime::skipped(
                 &format!("the {} class", class.name()),
+                class.tag(),
                 &format!("this CPU's widest class is {}", detected().name()),
             );
         }

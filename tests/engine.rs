@@ -1,6 +1,7 @@
 //! The training engine (src/model/engine) against candle's autograd on all-MiniLM-L6-v2 and real
-//! sentences: the same hidden states and the same gradient for every parameter; and against
-//! finite differences with dropout on (masks replayed exactly from their seeds).
+//! sentences (token types 0 and 1, as pairs have them): the same hidden states and the same
+//! gradient for every parameter; against finite differences with dropout on (masks replayed
+//! exactly from their seeds); and ids outside the model's tables refused, never a panic.
 mod common;
 use candle_core::{Device, Tensor, Var};
 use condenser::model::engine::Engine;
@@ -72,20 +73,26 @@ fn engine_equals_candle_forward_and_every_gradient() {
     let seqs = sentences(&tok, 6);
     let refs: Vec<&[u32]> = seqs.iter().map(|s| s.as_slice()).collect();
     let h = bert.config.hidden_size;
+    // token types as a pair has them: 0 for the first half of each sequence, 1 for the rest
+    let types: Vec<Vec<u32>> = seqs
+        .iter()
+        .map(|s| (0..s.len()).map(|i| (2 * i >= s.len()) as u32).collect())
+        .collect();
+    let trefs: Vec<&[u32]> = types.iter().map(|s| s.as_slice()).collect();
     let eng = Engine::for_bert(bert).expect("the engine applies on the CPU in f32 with BLAS");
-    let fwd = eng.forward(&refs, None, None, true).unwrap();
+    let fwd = eng.forward(&refs, Some(&trefs), None, None, true).unwrap();
     let p = fwd.packed.clone();
     // candle: padded batch, loss = sum(states * R) over real tokens
-    let b = TokenBatch::new(&refs, None, 0, &Device::Cpu).unwrap();
+    let b = TokenBatch::new(&refs, Some(&trefs), 0, &Device::Cpu).unwrap();
     let states = bert.forward(&b.ids, &b.type_ids, &b.mask).unwrap();
     let len = b.ids.dims()[1];
-    let r = weights(p.rows, h);
+    let r = weights(p.rows(), h);
     let mut rp = vec![0f32; refs.len() * len * h];
     let mut worst_state = 0f32;
     let cs: Vec<f32> = states.flatten_all().unwrap().to_vec1().unwrap();
-    for (i, &n) in p.lens.iter().enumerate() {
+    for (i, &n) in p.lens().iter().enumerate() {
         for pos in 0..n {
-            let (src, dst) = ((p.offsets[i] + pos) * h, (i * len + pos) * h);
+            let (src, dst) = ((p.offsets()[i] + pos) * h, (i * len + pos) * h);
             rp[dst..dst + h].copy_from_slice(&r[src..src + h]);
             for j in 0..h {
                 worst_state = worst_state.max((fwd.hidden[src + j] - cs[dst + j]).abs());
@@ -155,14 +162,14 @@ fn engine_gradients_match_finite_differences_with_dropout() {
     let rows: usize = seqs.iter().map(Vec::len).sum();
     let r = weights(rows, h);
     let loss = || -> f64 {
-        let f = eng.forward(&refs, None, Some(&drop), false).unwrap();
+        let f = eng.forward(&refs, None, None, Some(&drop), false).unwrap();
         f.hidden
             .iter()
             .zip(&r)
             .map(|(a, b)| (*a as f64) * (*b as f64))
             .sum()
     };
-    let fwd = eng.forward(&refs, None, Some(&drop), true).unwrap();
+    let fwd = eng.forward(&refs, None, None, Some(&drop), true).unwrap();
     let ours = gradients(&eng, fwd, r.clone(), Some(&drop));
     let mut checked = 0;
     for (name, v) in condenser::train::params::vars(&t.varmap) {
@@ -196,4 +203,44 @@ fn engine_gradients_match_finite_differences_with_dropout() {
         }
     }
     assert!(checked > 60, "{checked} checks");
+}
+
+/// Token, position and type ids outside the model's tables are an error naming them, not a
+/// panic (a sequence past the position table used to slice out of bounds).
+#[test]
+fn ids_outside_the_tables_are_refused() {
+    let (t, _) = minilm();
+    let eng = Engine::for_bert(&t.model).unwrap();
+    let long: Vec<u32> = vec![101; 513];
+    let cases: [(&[u32], Option<&[u32]>, &str); 3] = [
+        (&long, None, "513 tokens, the model 512 positions"),
+        (&[101, 30522, 102], None, "token id 30522"),
+        (&[101, 7, 102], Some(&[0, 2, 0]), "token type 2"),
+    ];
+    for (ids, types, want) in cases {
+        let types = types.map(|t| vec![t]);
+        let e = match eng.forward(&[ids], types.as_deref(), None, None, false) {
+            Ok(_) => panic!("{want}: accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(want), "{e}");
+    }
+}
+
+/// Packed batches are made by one checked constructor (fields private: overlapping offsets from
+/// safe code would race the attention's writes), and rows fed to the layers must fill them.
+#[test]
+fn packed_batches_and_rows_are_checked() {
+    use condenser::model::engine::Packed;
+    let e = Packed::new(vec![3, 2], &[7]).unwrap_err().to_string();
+    assert!(e.contains("1 dropout keys for 2 sequences"), "{e}");
+    let p = Packed::new(vec![3, 2], &[7, 8]).unwrap();
+    assert_eq!((p.offsets(), p.rows()), (&[0usize, 3][..], 5));
+    let (t, _) = minilm();
+    let eng = Engine::for_layers(&t.model.layers, condenser::model::Precision::F32).unwrap();
+    let e = match eng.forward_rows(vec![0.0; 4 * 384], p, None, false) {
+        Ok(_) => panic!("4 rows accepted for 5"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("for 5 rows of 384"), "{e}");
 }

@@ -42,6 +42,7 @@ fn bf16_embeddings_within_0_999_cosine_and_stsb_within_2e3() {
         );
         condenser::runtime::skipped(
             "bf16 fidelity",
+            "avx512bf16",
             &format!("this CPU has no AVX512-BF16; the refusal was checked: {msg}"),
         );
         return;
@@ -177,6 +178,7 @@ fn bf16_training_follows_f32_on_stsb() {
         assert!(String::from_utf8_lossy(&o.stderr).contains("AVX512-BF16"));
         condenser::runtime::skipped(
             "bf16 training",
+            "avx512bf16",
             "this CPU has no AVX512-BF16; the refusal was checked",
         );
         return;

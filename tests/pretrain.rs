@@ -524,13 +524,17 @@ fn split_batches_weighted_by_masked_tokens_give_the_whole_gradient() {
         let sum: f64 = parts.iter().map(|g| g.parts[k].1).sum();
         assert!((sum - v).abs() < 1e-5 * v, "{name}: {sum} vs {v}");
     }
-    for (name, var) in params::vars(t.varmap()) {
-        let Some(w) = whole.grads.get(&var) else {
+    let (mut compared, vars) = (0, params::vars(t.varmap()));
+    for (name, var) in &vars {
+        // a parameter the loss does not reach has no gradient in either
+        let Some(w) = whole.grads.get(var) else {
+            assert!(parts.iter().all(|g| g.grads.get(var).is_none()), "{name}");
             continue;
         };
+        compared += 1;
         let summed = parts
             .iter()
-            .map(|g| g.grads.get(&var).unwrap().clone())
+            .map(|g| g.grads.get(var).unwrap().clone())
             .reduce(|a, b| (a + b).unwrap())
             .unwrap();
         let scale = w
@@ -546,6 +550,8 @@ fn split_batches_weighted_by_masked_tokens_give_the_whole_gradient() {
             "{name}: {diff} (scale {scale})"
         );
     }
+    // every backbone, head and MLM-head tensor has a gradient here (74 for the tiny model)
+    assert_eq!(compared, vars.len(), "parameters compared");
 }
 
 /// The trainer splits Condenser batches across threads: without dropout, every step's losses

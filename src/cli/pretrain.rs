@@ -52,7 +52,10 @@ pub fn run(a: Args) -> Result<()> {
     };
     let folder = ModelFolder::open(&init)?;
     let skip_from = a.skip_from.unwrap_or(folder.config.num_hidden_layers / 2);
-    let max_len = (a.train_opts.max_seq_length()).min(folder.config.max_position_embeddings);
+    let (max_len, note) = folder.config.fit_length(a.train_opts.max_seq_length());
+    if let Some(n) = note {
+        out(&format!("note: {n}\n"));
+    }
     // coCondenser's documents hold two spans' worth of text, so the spans overlap only partly
     let body = max_len - 2;
     let doc_len = if a.cocondenser { 2 * body + 2 } else { max_len };

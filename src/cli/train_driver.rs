@@ -28,6 +28,9 @@ impl TrainOpts {
         if self.device == DeviceSpec::Cpu {
             task.set_threads(cfg.threads);
         }
+        for n in task.notes() {
+            out(&format!("note: {n}\n"));
+        }
         if !task.fresh().is_empty() {
             out(&format!(
                 "initialised fresh (not in the starting checkpoint): {}\n",
@@ -70,24 +73,22 @@ impl TrainOpts {
             } else {
                 String::new()
             },
-            engine_note(self.device),
+            engine_note(task.engine_declines()),
             out_dir.display()
         ));
         Ok(())
     }
 }
 
-/// Which path trained, the CPU class its kernels ran at, and the peak memory, for the summary.
-fn engine_note(device: DeviceSpec) -> String {
-    let path = if device != DeviceSpec::Cpu {
-        "candle's graph on the GPU".to_string()
-    } else if condenser::model::engine::enabled() {
-        format!(
+/// Which path trained (the task's word, not the environment's), the CPU class its kernels ran
+/// at, and the peak memory, for the summary.
+fn engine_note(declined: Option<String>) -> String {
+    let path = match declined {
+        None => format!(
             "condenser's engine, {} kernels",
             condenser::model::kernels::isa::describe()
-        )
-    } else {
-        "candle's graph (CONDENSER_ENGINE=off)".to_string()
+        ),
+        Some(why) => format!("candle's graph ({why})"),
     };
     match condenser::runtime::peak_rss_mb() {
         Some(mb) => format!("trained with {path}; peak memory {mb:.0} MB"),

@@ -75,7 +75,7 @@ impl SentenceEncoder {
     pub fn embed(&self, seqs: &[&[u32]]) -> candle_core::Result<Tensor> {
         match Engine::for_bert(&self.bert) {
             Some(engine) => {
-                let fwd = engine.forward(seqs, None, None, false)?;
+                let fwd = engine.forward(seqs, None, None, None, false)?;
                 let (states, mask, _) = pad(&fwd)?;
                 self.pool(&states, &mask)
             }

@@ -4,12 +4,13 @@
 use super::grads::ParamGrads;
 use super::losses::{bce_with_logits, cross_entropy};
 use super::params::{self, load_trainable};
-use super::task::{Gradients, LossOutput, Score, TrainTask};
+use super::task::{dropout_key, Gradients, LossOutput, Score, TrainTask};
 use crate::data::{PairColumns, Pairs};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
 use crate::model::engine::{Engine, Leaf};
 use crate::model::folders::save::save_cross_encoder;
+use crate::model::kernels::dropout_hash::row_id;
 use crate::model::CrossEncoderModel;
 use crate::model::{CrossEncoder, Dropout, DropoutRates, ModelFolder, PairTokenizer};
 use candle_core::{Device, Tensor};
@@ -31,6 +32,8 @@ pub struct CrossEncoderTask {
     train: Vec<(Vec<u32>, Vec<u32>)>,
     labels: Vec<f32>,
     device: Device,
+    /// What was changed of what was asked (a length cut to the model's positions).
+    notes: Vec<String>,
 }
 
 /// Check labels for the head: [0, 1] for one label, class ids below num_labels otherwise.
@@ -78,6 +81,7 @@ impl CrossEncoderTask {
             return Err(Error::msg("--num-labels must be at least 1"));
         }
         let folder = ModelFolder::open(model_dir)?;
+        let (max_seq_length, note) = folder.config.fit_length(max_seq_length);
         let tok = PairTokenizer::new(folder.tokenizer()?, max_seq_length)?;
         let t = load_trainable(&folder.weights, &[], &HEADS, seed, device, |vb| {
             CrossEncoder::load(vb, &folder.config, num_labels)
@@ -104,9 +108,13 @@ impl CrossEncoderTask {
             train,
             labels,
             device: device.clone(),
+            notes: note.into_iter().collect(),
         })
     }
 }
+
+/// The dropout site of the classifier's input, beyond every layer's.
+const CLASSIFIER_SITE: u64 = u64::MAX;
 
 impl TrainTask for CrossEncoderTask {
     fn key(&self) -> super::TaskKey {
@@ -133,6 +141,14 @@ impl TrainTask for CrossEncoderTask {
 
     fn num_examples(&self) -> usize {
         self.train.len()
+    }
+
+    fn engine_declines(&self) -> Option<String> {
+        Engine::declines(&self.model.bert.layers)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
 
     fn split_weight(&self, idx: &[usize], _seed: u64) -> Option<f64> {
@@ -162,9 +178,23 @@ impl TrainTask for CrossEncoderTask {
         };
         let ids: Vec<&[u32]> = idx.iter().map(|&i| self.train[i].0.as_slice()).collect();
         let types: Vec<&[u32]> = idx.iter().map(|&i| self.train[i].1.as_slice()).collect();
-        let leaf = Leaf::forward(&eng, &ids, Some(&types), drop)?;
+        let keys: Vec<u64> = idx.iter().map(|&i| dropout_key(i, 0)).collect();
+        let leaf = Leaf::forward(&eng, &ids, Some(&types), &keys, drop)?;
         let cls = leaf.states.as_tensor().narrow(1, 0, 1)?.squeeze(1)?;
-        let logits = self.model.head(&cls, drop)?;
+        // the classifier's input dropout keyed by example too, as the engine keys its own
+        let mask = match Engine::mask(drop, CLASSIFIER_SITE, false) {
+            Some(m) => {
+                let rows: Vec<u64> = keys.iter().map(|&k| row_id(k, 0)).collect();
+                let h = cls.dim(1)?;
+                Some(Tensor::from_vec(
+                    m.rows(&rows, h),
+                    (rows.len(), h),
+                    &self.device,
+                )?)
+            }
+            None => None,
+        };
+        let logits = self.model.head_masked(&cls, mask.as_ref())?;
         let out = LossOutput::single(self.loss_of(&logits, idx)?);
         let mut g = super::task::backward_store(out, weight)?;
         let mut eg = eng.zero_grads()?;

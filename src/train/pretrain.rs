@@ -8,7 +8,7 @@ use super::losses::{cross_entropy, span_contrastive};
 use super::masking::{Masked, Masker};
 use super::params::{self, load_trainable};
 use super::spans::two_spans;
-use super::task::{Gradients, LossOutput, Score, TrainTask};
+use super::task::{dropout_key, Gradients, LossOutput, Score, TrainTask};
 use crate::error::{Error, Result};
 use crate::hash::mix64;
 use crate::model::engine::Engine;
@@ -149,6 +149,11 @@ impl TrainTask for PretrainTask {
         self.blocks.len
     }
 
+    fn engine_declines(&self) -> Option<String> {
+        let m = &self.model;
+        Engine::declines(&m.bert.layers).or_else(|| Engine::declines(&m.head))
+    }
+
     /// MLM losses are means over masked tokens: a shard weighs its masked-token count. The span
     /// contrast takes its negatives from the whole batch, so coCondenser is never split.
     fn split_weight(&self, idx: &[usize], seed: u64) -> Option<f64> {
@@ -201,24 +206,29 @@ impl TrainTask for PretrainTask {
         };
         let rows = self.rows(idx, seed)?;
         let refs: Vec<&[u32]> = rows.iter().map(|m| m.input.as_slice()).collect();
-        let fwd = body.forward(&refs, None, drop, true)?;
+        // each row's dropout identity: its block, and its span under coCondenser
+        let per = rows.len() / idx.len().max(1);
+        let keys: Vec<u64> = (0..rows.len())
+            .map(|r| dropout_key(idx[r / per.max(1)], r % per.max(1)))
+            .collect();
+        let fwd = body.forward(&refs, None, Some(&keys), drop, true)?;
         let p = fwd.packed.clone();
-        let h = fwd.hidden.len() / p.rows.max(1);
+        let h = fwd.hidden.len() / p.rows().max(1);
         let (mut positions, mut targets) = (Vec::new(), Vec::new());
         for (r, mk) in rows.iter().enumerate() {
-            positions.extend(mk.positions.iter().map(|&q| (p.offsets[r] + q) as u32));
+            positions.extend(mk.positions.iter().map(|&q| (p.offsets()[r] + q) as u32));
             targets.extend_from_slice(&mk.targets);
         }
         // the head's input: each item's last-layer [CLS], then layer skip_from's tokens
         let early = fwd.state(m.skip_from).expect("the tape was kept");
         let mut hin = early.to_vec();
-        for &off in &p.offsets {
+        for &off in p.offsets() {
             hin[off * h..(off + 1) * h].copy_from_slice(&fwd.hidden[off * h..(off + 1) * h]);
         }
         let head_drop = drop.map(|d| d.fork(u64::MAX));
         let hfwd = head.forward_rows(hin, p.clone(), head_drop.as_ref(), true)?;
         let dev = &self.device;
-        let leaf = |v: &[f32]| Var::from_tensor(&Tensor::from_vec(v.to_vec(), (p.rows, h), dev)?);
+        let leaf = |v: &[f32]| Var::from_tensor(&Tensor::from_vec(v.to_vec(), (p.rows(), h), dev)?);
         let (hv, lv) = (leaf(&hfwd.hidden)?, leaf(&fwd.hidden)?);
         let n = positions.len();
         let pos = Tensor::from_vec(positions, n, dev)?;
@@ -230,10 +240,10 @@ impl TrainTask for PretrainTask {
         };
         let (head_logits, late_logits) =
             m.mlm_logits(&hv.as_tensor().index_select(&pos, 0)?, late.as_ref())?;
-        let offs: Vec<u32> = p.offsets.iter().map(|&o| o as u32).collect();
+        let offs: Vec<u32> = p.offsets().iter().map(|&o| o as u32).collect();
         let cls = lv
             .as_tensor()
-            .index_select(&Tensor::from_vec(offs, p.lens.len(), dev)?, 0)?;
+            .index_select(&Tensor::from_vec(offs, p.lens().len(), dev)?, 0)?;
         let out = CondenserOutput {
             head_logits,
             late_logits,
@@ -243,7 +253,7 @@ impl TrainTask for PretrainTask {
         let grad_of = |v: &Var| -> Result<Vec<f32>> {
             Ok(match store.get(v.as_tensor()) {
                 Some(t) => t.flatten_all()?.to_vec1()?,
-                None => vec![0f32; p.rows * h],
+                None => vec![0f32; p.rows() * h],
             })
         };
         let (dhead, mut dlast) = (grad_of(&hv)?, grad_of(&lv)?);
@@ -251,7 +261,7 @@ impl TrainTask for PretrainTask {
         let mut dhin = head
             .backward(hfwd, dhead, Vec::new(), head_drop.as_ref(), &mut hg)?
             .expect("the head has no embeddings: its input's gradient comes back");
-        for &off in &p.offsets {
+        for &off in p.offsets() {
             for j in 0..h {
                 dlast[off * h + j] += dhin[off * h + j];
                 dhin[off * h + j] = 0.0;

@@ -37,6 +37,13 @@ pub struct Gradients {
     pub grads: ParamGrads,
 }
 
+/// The dropout identity of part `part` of example `example` (a bi-encoder's column, a
+/// coCondenser span): what the engine keys a sequence's masks by, so that they depend on the
+/// example and never on the shard, thread or mini-batch it lands in.
+pub fn dropout_key(example: usize, part: usize) -> u64 {
+    (example as u64) ^ ((part as u64) << 48)
+}
+
 /// (metric name, value; higher is better): a dev evaluation's primary metric.
 pub type Score = (String, f64);
 
@@ -104,6 +111,18 @@ pub trait TrainTask: Sync {
     /// Threads a batch runs on when the task splits it itself (a coupled loss), for the summary.
     fn own_split(&self) -> Option<usize> {
         None
+    }
+
+    /// Why this task's BERT does not train through condenser's engine (None: it does). The
+    /// summary says which path ran; and only the engine keys its dropout masks by example, so
+    /// only then do the shards of a split batch draw what the whole batch would.
+    fn engine_declines(&self) -> Option<String> {
+        Some("this task runs candle's graph".into())
+    }
+
+    /// What the task changed of what it was asked, for the user (a length cut to the model's).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// The examples of epoch `epoch`, in the order they are batched (consecutive `batch`-sized

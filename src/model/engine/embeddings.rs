@@ -33,6 +33,45 @@ impl EmbGrads {
     }
 }
 
+/// Err unless every sequence fits the tables: token ids below the vocabulary, positions below
+/// the position table, type ids below the type table, a type for every token.
+pub fn check(w: &EmbW, ids: &[&[u32]], types: Option<&[&[u32]]>) -> candle_core::Result<()> {
+    let h = w.g.len().max(1);
+    let (vocab, positions, kinds) = (w.word.len() / h, w.pos.len() / h, w.typ.len() / h);
+    for (i, seq) in ids.iter().enumerate() {
+        if seq.len() > positions {
+            candle_core::bail!(
+                "engine: sequence {i} has {} tokens, the model {positions} positions",
+                seq.len()
+            );
+        }
+        if let Some(&id) = seq.iter().find(|&&id| id as usize >= vocab) {
+            candle_core::bail!("engine: token id {id} in sequence {i}: the vocabulary has {vocab}");
+        }
+        if let Some(ts) = types {
+            let t = ts.get(i).copied().unwrap_or_default();
+            if t.len() != seq.len() {
+                candle_core::bail!(
+                    "engine: sequence {i} has {} tokens and {} types",
+                    seq.len(),
+                    t.len()
+                );
+            }
+            if let Some(&k) = t.iter().find(|&&k| k as usize >= kinds) {
+                candle_core::bail!("engine: token type {k} in sequence {i}: the model has {kinds}");
+            }
+        }
+    }
+    if types.is_some_and(|ts| ts.len() != ids.len()) {
+        candle_core::bail!(
+            "engine: token types for {} of {} sequences",
+            types.map_or(0, |t| t.len()),
+            ids.len()
+        );
+    }
+    Ok(())
+}
+
 /// The embedded rows (t x h) of `ids` (and `types`, 0 where None), and the tape when `keep`.
 pub fn forward(
     w: &EmbW,
@@ -43,13 +82,13 @@ pub fn forward(
     keep: bool,
 ) -> (Vec<f32>, Option<EmbTape>) {
     let h = w.g.len();
-    let t = p.rows;
+    let t = p.rows();
     let mut e = vec![0f32; t * h];
     let mut index = Vec::with_capacity(t);
     for (i, seq) in ids.iter().enumerate() {
         for (pos, &id) in seq.iter().enumerate() {
             let typ = types.map_or(0, |ts| ts[i][pos]);
-            let r = p.offsets[i] + pos;
+            let r = p.offsets()[i] + pos;
             let row = &mut e[r * h..(r + 1) * h];
             let (wd, pd, td) = (id as usize * h, pos * h, typ as usize * h);
             let (word, typ_row, pos_row) =
@@ -62,11 +101,20 @@ pub fn forward(
     }
     let (mut out, mut xhat, mut rstd) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
     residual_norm(
-        &e, None, None, 0, w.g, w.b, w.eps, &mut out, &mut xhat, &mut rstd,
+        &e,
+        None,
+        None,
+        &[],
+        w.g,
+        w.b,
+        w.eps,
+        &mut out,
+        &mut xhat,
+        &mut rstd,
     );
     if let Some(m) = mask {
-        for (r, row) in out.chunks_exact_mut(h).enumerate() {
-            dropout_row(m, r as u64, row);
+        for (&r, row) in p.row_ids().iter().zip(out.chunks_exact_mut(h)) {
+            dropout_row(m, r, row);
         }
     }
     let tape = keep.then_some(EmbTape {
@@ -78,16 +126,32 @@ pub fn forward(
 }
 
 /// Accumulate the tables' and the LayerNorm's gradients from the output's gradient `dx`.
-pub fn backward(w: &EmbW, tape: EmbTape, mut dx: Vec<f32>, mask: Option<&Mask>, gr: &mut EmbGrads) {
+pub fn backward(
+    w: &EmbW,
+    tape: EmbTape,
+    mut dx: Vec<f32>,
+    p: &Packed,
+    mask: Option<&Mask>,
+    gr: &mut EmbGrads,
+) {
     let h = w.g.len();
     if let Some(m) = mask {
-        for (r, row) in dx.chunks_exact_mut(h).enumerate() {
-            dropout_row(m, r as u64, row);
+        for (&r, row) in p.row_ids().iter().zip(dx.chunks_exact_mut(h)) {
+            dropout_row(m, r, row);
         }
     }
     let mut de = vec![0f32; dx.len()];
     residual_norm_backward(
-        &dx, &tape.xhat, &tape.rstd, w.g, None, 0, &mut de, None, &mut gr.g, &mut gr.b,
+        &dx,
+        &tape.xhat,
+        &tape.rstd,
+        w.g,
+        None,
+        &[],
+        &mut de,
+        None,
+        &mut gr.g,
+        &mut gr.b,
     );
     for (&(id, pos, typ), d) in tape.rows.iter().zip(de.chunks_exact(h)) {
         for (table, at) in [

@@ -85,7 +85,7 @@ pub fn forward(
     sites: &Sites,
     keep: bool,
 ) -> Result<(Vec<f32>, Option<LayerTape>)> {
-    let (t, h, i) = (p.rows, w.g1.len(), w.bi.len());
+    let (t, h, i) = (p.rows(), w.g1.len(), w.bi.len());
     let mut qkv = vec![0f32; t * 3 * h];
     fill_rows(&mut qkv, &w.bqkv);
     g.forward(&x, &w.wqkv, t, 3 * h, h, &mut qkv)?;
@@ -108,7 +108,7 @@ pub fn forward(
         &ao,
         Some(&x),
         m1,
-        0,
+        p.row_ids(),
         w.g1,
         w.b1,
         w.eps1,
@@ -132,7 +132,7 @@ pub fn forward(
         &f,
         Some(&a),
         m2,
-        0,
+        p.row_ids(),
         w.g2,
         w.b2,
         w.eps2,
@@ -168,7 +168,7 @@ pub fn backward(
     sites: &Sites,
     gr: &mut LayerGrads,
 ) -> Result<Vec<f32>> {
-    let (t, h, i) = (p.rows, w.g1.len(), w.bi.len());
+    let (t, h, i) = (p.rows(), w.g1.len(), w.bi.len());
     // out = LN2(drop(f) + a): dz2 flows to a (residual) and, through the mask, to f
     let (mut da, mut df) = (vec![0f32; t * h], vec![0f32; t * h]);
     let m2 = sites.ffn_out.as_ref();
@@ -178,7 +178,7 @@ pub fn backward(
         &tp.rstd2,
         w.g2,
         m2,
-        0,
+        p.row_ids(),
         &mut da,
         Some(&mut df),
         &mut gr.g2,
@@ -209,7 +209,7 @@ pub fn backward(
         &tp.rstd1,
         w.g1,
         m1,
-        0,
+        p.row_ids(),
         &mut dx,
         Some(&mut dao),
         &mut gr.g1,

@@ -15,14 +15,15 @@ pub struct Leaf {
 }
 
 impl Leaf {
-    /// Run `engine` forward on the sequences, keeping its tape.
+    /// Run `engine` forward on the sequences (named by `keys` for dropout), keeping its tape.
     pub fn forward(
         engine: &Engine,
         ids: &[&[u32]],
         types: Option<&[&[u32]]>,
+        keys: &[u64],
         drop: Option<&crate::model::Dropout>,
     ) -> Result<Leaf> {
-        let fwd = engine.forward(ids, types, drop, true)?;
+        let fwd = engine.forward(ids, types, Some(keys), drop, true)?;
         let (states, mask, len) = pad(&fwd)?;
         Ok(Leaf {
             states: Var::from_tensor(&states)?,
@@ -45,10 +46,10 @@ impl Leaf {
             return Ok(());
         };
         let g: Vec<f32> = g.flatten_all()?.to_vec1()?;
-        let h = self.fwd.hidden.len() / self.fwd.packed.rows.max(1);
+        let h = self.fwd.hidden.len() / self.fwd.packed.rows().max(1);
         let p = &self.fwd.packed;
-        let mut d = vec![0f32; p.rows * h];
-        for (i, (&off, &n)) in p.offsets.iter().zip(&p.lens).enumerate() {
+        let mut d = vec![0f32; p.rows() * h];
+        for (i, (&off, &n)) in p.offsets().iter().zip(p.lens()).enumerate() {
             let src = i * self.len * h;
             d[off * h..(off + n) * h].copy_from_slice(&g[src..src + n * h]);
         }
@@ -60,12 +61,12 @@ impl Leaf {
 /// The packed rows of a forward as a padded (b, len, h) tensor and its (b, len) mask.
 pub fn pad(fwd: &Forward) -> Result<(Tensor, Tensor, usize)> {
     let p = &fwd.packed;
-    let b = p.lens.len();
-    let len = p.lens.iter().copied().max().unwrap_or(0).max(1);
-    let h = fwd.hidden.len() / p.rows.max(1);
+    let b = p.lens().len();
+    let len = p.lens().iter().copied().max().unwrap_or(0).max(1);
+    let h = fwd.hidden.len() / p.rows().max(1);
     let mut out = vec![0f32; b * len * h];
     let mut mask = vec![0u32; b * len];
-    for (i, (&off, &n)) in p.offsets.iter().zip(&p.lens).enumerate() {
+    for (i, (&off, &n)) in p.offsets().iter().zip(p.lens()).enumerate() {
         out[i * len * h..(i * len + n) * h].copy_from_slice(&fwd.hidden[off * h..(off + n) * h]);
         mask[i * len..i * len + n].fill(1);
     }

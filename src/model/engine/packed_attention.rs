@@ -10,7 +10,7 @@
 use super::packed::Packed;
 use super::threads::parallel;
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
-use crate::model::kernels::dropout_hash::{self as mask, Mask};
+use crate::model::kernels::dropout_hash::{self as mask, head_row_id, Mask};
 use crate::model::kernels::softmax;
 use candle_core::Result;
 use rayon::prelude::*;
@@ -79,11 +79,6 @@ fn with_scratch<R>(sizes: &[usize], f: impl FnOnce(&mut [Vec<f32>]) -> R) -> R {
     })
 }
 
-/// The dropout row of (packed row r, head h): unique per micro-batch.
-fn mask_row(r: usize, h: usize, heads: usize) -> u64 {
-    (r * heads + h) as u64
-}
-
 /// Forward: ctx (rows x hidden) from qkv (rows x 3 hidden), and lse (rows x heads).
 pub fn forward(
     blas: &Blas,
@@ -97,7 +92,7 @@ pub fn forward(
     let (h3, h) = (3 * a.hidden(), a.hidden());
     let (cp, lp) = (Shared(ctx.as_mut_ptr()), Shared(lse.as_mut_ptr()));
     let task = |(item, head): (usize, usize)| -> Result<()> {
-        let (r0, n) = (p.offsets[item], p.lens[item]);
+        let (r0, n) = (p.offsets()[item], p.lens()[item]);
         let c = head * a.dim;
         let (q, k, v) = (
             &qkv[r0 * h3 + c..],
@@ -113,7 +108,7 @@ pub fn forward(
                 // SAFETY: this task alone owns lse's rows r0..r0+n in column `head`
                 unsafe { *lp.at((r0 + i) * a.heads + head) = l };
                 if let Some(m) = mask {
-                    mask::dropout_row(m, mask_row(r0 + i, head, a.heads), row);
+                    mask::dropout_row(m, head_row_id(p.row_ids()[r0 + i], head), row);
                 }
             }
             blas.gemm(
@@ -143,7 +138,7 @@ pub fn backward(
     let (h3, h) = (3 * a.hidden(), a.hidden());
     let dp = Shared(dqkv.as_mut_ptr());
     let task = |(item, head): (usize, usize)| -> Result<()> {
-        let (r0, n, d) = (p.offsets[item], p.lens[item], a.dim);
+        let (r0, n, d) = (p.offsets()[item], p.lens()[item], a.dim);
         let c = head * d;
         let (q, k, v) = (
             &qkv[r0 * h3 + c..],
@@ -182,7 +177,7 @@ pub fn backward(
                         .zip(ds.chunks_exact_mut(n))
                         .enumerate()
                     {
-                        mask::dropout_rows2(m, mask_row(r0 + i, head, a.heads), prow, drow);
+                        mask::dropout_rows2(m, head_row_id(p.row_ids()[r0 + i], head), prow, drow);
                     }
                     blas.gemm(TRANS, NO_TRANS, n, d, n, pd, n, dc, h, 0.0, dv, d)?;
                 }
@@ -209,9 +204,9 @@ pub fn backward(
 /// Every (item, head) task, in parallel where the caller is not itself a training thread (whose
 /// BLAS is serial); the BLAS runs serially inside parallel tasks.
 fn run(p: &Packed, heads: usize, task: impl Fn((usize, usize)) -> Result<()> + Sync) -> Result<()> {
-    let units: Vec<(usize, usize)> = (0..p.lens.len())
+    let units: Vec<(usize, usize)> = (0..p.lens().len())
         .flat_map(|i| (0..heads).map(move |h| (i, h)))
-        .filter(|&(i, _)| p.lens[i] > 0)
+        .filter(|&(i, _)| p.lens()[i] > 0)
         .collect();
     if parallel() && units.len() > 1 {
         crate::model::kernels::blas::serial(|| units.par_iter().try_for_each(|&u| task(u)))

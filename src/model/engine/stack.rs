@@ -81,21 +81,41 @@ impl<'m> Engine<'m> {
         Self::build(None, layers, precision)
     }
 
+    /// Why the engine does not run these layers, in words for a summary (None: it does).
+    pub fn declines(layers: &[BertLayer]) -> Option<String> {
+        let Some(first) = layers.first() else {
+            return Some("no layers".into());
+        };
+        let w = &first.intermediate.weight;
+        if !enabled() {
+            Some("CONDENSER_ENGINE=off".into())
+        } else if !w.device().is_cpu() {
+            Some("the model is not on the CPU".into())
+        } else if w.dtype() != DType::F32 {
+            Some(format!("its weights are {:?}, not f32", w.dtype()))
+        } else if let Some(l) = layers.iter().find(|l| l.act != Activation::Gelu) {
+            Some(format!(
+                "its activation is {:?} (the engine runs BERT's erf GELU)",
+                l.act
+            ))
+        } else if blas().is_none() {
+            Some("no BLAS was loaded".into())
+        } else {
+            None
+        }
+    }
+
     fn build(
         emb: Option<&'m BertEmbeddings>,
         layers: &'m [BertLayer],
         precision: Precision,
     ) -> Option<Engine<'m>> {
-        if !enabled() {
+        if Self::declines(layers).is_some() {
             return None;
         }
         let first = layers.first()?;
-        let w = &first.intermediate.weight;
-        let ok = w.device().is_cpu()
-            && w.dtype() == DType::F32
-            && layers.iter().all(|l| l.act == Activation::Gelu);
         let blas = blas()?;
-        ok.then(|| Engine {
+        Some(Engine {
             emb,
             layers,
             heads: Heads {
@@ -128,8 +148,9 @@ impl<'m> Engine<'m> {
         })
     }
 
-    /// Each dropout site's mask: the embeddings' is site 0, layer l's are 1 + 3l, 2 + 3l, 3 + 3l.
-    fn mask(drop: Option<&Dropout>, site: u64, attention: bool) -> Option<Mask> {
+    /// Each dropout site's mask: the embeddings' is site 0, layer l's are 1 + 3l, 2 + 3l, 3 + 3l;
+    /// a head's input (the cross-encoder's classifier) takes a site of its own beyond them.
+    pub fn mask(drop: Option<&Dropout>, site: u64, attention: bool) -> Option<Mask> {
         let d = drop?;
         let p = if attention {
             d.rates.attention
@@ -149,27 +170,31 @@ impl<'m> Engine<'m> {
     }
 
     /// Forward of token sequences (`types`: token types, 0 where None) through the embeddings and
-    /// every layer; `keep` keeps the tape for `backward`.
+    /// every layer; `keys` name each sequence for its dropout masks (an example, or an example's
+    /// column; by place in the batch where None); `keep` keeps the tape for `backward`. Token,
+    /// position and type ids outside the model's tables are an error.
     pub fn forward(
         &self,
         ids: &[&[u32]],
         types: Option<&[&[u32]]>,
+        keys: Option<&[u64]>,
         drop: Option<&Dropout>,
         keep: bool,
     ) -> Result<Forward> {
-        let packed = Packed::of(ids);
+        let packed = Packed::of(ids, keys)?;
         let Some(emb) = self.emb else {
             candle_core::bail!("engine: these layers take rows, not tokens (forward_rows)")
         };
         weights::with_weights(Some(emb), self.layers, |e, ls| {
             let e = e.expect("embeddings given");
+            embeddings::check(&e, ids, types)?;
             let mask = Self::mask(drop, 0, false);
             let (x, et) = embeddings::forward(&e, ids, types, &packed, mask.as_ref(), keep);
             self.run_layers(&ls, x, et, packed.clone(), drop, keep)
         })
     }
 
-    /// Forward of rows (packed as `packed`) through the layers alone.
+    /// Forward of rows (packed as `packed`, `hidden` wide) through the layers alone.
     pub fn forward_rows(
         &self,
         x: Vec<f32>,
@@ -177,6 +202,14 @@ impl<'m> Engine<'m> {
         drop: Option<&Dropout>,
         keep: bool,
     ) -> Result<Forward> {
+        let h = self.heads.heads * self.heads.dim;
+        if x.len() != packed.rows() * h {
+            candle_core::bail!(
+                "engine: {} values for {} rows of {h}",
+                x.len(),
+                packed.rows()
+            );
+        }
         weights::with_weights(None, self.layers, |_, ls| {
             self.run_layers(&ls, x, None, packed, drop, keep)
         })
@@ -253,7 +286,7 @@ impl<'m> Engine<'m> {
             }
             match (e, tape.emb, grads.emb.as_mut()) {
                 (Some(e), Some(et), Some(g)) => {
-                    embeddings::backward(&e, et, d, Self::mask(drop, 0, false).as_ref(), g);
+                    embeddings::backward(&e, et, d, &p, Self::mask(drop, 0, false).as_ref(), g);
                     Ok(None)
                 }
                 _ => Ok(Some(d)),

@@ -1,5 +1,5 @@
 //! The row kernels compiled per CPU class agree with their baseline copies bit for bit.
-use super::dropout_hash::{dropout_row, Mask};
+use super::dropout_hash::{dropout_row, row_id, Mask};
 use super::gelu::{gelu_backward, gelu_into};
 use super::isa::{detected, Isa};
 use super::layer_norm::{residual_norm, residual_norm_backward};
@@ -18,6 +18,7 @@ fn every_cpu_class_equals_the_baseline_bit_for_bit() {
     let (rows, h) = (7, 384);
     let (a, res, g, b) = (data(rows * h, 1), data(rows * h, 2), data(h, 3), data(h, 4));
     let mask = Mask::new(42, 0.1);
+    let ids: Vec<u64> = (0..rows as u64).map(|r| row_id(9, r as usize)).collect();
     let run = |isa: Isa| {
         let (mut out, mut xhat, mut rstd) =
             (vec![0f32; rows * h], vec![0f32; rows * h], vec![0f32; rows]);
@@ -26,7 +27,7 @@ fn every_cpu_class_equals_the_baseline_bit_for_bit() {
             &a,
             Some(&res),
             mask.as_ref(),
-            3,
+            &ids,
             &g,
             &b,
             1e-12,
@@ -47,7 +48,7 @@ fn every_cpu_class_equals_the_baseline_bit_for_bit() {
             &rstd,
             &g,
             mask.as_ref(),
-            3,
+            &ids,
             &mut dz,
             Some(&mut da),
             &mut dg,
@@ -68,6 +69,7 @@ fn every_cpu_class_equals_the_baseline_bit_for_bit() {
         if detected() < isa {
             crate::runtime::skipped(
                 &format!("row kernels at {}", isa.name()),
+                isa.tag(),
                 &format!("this CPU's widest class is {}", detected().name()),
             );
             continue;

@@ -48,6 +48,12 @@ impl Dropout {
         Dropout::new(self.rates, mix64(self.seed ^ mix64(i.wrapping_add(1))))
     }
 
+    /// The same masks again: a new stream from this one's seed (the engine's masks, keyed by
+    /// example, are the same in every copy).
+    pub fn same(&self) -> Dropout {
+        Dropout::new(self.rates, self.seed)
+    }
+
     /// The stream's seed: kernels that draw their masks by hashing (seed, position) instead of
     /// from the stateful RNG (model/engine) start from it.
     pub fn seed(&self) -> u64 {

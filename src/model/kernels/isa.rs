@@ -20,6 +20,15 @@ pub enum Isa {
 }
 
 impl Isa {
+    /// The class's short name, as CONDENSER_ISA and CONDENSER_STRICT spell it.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Isa::Baseline => "baseline",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Isa::Baseline => "baseline (SSE2)",

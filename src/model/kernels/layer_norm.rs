@@ -25,14 +25,14 @@ fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
 
 dispatch! {
     /// Forward of `out = LayerNorm(drop(a) + res)` over rows of width h, keeping what backward
-    /// needs: xhat (normalised input) and 1/std per row. `rows0` is the first row's index (for
-    /// the dropout hash). `a` may be `res`-free (None): then z = drop(a).
+    /// needs: xhat (normalised input) and 1/std per row. `row_ids` are the rows' dropout
+    /// identities (read only with a mask). `res` may be None: then z = drop(a).
     #[allow(clippy::too_many_arguments)]
     pub fn residual_norm(
         a: &[f32],
         res: Option<&[f32]>,
         mask: Option<&Mask>,
-        rows0: u64,
+        row_ids: &[u64],
         gamma: &[f32],
         beta: &[f32],
         eps: f32,
@@ -51,7 +51,7 @@ dispatch! {
             // z into xhat's row, then normalised in place
             match mask {
                 Some(m) => {
-                    let key = m.row_key(rows0 + r as u64);
+                    let key = m.row_key(row_ids[r]);
                     for j in 0..h {
                         xh[j] = ar[j] * m.factor(key, j as u32);
                     }
@@ -89,7 +89,7 @@ dispatch! {
         rstd: &[f32],
         gamma: &[f32],
         mask: Option<&Mask>,
-        rows0: u64,
+        row_ids: &[u64],
         dz: &mut [f32],
         da: Option<&mut [f32]>,
         dgamma: &mut [f32],
@@ -114,7 +114,7 @@ dispatch! {
             match mask {
                 Some(m) => {
                     for (r, (dar, dzr)) in da.chunks_exact_mut(h).zip(dz.chunks_exact(h)).enumerate() {
-                        let key = m.row_key(rows0 + r as u64);
+                        let key = m.row_key(row_ids[r]);
                         for j in 0..h {
                             dar[j] = dzr[j] * m.factor(key, j as u32);
                         }
@@ -166,7 +166,18 @@ impl CustomOp3 for Fwd {
             let n = out.len() / h;
             let (mut xhat, mut rstd) = (vec![0f32; n * h], vec![0f32; n]);
             let xs = &x[first * h..(first + n) * h];
-            residual_norm(xs, None, None, 0, w, b, self.eps, out, &mut xhat, &mut rstd);
+            residual_norm(
+                xs,
+                None,
+                None,
+                &[],
+                w,
+                b,
+                self.eps,
+                out,
+                &mut xhat,
+                &mut rstd,
+            );
         });
         Ok((CpuStorage::F32(y), lx.shape().clone()))
     }
@@ -226,11 +237,20 @@ impl CustomOp3 for Bwd {
             );
             let (mut y, mut xhat, mut rstd) = (vec![0f32; n * h], vec![0f32; n * h], vec![0f32; n]);
             residual_norm(
-                xs, None, None, 0, w, &zeros, self.eps, &mut y, &mut xhat, &mut rstd,
+                xs,
+                None,
+                None,
+                &[],
+                w,
+                &zeros,
+                self.eps,
+                &mut y,
+                &mut xhat,
+                &mut rstd,
             );
             let mut acc = vec![0f32; 2 * h];
             let (dw, db) = acc.split_at_mut(h);
-            residual_norm_backward(dys, &xhat, &rstd, w, None, 0, dxc, None, dw, db);
+            residual_norm_backward(dys, &xhat, &rstd, w, None, &[], dxc, None, dw, db);
             acc
         };
         let parts: Vec<Vec<f32>> = if dx.len() >= 4 * chunk {

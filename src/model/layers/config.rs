@@ -100,6 +100,21 @@ impl BertConfig {
         }
     }
 
+    /// The sequence length to run at when `asked` tokens are wanted: at most the position table
+    /// (past it the model has no position embedding), with a note saying so when it cuts.
+    pub fn fit_length(&self, asked: usize) -> (usize, Option<String>) {
+        let max = self.max_position_embeddings;
+        match asked > max {
+            true => (
+                max,
+                Some(format!(
+                    "--max-seq-length {asked} is past the model's {max} positions: {max} used"
+                )),
+            ),
+            false => (asked, None),
+        }
+    }
+
     pub fn head_dim(&self) -> usize {
         self.hidden_size / self.num_attention_heads
     }

@@ -56,6 +56,16 @@ impl CrossEncoder {
         let pooled = self.pooler.forward(cls)?.tanh()?;
         self.classifier.forward(&maybe(drop, pooled)?)
     }
+
+    /// As `head`, the classifier's input dropout given as a (b, h) mask of 0 or 1 / keep (the
+    /// engine's, keyed by example).
+    pub fn head_masked(&self, cls: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        let pooled = self.pooler.forward(cls)?.tanh()?;
+        match mask {
+            Some(m) => self.classifier.forward(&(pooled * m)?),
+            None => self.classifier.forward(&pooled),
+        }
+    }
 }
 
 /// A trained cross-encoder ready to score pairs: the model, its pair tokenizer, its device.

@@ -3,7 +3,9 @@
 //! negatives couple the batch, so the trainer cannot split it into independent shards; the step
 //! splits the work instead: each thread embeds a part of the batch (serial BLAS), the loss runs
 //! once over every part's embeddings, and each thread runs its part's backward into its own
-//! gradient buffers, summed at the end.
+//! gradient buffers, summed at the end. A per-example loss is split by the trainer already: its
+//! step runs whole (one split, never threads x threads). Masks are keyed by (example, column),
+//! so the parts draw what the whole batch would.
 use super::task::BiEncoderTask;
 use crate::error::Result;
 use crate::model::engine::{in_threads, Engine, Leaf};
@@ -18,18 +20,6 @@ pub fn parts(idx: &[usize], n: usize) -> Vec<&[usize]> {
     idx.chunks(idx.len().div_ceil(n.max(1)).max(1)).collect()
 }
 
-/// Column `c`'s dropout stream for part `p` of `parts`: fork c as a whole batch, fork (c, p) split.
-pub fn stream(drop: Option<&Dropout>, c: usize, p: usize, parts: usize) -> Option<Dropout> {
-    drop.map(|d| {
-        let col = d.fork(c as u64);
-        if parts == 1 {
-            col
-        } else {
-            col.fork(p as u64)
-        }
-    })
-}
-
 pub fn gradients(
     task: &BiEncoderTask,
     eng: &Engine,
@@ -37,15 +27,19 @@ pub fn gradients(
     drop: Option<&Dropout>,
     weight: f64,
 ) -> Result<Gradients> {
-    let parts = parts(idx, task.threads);
+    let threads = if task.spec.per_example {
+        1
+    } else {
+        task.threads
+    };
+    let parts = parts(idx, threads);
     let columns = task.data.texts.len();
     let n = parts.len();
     // each part: its columns' leaves and pooled embeddings
     let embedded = in_threads(n, |p| -> Result<Vec<(Tensor, Leaf)>> {
         let mut out = Vec::with_capacity(columns);
         for c in 0..columns {
-            let d = stream(drop, c, p, n);
-            let (e, leaf) = task.embed_engine(eng, c, parts[p], d.as_ref(), true)?;
+            let (e, leaf) = task.embed_engine(eng, c, parts[p], drop, true)?;
             out.push((e, leaf.expect("a kept tape")));
         }
         Ok(out)
@@ -77,8 +71,8 @@ pub fn gradients(
     let per_thread = in_threads(n, |p| -> Result<Vec<(Tensor, Tensor)>> {
         let mut g = eng.zero_grads()?;
         let part = slots[p].lock().unwrap().take().expect("each part once");
-        for (c, leaf) in part.into_iter().enumerate() {
-            leaf.backward(eng, &store, stream(drop, c, p, n).as_ref(), &mut g)?;
+        for leaf in part {
+            leaf.backward(eng, &store, drop, &mut g)?;
         }
         Ok(eng.export(g)?)
     })?;

@@ -88,7 +88,7 @@ pub fn gradients(
 
 /// GradCache through the engine: pass 1 embeds every mini-batch with no tape at all; the loss
 /// and its gradient with respect to all the embeddings; pass 2 embeds each mini-batch's columns
-/// again, one at a time with its tape (the same dropout: chunk k, column c draw from fork k, c),
+/// again, one at a time with its tape (the same dropout: masks are keyed by example and column),
 /// and runs the engine's backward from that gradient. With several threads, thread t takes
 /// mini-batches t, t + n, ... (serial BLAS each) into its own gradient buffers. At any moment each
 /// thread holds one column of one mini-batch's tape: memory is bounded by the mini-batch.
@@ -104,17 +104,12 @@ pub fn engine_gradients(
     let chunks: Vec<&[usize]> = idx.chunks(size).collect();
     let columns = task.data.texts.len();
     let n = task.threads.clamp(1, chunks.len().max(1));
-    let stream = |k: usize, c: usize| drop.map(|d| d.fork(k as u64).fork(c as u64));
     let mine = |t: usize| (t..chunks.len()).step_by(n);
     let firsts = in_threads(n, |t| -> Result<Vec<(usize, Vec<Tensor>)>> {
         let mut out = Vec::new();
         for k in mine(t) {
             let e = (0..columns)
-                .map(|c| {
-                    Ok(task
-                        .embed_engine(eng, c, chunks[k], stream(k, c).as_ref(), false)?
-                        .0)
-                })
+                .map(|c| Ok(task.embed_engine(eng, c, chunks[k], drop, false)?.0))
                 .collect::<Result<Vec<_>>>()?;
             out.push((k, e));
         }
@@ -153,12 +148,11 @@ pub fn engine_gradients(
         let mut eg = eng.zero_grads()?;
         for k in mine(t) {
             for (c, g) in emb_grads.iter().enumerate() {
-                let d = stream(k, c);
-                let (e, leaf) = task.embed_engine(eng, c, chunks[k], d.as_ref(), true)?;
+                let (e, leaf) = task.embed_engine(eng, c, chunks[k], drop, true)?;
                 let s = (e * g.narrow(0, k * size, chunks[k].len())?)?.sum_all()?;
                 let store = s.backward()?;
                 if let Some(leaf) = leaf {
-                    leaf.backward(eng, &store, d.as_ref(), &mut eg)?;
+                    leaf.backward(eng, &store, drop, &mut eg)?;
                 }
             }
         }

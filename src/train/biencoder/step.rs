@@ -25,6 +25,14 @@ impl TrainTask for BiEncoderTask {
         self.threads = n.max(1);
     }
 
+    fn engine_declines(&self) -> Option<String> {
+        Engine::declines(&self.enc.bert.layers)
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
+    }
+
     fn own_split(&self) -> Option<usize> {
         let engine = Engine::for_bert(&self.enc.bert).is_some();
         (!self.spec.per_example && engine).then_some(self.threads)

@@ -6,6 +6,7 @@ use crate::model::engine::{pad, Engine, Leaf};
 use crate::model::{Bert, Dropout, Linear, ModelFolder, Pooling, SentenceEncoder};
 use crate::train::losses::{Loss, LossContext, LossSpec, Target};
 use crate::train::params::{self, load_trainable};
+use crate::train::task::dropout_key;
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use std::path::Path;
@@ -45,6 +46,8 @@ pub struct BiEncoderTask {
     /// CPU threads a batch's forward and backward are split across when the loss couples the
     /// batch (the trainer splits per-example losses itself).
     pub(super) threads: usize,
+    /// What was changed of what was asked (a length cut to the model's positions).
+    pub(super) notes: Vec<String>,
 }
 
 impl BiEncoderTask {
@@ -83,7 +86,7 @@ impl BiEncoderTask {
             },
         )?;
         let (bert, loss) = t.model;
-        let max_len = o.max_seq_length.clamp(2, cfg.max_position_embeddings);
+        let (max_len, note) = cfg.fit_length(o.max_seq_length);
         let enc = SentenceEncoder::new(
             bert,
             folder.tokenizer()?,
@@ -103,6 +106,7 @@ impl BiEncoderTask {
             fresh: t.fresh,
             mini_batch,
             threads: 1,
+            notes: note.into_iter().collect(),
         })
     }
 
@@ -141,14 +145,15 @@ impl BiEncoderTask {
         keep: bool,
     ) -> Result<(Tensor, Option<Leaf>)> {
         let seqs = self.column(col, idx);
+        let keys: Vec<u64> = idx.iter().map(|&i| dropout_key(i, col)).collect();
         if keep {
-            let leaf = Leaf::forward(eng, &seqs, None, drop)?;
+            let leaf = Leaf::forward(eng, &seqs, None, &keys, drop)?;
             Ok((
                 self.enc.pool(leaf.states.as_tensor(), &leaf.mask)?,
                 Some(leaf),
             ))
         } else {
-            let fwd = eng.forward(&seqs, None, drop, false)?;
+            let fwd = eng.forward(&seqs, None, Some(&keys), drop, false)?;
             let (states, mask, _) = pad(&fwd)?;
             Ok((self.enc.pool(&states, &mask)?, None))
         }

@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn gemm_matches_the_rounded_product_on_every_edge() {
         if !supported() {
-            crate::runtime::skipped("bf16 gemm edge shapes", NO_BF16);
+            crate::runtime::skipped("bf16 gemm edge shapes", "avx512bf16", NO_BF16);
             return;
         }
         let mut seed = 7;
@@ -265,7 +265,11 @@ mod tests {
     #[test]
     fn wide_leading_dimension_leaves_other_columns_alone() {
         if !supported() {
-            crate::runtime::skipped("bf16 gemm with a wide leading dimension", NO_BF16);
+            crate::runtime::skipped(
+                "bf16 gemm with a wide leading dimension",
+                "avx512bf16",
+                NO_BF16,
+            );
             return;
         }
         let (m, n, k, ldc) = (30, 40, 16, 50);

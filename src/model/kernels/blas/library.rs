@@ -107,26 +107,31 @@ impl Blas {
         if m == 0 || n == 0 || k == 0 {
             candle_core::bail!("bf16 gemm: an empty matrix ({m} x {k} times {k} x {n})");
         }
-        if a.len() < m * k || b.len() < k * n || ldc < n || c.len() < (m - 1) * ldc + n {
+        let [mi, ni, ki, ldci] = ints("bf16 gemm", [m, n, k, ldc])?;
+        let fits = ldc >= n
+            && a.len() >= need(NO_TRANS, k, m, k)
+            && b.len() >= need(NO_TRANS, n, k, n)
+            && c.len() >= need(NO_TRANS, ldc, m, n);
+        if !fits {
             candle_core::bail!("bf16 gemm: buffers too small for {m} x {k} times {k} x {n}");
         }
-        // SAFETY: the checks above keep every access inside the slices
+        // SAFETY: the checks above keep every access inside the slices, and every size fits i32
         unsafe {
             f(
                 ROW_MAJOR,
                 NO_TRANS,
                 NO_TRANS,
-                m as i32,
-                n as i32,
-                k as i32,
+                mi,
+                ni,
+                ki,
                 1.0,
                 a.as_ptr(),
-                k as i32,
+                ki,
                 b.as_ptr(),
-                n as i32,
+                ni,
                 beta,
                 c.as_mut_ptr(),
-                ldc as i32,
+                ldci,
             )
         };
         Ok(())
@@ -191,41 +196,65 @@ impl Blas {
         if m == 0 || n == 0 || k == 0 {
             candle_core::bail!("sgemm: an empty matrix ({m} x {k} times {k} x {n})");
         }
-        let need = |t: i32, ld: usize, rows: usize, cols: usize| {
-            if t == NO_TRANS {
-                (rows - 1) * ld + cols
-            } else {
-                (cols - 1) * ld + rows
-            }
+        let [mi, ni, ki, ldai, ldbi, ldci] = ints("sgemm", [m, n, k, lda, ldb, ldc])?;
+        // a row-major operand's leading dimension spans at least its row (its columns)
+        let wide = |t: i32, ld: usize, rows: usize, cols: usize| match t == NO_TRANS {
+            true => ld >= cols,
+            false => ld >= rows,
         };
-        let fits = ldc >= n
+        let fits = wide(NO_TRANS, ldc, m, n)
+            && wide(ta, lda, m, k)
+            && wide(tb, ldb, k, n)
             && c.len() >= need(NO_TRANS, ldc, m, n)
             && a.len() >= need(ta, lda, m, k)
             && b.len() >= need(tb, ldb, k, n);
         if !fits {
             candle_core::bail!(
-                "sgemm: buffers too small for {m} x {k} times {k} x {n} (lda {lda}, ldb {ldb}, ldc {ldc})"
+                "sgemm: buffers or leading dimensions too small for {m} x {k} times {k} x {n} \
+                 (lda {lda}, ldb {ldb}, ldc {ldc})"
             );
         }
-        // SAFETY: the checks above keep every access inside the slices.
+        // SAFETY: the checks above keep every access inside the slices, and every size fits i32
         unsafe {
             (self.sgemm)(
                 ROW_MAJOR,
                 ta,
                 tb,
-                m as i32,
-                n as i32,
-                k as i32,
+                mi,
+                ni,
+                ki,
                 1.0,
                 a.as_ptr(),
-                lda as i32,
+                ldai,
                 b.as_ptr(),
-                ldb as i32,
+                ldbi,
                 beta,
                 c.as_mut_ptr(),
-                ldc as i32,
+                ldci,
             )
         };
         Ok(())
     }
+}
+
+/// The elements an operand spans: `rows` x `cols` (as stored: transposed operands swap them)
+/// with leading dimension `ld`.
+fn need(t: i32, ld: usize, rows: usize, cols: usize) -> usize {
+    match t == NO_TRANS {
+        true => (rows - 1).saturating_mul(ld).saturating_add(cols),
+        false => (cols - 1).saturating_mul(ld).saturating_add(rows),
+    }
+}
+
+/// Sizes as the BLAS's 32-bit ints, or an error naming the call (a cast would wrap).
+fn ints<const N: usize>(call: &str, v: [usize; N]) -> candle_core::Result<[i32; N]> {
+    let mut out = [0i32; N];
+    for (o, &x) in out.iter_mut().zip(&v) {
+        *o = i32::try_from(x).map_err(|_| {
+            candle_core::Error::Msg(format!(
+                "{call}: a size of {x} exceeds the BLAS's 32-bit integers"
+            ))
+        })?;
+    }
+    Ok(out)
 }

@@ -99,18 +99,17 @@ fn choice() -> String {
         .to_ascii_lowercase()
 }
 
-/// Runs as the library is loaded, before `main` and before any thread of any program that links
-/// condenser (its tests included): the one moment setenv is safe, and before OpenBLAS (which reads
-/// OPENBLAS_CORETYPE and starts its threads as it loads) or candle's pool start.
-#[used]
-#[cfg_attr(target_os = "linux", link_section = ".init_array")]
-static PREPARE_ENV: extern "C" fn() = prepare_env;
-
 /// The environment the libraries read when they start: OpenBLAS's kernel for this CPU (the
 /// AVX-512 one where it runs, over a machine-wide setting; CONDENSER_BLAS=env keeps that), and
 /// candle's elementwise pool kept serial, since a loaded BLAS owns the cores during matmuls and
 /// candle's spinning pool would fight its threads (measured 1.5x slower on 2 cores).
-extern "C" fn prepare_env() {
+///
+/// Called by the `condenser` binary first thing in `main`, while it has one thread (setenv is safe
+/// only then) and before OpenBLAS (which reads OPENBLAS_CORETYPE and starts its threads as it
+/// loads) or candle's pool start. Never at load time: a program that links the library decides
+/// its own process's environment (runtime.rs); it gets the libraries' defaults unless it calls
+/// this, and `describe` says so.
+pub fn prepare_env() {
     let choice = choice();
     match choice.as_str() {
         "0" | "off" => return, // candle's own gemm: its pool keeps every core
@@ -264,8 +263,8 @@ fn best_core() -> Option<&'static str> {
 
 /// Set an environment variable that a library reads when it starts (OpenBLAS's kernel, candle's
 /// pool size) only while this process has a single thread (setenv races with any other thread's
-/// getenv): from `prepare_env`, before main. A program that starts threads before that (none
-/// does; a loader might) keeps the libraries' own defaults, said by `describe`.
+/// getenv): from `prepare_env`, first in main. A program that has started threads by then keeps
+/// the libraries' own defaults, said by `describe`.
 fn set_env(k: &str, v: &str) {
     if !single_threaded() {
         ENV_SKIPPED.store(true, std::sync::atomic::Ordering::Relaxed);
