@@ -57,7 +57,7 @@ if [ ! -f "$mkl" ]; then
   rm -rf "$tmp" "$here/lib/mkl" && mv "$here/lib/mkl.tmp" "$here/lib/mkl"
 fi
 
-# 2. Shared datasets (stsb, mrpc, rte, medqp, snli, wikitext2, cranfield), linked, never committed.
+# 2. Shared datasets (stsb, mrpc, rte, medqp, snli, wikitext2, cranfield, cacm), linked, never committed.
 mkdir -p "$here/data"
 if [ -d "$shared" ]; then
   for d in "$shared"/*/; do

@@ -122,3 +122,75 @@ fn plain_hf_folder_with_bert_prefix() {
         }
     }
 }
+
+/// WiSE-FT: `interpolate` mixes two folders' weights tensor by tensor, (1 - alpha) start + alpha
+/// end, keeps the end's files, and refuses an alpha outside [0, 1] or models whose tensors differ.
+#[test]
+fn interpolate_mixes_weights_and_refuses_other_architectures() {
+    use candle_core::Tensor;
+    let d = tempfile::tempdir().unwrap();
+    let start = common::tiny_bert(d.path());
+    let end = d.path().join("end");
+    std::fs::create_dir(&end).unwrap();
+    for f in ["config.json", "tokenizer.json"] {
+        std::fs::copy(start.join(f), end.join(f)).unwrap();
+    }
+    let w = candle_core::safetensors::load(start.join("model.safetensors"), &Device::Cpu).unwrap();
+    let write = |dir: &Path, t: &std::collections::HashMap<String, Tensor>| {
+        candle_core::safetensors::save(t, dir.join("model.safetensors")).unwrap()
+    };
+    let tripled: std::collections::HashMap<String, Tensor> = (w.iter())
+        .map(|(k, v)| (k.clone(), (v * 3.0).unwrap()))
+        .collect();
+    write(&end, &tripled);
+    // HF's integer position ids in the start only: a buffer, left out, not an architecture change
+    let mut with_ids = w.clone();
+    let ids = Tensor::arange(0i64, 128, &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    with_ids.insert("embeddings.position_ids".into(), ids);
+    write(&start, &with_ids);
+    let run = |end: &Path, alpha: &str, out: &str| {
+        let out = d.path().join(out);
+        let o = common::condenser(&[
+            "interpolate",
+            "--start",
+            start.to_str().unwrap(),
+            "--end",
+            end.to_str().unwrap(),
+            "--alpha",
+            alpha,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        (o, out)
+    };
+    let (o, mixed) = run(&end, "0.25", "mixed");
+    common::ok(o);
+    assert!(mixed.join("tokenizer.json").is_file());
+    let m = candle_core::safetensors::load(mixed.join("model.safetensors"), &Device::Cpu).unwrap();
+    assert_eq!(m.len(), w.len());
+    for (k, v) in &w {
+        let want = (v * 1.5)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let got = m[k].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let worst = want
+            .iter()
+            .zip(&got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst < 1e-6, "{k}: {worst}");
+    }
+    let e = common::err(run(&end, "1.5", "bad").0);
+    assert!(e.contains("--alpha 1.5"), "{e}");
+    let mut fewer = tripled.clone();
+    fewer.remove("embeddings.token_type_embeddings.weight");
+    write(&end, &fewer);
+    let e = common::err(run(&end, "0.5", "bad").0);
+    assert!(e.contains("embeddings.token_type_embeddings.weight"), "{e}");
+}

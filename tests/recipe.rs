@@ -296,6 +296,51 @@ args = { model = ["base", { for_each = { seed = "{seeds}" }, value = "{out}/m-s{
     assert!(e.contains("step 'train'") && e.contains("no values"), "{e}");
 }
 
+/// Several for_each variables give every combination (folds x seeds), in the variables' name order,
+/// each step named by all of its bindings.
+#[test]
+fn for_each_over_two_variables_gives_every_combination() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("folds.toml");
+    std::fs::write(
+        &file,
+        r#"
+[vars]
+folds = "0 1"
+[[step]]
+name = "b"
+command = "split"
+for_each = { seed = "1 2", fold = "{folds}" }
+args = { seed = "{seed}", out = "o/b-f{fold}-s{seed}" }
+[[step]]
+name = "evaluate"
+command = "evaluate"
+args = { model = [{ for_each = { fold = "{folds}", seed = "1 2" }, value = "o/b-f{fold}-s{seed}" }], out = "o/eval" }
+"#,
+    )
+    .unwrap();
+    let r = condenser::recipe::Recipe::load(&file, &[]).unwrap();
+    let names: Vec<&str> = r.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "b[fold=0,seed=1]",
+            "b[fold=0,seed=2]",
+            "b[fold=1,seed=1]",
+            "b[fold=1,seed=2]",
+            "evaluate"
+        ]
+    );
+    assert_eq!(r.steps[2].args, ["--out", "o/b-f1-s1", "--seed", "1"]);
+    let models: Vec<&str> = (r.steps[4].args.iter())
+        .skip(1)
+        .step_by(2)
+        .take(4)
+        .map(|s| s.as_str())
+        .collect();
+    assert_eq!(models, ["o/b-f0-s1", "o/b-f0-s2", "o/b-f1-s1", "o/b-f1-s2"]);
+}
+
 #[test]
 fn when_keeps_or_leaves_out_steps_and_list_items_by_a_variable() {
     let d = tempfile::tempdir().unwrap();

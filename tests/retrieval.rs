@@ -1,6 +1,6 @@
 //! Retrieval folders (BEIR layout and ours), hard-negative mining and the retrieval losses.
 mod common;
-use common::{beir_cranfield, condenser, data, tiny_bert};
+use common::{beir_cranfield, condenser, data, err, ok, tiny_bert};
 use condenser::data::retrieval::{read_texts, RetrievalSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -298,6 +298,71 @@ fn split_is_deterministic_and_disjoint() {
         ids(&RetrievalSet::load_split(&b, Some("train")).unwrap()),
         ids(&train)
     );
+}
+
+/// A fraction works on any folder (CACM's 52 judged queries: 26 and 26); dev folds carve a
+/// split's train queries into k parts that cover them once each and never touch its test queries.
+#[test]
+fn test_fraction_and_dev_folds_over_the_train_queries() {
+    let d = tempfile::tempdir().unwrap();
+    let half = d.path().join("cacm");
+    let split = |args: &[&str]| ok(condenser(&[&["split"], args].concat()));
+    let cacm = data("cacm");
+    split(&[
+        "--retrieval",
+        cacm.to_str().unwrap(),
+        "--test-fraction",
+        "0.5",
+        "--seed",
+        "0",
+        "--out",
+        half.to_str().unwrap(),
+    ]);
+    let ids = |dir: &Path, s: &str| -> std::collections::BTreeSet<String> {
+        let set = RetrievalSet::load_split(dir, Some(s)).unwrap();
+        set.queries.into_iter().map(|q| q.0).collect()
+    };
+    let (train, test) = (ids(&half, "train"), ids(&half, "test"));
+    assert_eq!((train.len(), test.len()), (26, 26));
+    let folds = d.path().join("folds");
+    let t = split(&[
+        "--retrieval",
+        half.to_str().unwrap(),
+        "--split",
+        "train",
+        "--folds",
+        "3",
+        "--seed",
+        "0",
+        "--out",
+        folds.to_str().unwrap(),
+    ]);
+    assert!(t.contains("fold-2"), "{t}");
+    let mut seen = std::collections::BTreeSet::new();
+    for k in 0..3 {
+        let f = folds.join(format!("fold-{k}"));
+        let (tr, dev) = (ids(&f, "train"), ids(&f, "test"));
+        assert!(tr.is_disjoint(&dev) && dev.is_disjoint(&test) && tr.is_disjoint(&test));
+        assert_eq!(
+            tr.union(&dev)
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>(),
+            train
+        );
+        assert!(seen.is_disjoint(&dev));
+        seen.extend(dev);
+    }
+    assert_eq!(seen, train);
+    let e = err(condenser(&[
+        "split",
+        "--retrieval",
+        cacm.to_str().unwrap(),
+        "--folds",
+        "1",
+        "--out",
+        d.path().join("x").to_str().unwrap(),
+    ]));
+    assert!(e.contains("--folds 1"), "{e}");
 }
 
 #[test]

@@ -1,19 +1,16 @@
 //! The subcommands: their flag types (one module each) and the call each one makes; a recipe's
 //! steps run through the same dispatch (`exec`), handed to the commands that run recipes.
 use super::{
-    analyze, augment, convert, domain_overlap, encode, evaluate, index, merge, mine, pretrain,
-    report, run_recipe, search, similarity, split, train_biencoder, train_cross_encoder, train_nli,
-    transfer_grid,
+    analyze, augment, choose, convert, domain_overlap, encode, evaluate, index, interpolate, merge,
+    mine, pretrain, report, run_recipe, search, similarity, split, train_biencoder,
+    train_cross_encoder, train_nli, transfer_grid,
 };
 use clap::{Parser, Subcommand};
 use condenser::error::{Error, Result};
 
+/// Domain overlap, AugSBERT and Condenser pre-training for sentence encoders
 #[derive(Parser)]
-#[command(
-    name = "condenser",
-    version,
-    about = "Domain overlap, AugSBERT and Condenser pre-training for sentence encoders"
-)]
+#[command(name = "condenser", version)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -43,6 +40,10 @@ pub enum Command {
     Search(search::Args),
     /// An IVF or HNSW index of stored corpus embeddings for search, mine and evaluate (resumable)
     Index(index::Args),
+    /// Interpolate a fine-tuned model's weights with its start's (WiSE-FT)
+    Interpolate(interpolate::Args),
+    /// Choose a method on dev queries, then read test once for it and the stock model
+    Choose(choose::Args),
     /// Split a retrieval folder by query, or a pair file by row, deterministically (xxh3 with a seed)
     Split(split::Args),
     /// Merge the shards of a sharded run into the whole run's output (all there, same settings)
@@ -75,6 +76,8 @@ pub fn dispatch(c: Command) -> Result<()> {
         Command::Mine(a) => mine::run(a),
         Command::Search(a) => search::run(a),
         Command::Index(a) => index::run(a),
+        Command::Interpolate(a) => interpolate::run(a),
+        Command::Choose(a) => choose::run(a),
         Command::Split(a) => split::run(a),
         Command::Convert(a) => convert::run(a),
         Command::Merge(a) => merge::run(a),

@@ -2,6 +2,7 @@
 //! into the library; printing happens here and nowhere in the library.
 mod analyze;
 mod augment;
+mod choose;
 mod command;
 mod convert;
 mod domain_overlap;
@@ -10,6 +11,7 @@ mod eval_sets;
 mod evaluate;
 mod index;
 mod index_flags;
+mod interpolate;
 mod merge;
 mod mine;
 mod model_opts;

@@ -1,6 +1,6 @@
 use super::progress::out;
-use condenser::data::{split_file, split_retrieval, ColumnSpec};
-use condenser::error::Result;
+use condenser::data::{split_file, split_retrieval, ColumnSpec, QueryParts};
+use condenser::error::{Error, Result};
 use condenser::flags::Seed;
 use std::path::PathBuf;
 
@@ -8,17 +8,24 @@ use std::path::PathBuf;
 #[command(group(clap::ArgGroup::new("what").required(true).args(["retrieval", "input"])))]
 pub struct Args {
     /// A retrieval folder to split by query (BEIR or ours)
-    #[arg(long, requires = "train_queries")]
+    #[arg(long)]
     retrieval: Option<PathBuf>,
-    /// Queries that go to train (qrels/train); the rest go to test
+    /// --retrieval: split the queries of this qrels split only (carve dev queries out of train)
     #[arg(long, requires = "retrieval")]
+    split: Option<String>,
+    /// --retrieval: queries that go to train (qrels/train); the rest go to test
+    #[arg(long, requires = "retrieval", conflicts_with_all = ["test_fraction", "folds"])]
     train_queries: Option<usize>,
+    /// --retrieval: k folds, each a folder OUT/fold-I whose test split is one fold and whose
+    /// train split is the others (dev queries when there are few)
+    #[arg(long, requires = "retrieval", conflicts_with = "test_fraction")]
+    folds: Option<usize>,
     /// A dataset file (pairs) to split by row into OUT/train.parquet and OUT/test.parquet
     #[arg(long)]
     input: Option<PathBuf>,
-    /// The share of --input's rows that go to test (rounded to a whole row)
-    #[arg(long, default_value_t = 0.2, requires = "input")]
-    test_fraction: f64,
+    /// The share that goes to test, rounded to a whole row or query [default: 0.2]
+    #[arg(long)]
+    test_fraction: Option<f64>,
     /// Columns whose texts identify a row of --input (its hash key)
     #[arg(long, default_value = "sentence1,sentence2", requires = "input")]
     key_columns: ColumnSpec,
@@ -26,24 +33,35 @@ pub struct Args {
     #[command(flatten)]
     seed: Seed,
     /// Output folder: for --retrieval the queries and corpus files, qrels/train.parquet and
-    /// qrels/test.parquet; for --input train.parquet and test.parquet
+    /// qrels/test.parquet (in OUT/fold-I with --folds); for --input train.parquet and test.parquet
     #[arg(long)]
     out: PathBuf,
 }
 
 pub fn run(a: Args) -> Result<()> {
-    if let (Some(dir), Some(n)) = (&a.retrieval, a.train_queries) {
-        let s = split_retrieval(dir, &a.out, n, a.seed.seed)?;
-        out(&format!(
-            "{} train queries, {} test queries -> {}/qrels/{{train,test}}.parquet\n",
-            s.train_queries,
-            s.test_queries,
-            a.out.display()
-        ));
+    let fraction = a.test_fraction.unwrap_or(0.2);
+    if let Some(dir) = &a.retrieval {
+        let how = match (a.train_queries, a.folds) {
+            (Some(n), _) => QueryParts::Train(n),
+            (None, Some(k)) => QueryParts::Folds(k),
+            (None, None) if a.test_fraction.is_some() => QueryParts::TestFraction(fraction),
+            (None, None) => {
+                return Err(Error::msg(
+                    "--retrieval: give --train-queries N, --test-fraction F or --folds K",
+                ))
+            }
+        };
+        let s = split_retrieval(dir, a.split.as_deref(), &a.out, how, a.seed.seed)?;
+        for (folder, train, test) in s.parts {
+            out(&format!(
+                "{train} train queries, {test} test queries -> {}/qrels/{{train,test}}.parquet\n",
+                folder.display()
+            ));
+        }
     }
     if let Some(input) = &a.input {
         let key: Vec<&str> = a.key_columns.0.iter().map(|c| c.name.as_str()).collect();
-        let s = split_file(input, &a.out, &key, a.test_fraction, a.seed.seed)?;
+        let s = split_file(input, &a.out, &key, fraction, a.seed.seed)?;
         out(&format!(
             "{} train rows, {} test rows -> {}/{{train,test}}.parquet\n",
             s.train_rows,

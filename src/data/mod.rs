@@ -31,5 +31,5 @@ pub use nli::{entailments, read_classes, read_nli, NLI_CLASSES};
 pub use pairs::{PairColumns, Pairs};
 pub use reader::{column_names, count_rows, open, BatchReader};
 pub use source::BATCH_ROWS;
-pub use split::{hash_order, split_file, split_retrieval, FileSplit, RetrievalSplit};
+pub use split::{hash_order, split_file, split_retrieval, FileSplit, QueryParts, RetrievalSplit};
 pub use write::{stream_to_parquet, write_atomic, write_parquet, write_with, ParquetSink};

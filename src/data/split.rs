@@ -17,34 +17,101 @@ pub fn hash_order(keys: &[&str], seed: u64) -> Vec<usize> {
     idx
 }
 
-/// What a retrieval split wrote.
-pub struct RetrievalSplit {
-    pub train_queries: usize,
-    pub test_queries: usize,
+/// How a retrieval folder's judged queries are parted.
+#[derive(Clone, Copy, Debug)]
+pub enum QueryParts {
+    /// The first n (in hash order) to train, the rest to test.
+    Train(usize),
+    /// round(n x f) to test, the rest to train (works on any folder, whatever its size).
+    TestFraction(f64),
+    /// k folds: fold i's queries to test in `out/fold-i`, every other fold's to its train.
+    Folds(usize),
 }
 
-/// Split a retrieval folder by query: its queries with a relevant document in hash order, the
-/// first `train` of them to `out/qrels/train.parquet`, the rest to `out/qrels/test.parquet`; the
-/// queries and corpus files are copied unchanged; judgements become binary (score 1 for each
-/// relevant document: the relevance `evaluate` and `mine` use). Evaluate with `--split test`, mine and train on
-/// `--split train`.
-pub fn split_retrieval(dir: &Path, out: &Path, train: usize, seed: u64) -> Result<RetrievalSplit> {
-    let set = RetrievalSet::load(dir)?;
+/// What a retrieval split wrote: (folder, train queries, test queries) for each part.
+pub struct RetrievalSplit {
+    pub parts: Vec<(std::path::PathBuf, usize, usize)>,
+}
+
+/// Split a retrieval folder by query: its judged queries (those of qrels split `split` where
+/// given: a train part carved again into dev folds) in hash order, parted as `how` says, each
+/// part written as a folder of its own: the queries and corpus files copied unchanged,
+/// `qrels/train.parquet` and `qrels/test.parquet` with binary judgements (score 1 for each
+/// relevant document: the relevance `evaluate` and `mine` use). Evaluate with `--split test`,
+/// mine and train on `--split train`.
+pub fn split_retrieval(
+    dir: &Path,
+    split: Option<&str>,
+    out: &Path,
+    how: QueryParts,
+    seed: u64,
+) -> Result<RetrievalSplit> {
+    let set = RetrievalSet::load_split(dir, split)?;
     let ids: Vec<&str> = set.queries.iter().map(|(id, _)| id.as_str()).collect();
-    if train == 0 || train >= ids.len() {
-        return Err(Error::msg(format!(
-            "--train-queries {train}: the folder has {} queries with a relevant document; both splits need some",
-            ids.len()
-        )));
-    }
+    let n = ids.len();
     let order = hash_order(&ids, seed);
+    // each part: its folder and its test positions in hash order (the rest are its train)
+    let parts: Vec<(std::path::PathBuf, std::ops::Range<usize>)> = match how {
+        QueryParts::Train(t) => vec![(out.to_path_buf(), t.min(n)..n)],
+        QueryParts::TestFraction(f) => {
+            if !(f > 0.0 && f < 1.0) {
+                return Err(Error::msg(format!(
+                    "--test-fraction {f}: must lie strictly between 0 and 1"
+                )));
+            }
+            let test = (n as f64 * f).round() as usize;
+            vec![(out.to_path_buf(), n - test..n)]
+        }
+        QueryParts::Folds(k) => {
+            if k < 2 || k > n {
+                return Err(Error::msg(format!(
+                    "--folds {k}: needs 2 to {n} folds for the folder's {n} judged queries"
+                )));
+            }
+            (0..k)
+                .map(|i| (out.join(format!("fold-{i}")), i * n / k..(i + 1) * n / k))
+                .collect()
+        }
+    };
+    let mut wrote = Vec::new();
+    for (folder, test) in parts {
+        if test.is_empty() || test.len() == n {
+            return Err(Error::msg(format!(
+                "{how:?}: the folder has {n} judged queries; both splits need some"
+            )));
+        }
+        let train: Vec<usize> = (0..n)
+            .filter(|i| !test.contains(i))
+            .map(|i| order[i])
+            .collect();
+        let tested: Vec<usize> = test.clone().map(|i| order[i]).collect();
+        write_part(
+            dir,
+            &folder,
+            &set,
+            &ids,
+            [("train", &train), ("test", &tested)],
+        )?;
+        wrote.push((folder, train.len(), tested.len()));
+    }
+    Ok(RetrievalSplit { parts: wrote })
+}
+
+/// One part's folder: the queries and corpus copied, and its qrels splits.
+fn write_part(
+    dir: &Path,
+    out: &Path,
+    set: &RetrievalSet,
+    ids: &[&str],
+    splits: [(&str, &Vec<usize>); 2],
+) -> Result<()> {
     std::fs::create_dir_all(out.join("qrels")).in_file(out)?;
     for stem in ["queries", "corpus"] {
         let src = find_file(dir, stem)?;
         let name = src.file_name().expect("a file name");
         std::fs::copy(&src, out.join(name)).in_file(&src)?;
     }
-    for (name, part) in [("train", &order[..train]), ("test", &order[train..])] {
+    for (name, part) in splits {
         let mut rows: Vec<(&str, &str)> = Vec::new();
         for &q in part {
             let mut docs: Vec<&String> = set.relevant[ids[q]].iter().collect();
@@ -66,10 +133,7 @@ pub fn split_retrieval(dir: &Path, out: &Path, train: usize, seed: u64) -> Resul
             RecordBatch::try_new(schema.clone(), cols).map_err(|e| Error::file(&dest, e))?;
         write_parquet(&dest, schema, [&batch])?;
     }
-    Ok(RetrievalSplit {
-        train_queries: train,
-        test_queries: ids.len() - train,
-    })
+    Ok(())
 }
 
 /// What a file split wrote.

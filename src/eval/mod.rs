@@ -2,6 +2,7 @@
 //! used by `evaluate` and by dev evaluation during training; the metrics; the `[CLS]` attention
 //! analysis and the similarity matrix; methods over seeds (`over_seeds`, for `report`).
 pub mod accuracy;
+pub mod choice;
 pub mod classification;
 pub mod cls_attention;
 pub mod correlation;

@@ -73,7 +73,7 @@ pub fn read_results(paths: &[PathBuf]) -> Result<Vec<(String, String, String, f6
     Ok(out)
 }
 
-fn mean_sd(v: &[f64]) -> (f64, Option<f64>) {
+pub(crate) fn mean_sd(v: &[f64]) -> (f64, Option<f64>) {
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;
     let sd = (v.len() > 1)

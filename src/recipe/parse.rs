@@ -199,8 +199,9 @@ fn wanted(t: &toml::Table, vars: &BTreeMap<String, String>) -> std::result::Resu
 }
 
 /// The variable bindings a table's `for_each = { VAR = "a b c" }` asks for (the values, after
-/// substitution, split on spaces or commas), each with its name tag "[VAR=a]"; without
-/// `for_each`, `vars` alone and no tag. Recipes repeat a step per seed this way.
+/// substitution, split on spaces or commas), each with its tag (`[VAR=a]`); several variables
+/// (`{ fold = "0 1 2", seed = "1 2" }`) give every combination, in the variables' name order.
+/// Without `for_each`, `vars` alone and no tag. Recipes repeat a step per seed (and fold) this way.
 fn for_each(
     t: &toml::Table,
     vars: &BTreeMap<String, String>,
@@ -210,28 +211,35 @@ fn for_each(
     };
     let f = f
         .as_table()
-        .filter(|f| f.len() == 1)
-        .ok_or("for_each: one VAR = \"values\" pair")?;
-    let (var, values) = f.iter().next().expect("one pair");
-    let values = substitute(
-        &scalar(values).ok_or("for_each: the values are a string")?,
-        vars,
-    )?;
-    let values: Vec<&str> = values
-        .split(|c: char| c == ',' || c.is_whitespace())
-        .filter(|v| !v.is_empty())
-        .collect();
-    if values.is_empty() {
-        return Err(format!("for_each.{var}: no values"));
+        .filter(|f| !f.is_empty())
+        .ok_or("for_each: a table of VAR = \"values\" pairs")?;
+    let mut out = vec![(String::new(), vars.clone())];
+    for (var, values) in f {
+        let values = substitute(
+            &scalar(values).ok_or("for_each: the values are a string")?,
+            vars,
+        )?;
+        let values: Vec<&str> = values
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|v| !v.is_empty())
+            .collect();
+        if values.is_empty() {
+            return Err(format!("for_each.{var}: no values"));
+        }
+        out = out
+            .into_iter()
+            .flat_map(|(tag, bound)| {
+                values.iter().map(move |v| {
+                    let mut b = bound.clone();
+                    b.insert(var.clone(), v.to_string());
+                    let sep = if tag.is_empty() { "" } else { "," };
+                    let inner = tag.trim_start_matches('[').trim_end_matches(']');
+                    (format!("[{inner}{sep}{var}={v}]"), b)
+                })
+            })
+            .collect();
     }
-    Ok(values
-        .into_iter()
-        .map(|v| {
-            let mut bound = vars.clone();
-            bound.insert(var.clone(), v.to_string());
-            (format!("[{var}={v}]"), bound)
-        })
-        .collect())
+    Ok(out)
 }
 
 /// A TOML file, parsed.

@@ -110,7 +110,7 @@ impl State {
         if rec.args != step.args {
             return Ok(run("its arguments changed"));
         }
-        let now = fingerprints(&inputs)?;
+        let now = fingerprints(&inputs, &step.products())?;
         if let Some((p, _)) = now.iter().find(|(p, f)| rec.inputs.get(*p) != Some(f)) {
             return Ok(run(&format!("its input {p} changed")));
         }
@@ -125,7 +125,7 @@ impl State {
 
     /// The step starts: its arguments and the fingerprints of its inputs are recorded.
     pub fn start(&mut self, step: &Step) -> Result<()> {
-        let inputs = fingerprints(&step.inputs())?;
+        let inputs = fingerprints(&step.inputs(), &step.products())?;
         self.steps.insert(
             step.name.clone(),
             Record {
@@ -172,21 +172,22 @@ impl State {
 }
 
 /// Path -> "size:mtime" for a file; for a folder, a hash of every file under it (relative path,
-/// size, modification time).
-fn fingerprints(paths: &[PathBuf]) -> Result<BTreeMap<String, String>> {
+/// size, modification time) but the step's own products (`skip`: a step that reads a folder and
+/// writes inside it, as `choose` reads the models in a recipe's out folder).
+fn fingerprints(paths: &[PathBuf], skip: &[PathBuf]) -> Result<BTreeMap<String, String>> {
     paths
         .iter()
-        .map(|p| Ok((p.display().to_string(), fingerprint(p)?)))
+        .map(|p| Ok((p.display().to_string(), fingerprint(p, skip)?)))
         .collect()
 }
 
-fn fingerprint(p: &Path) -> Result<String> {
+fn fingerprint(p: &Path, skip: &[PathBuf]) -> Result<String> {
     let m = std::fs::metadata(p).map_err(|e| Error::file(p, e))?;
     if !m.is_dir() {
         return Ok(format!("{}:{}", m.len(), mtime(&m)));
     }
     let mut files = Vec::new();
-    walk(p, p, 0, &mut files)?;
+    walk(p, p, 0, skip, &mut files)?;
     files.sort();
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for f in &files {
@@ -197,18 +198,27 @@ fn fingerprint(p: &Path) -> Result<String> {
 }
 
 /// "relative path size mtime" of every file under `dir` (links followed, 16 levels deep at most).
-fn walk(root: &Path, dir: &Path, depth: usize, out: &mut Vec<String>) -> Result<()> {
+fn walk(
+    root: &Path,
+    dir: &Path,
+    depth: usize,
+    skip: &[PathBuf],
+    out: &mut Vec<String>,
+) -> Result<()> {
     if depth > 16 {
         return Ok(());
     }
     for e in std::fs::read_dir(dir).map_err(|e| Error::file(dir, e))? {
         let e = e.map_err(|e| Error::file(dir, e))?;
         let p = e.path();
+        if skip.contains(&p) {
+            continue;
+        }
         let Ok(m) = std::fs::metadata(&p) else {
             continue; // a dangling link
         };
         if m.is_dir() {
-            walk(root, &p, depth + 1, out)?;
+            walk(root, &p, depth + 1, skip, out)?;
         } else if p.file_name().is_some_and(|n| n == STATE_FILE) {
             // a recipe's own bookkeeping inside a folder input, rewritten by every step
         } else {

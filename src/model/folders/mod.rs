@@ -3,6 +3,7 @@
 //! overrides, and every folder condenser writes.
 pub mod folder;
 pub mod inference;
+pub mod interpolate;
 pub mod load;
 pub mod save;
 pub mod weights;

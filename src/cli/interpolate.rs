@@ -1,0 +1,33 @@
+use super::progress::out;
+use condenser::error::Result;
+use condenser::model::folders::interpolate::interpolate;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The model fine-tuning started from (alpha 0)
+    #[arg(long)]
+    start: PathBuf,
+    /// The fine-tuned model (alpha 1); its folder's settings are kept
+    #[arg(long)]
+    end: PathBuf,
+    /// The share of the fine-tuned weights
+    #[arg(long, default_value_t = 0.5)]
+    alpha: f64,
+    /// Output model folder
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(a: Args) -> Result<()> {
+    let n = interpolate(&a.start, &a.end, a.alpha, &a.out)?;
+    out(&format!(
+        "{n} tensors, {:.2} x {} + {:.2} x {} -> {}\n",
+        1.0 - a.alpha,
+        a.start.display(),
+        a.alpha,
+        a.end.display(),
+        a.out.display()
+    ));
+    Ok(())
+}
