@@ -1,11 +1,11 @@
 //! recipes/retrieval-adaptation.toml runs unchanged but for its variables on a BEIR-layout folder
-//! (Cranfield rewritten as corpus.jsonl, queries.jsonl, qrels/test.tsv), here with a tiny BERT,
-//! two seeds and 20 train queries, through to its report; a second run skips every step; a run
-//! with 10 train queries sharing the first's label-free models trains only what needs labels.
+//! (Cranfield rewritten as corpus.jsonl, queries.jsonl, qrels/test.tsv), here with a tiny BERT and
+//! two seeds, through dev folds to the choice and its report; a second run skips every step; a run
+//! with another test share sharing the first's label-free models trains only what needs labels.
 mod common;
 
 #[test]
-fn retrieval_adaptation_recipe_runs_on_a_beir_folder_through_its_report() {
+fn retrieval_adaptation_recipe_chooses_on_dev_folds_and_reads_test_once() {
     let d = tempfile::tempdir().unwrap();
     let beir = common::beir_cranfield(d.path());
     let model = common::tiny_bert(d.path());
@@ -16,12 +16,9 @@ fn retrieval_adaptation_recipe_runs_on_a_beir_folder_through_its_report() {
         "name=beir".to_string(),
         format!("out={}", out.display()),
         format!("model={}", model.display()),
-        "train_queries=20".to_string(),
         "seeds=1 2".to_string(),
         "max_len=32".to_string(),
         "big_batch=64".to_string(),
-        "huge_batch=128".to_string(),
-        "long_epochs=2".to_string(),
         "extended=true".to_string(),
     ];
     let run_with = |extra: &[String]| {
@@ -30,69 +27,78 @@ fn retrieval_adaptation_recipe_runs_on_a_beir_folder_through_its_report() {
             args.extend(["--set".to_string(), s.clone()]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = common::condenser(&args);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).into_owned()
+        common::ok(common::condenser(&args))
     };
-    let run = || run_with(&[]);
-    let first = run();
-    assert!(first.contains("20 train queries"), "{first}");
+    let first = run_with(&[]);
+    // Cranfield's 225 judged queries: half to test, the train half in three dev folds
+    assert!(
+        first.contains("112 train queries, 113 test queries"),
+        "{first}"
+    );
+    for k in 0..3 {
+        assert!(first.contains(&format!("dev/fold-{k}/qrels")), "{first}");
+    }
     let md = std::fs::read_to_string(out.join("report/report.md")).unwrap();
-    assert!(md.contains("cosine_ndcg@10 on beir-test"), "{md}");
-    assert!(md.contains("| tiny (baseline) | 1 |"), "{md}");
-    for method in [
-        "b-mnr",
-        "p-pseudo",
-        "pb-pseudo-then-labels",
-        "f-cached-pseudo",
-        "b-mnr-long",
-        "pb-pseudo-then-labels-long",
-        "g-cached-pseudo-huge",
-        "c-condenser",
-        "cb-condenser-then-labels",
-    ] {
+    assert!(
+        md.contains("Dev cosine_ndcg@10") && md.contains("Chosen: "),
+        "{md}"
+    );
+    assert!(md.contains("| tiny (stock) | 1 |"), "{md}");
+    // label-free methods a row of two seeds, label methods one dev seed over three folds, each
+    // with the wall time of its runs
+    for (method, seeds) in [("p", 2), ("pw", 2), ("f", 2), ("c", 2), ("b", 1), ("pb", 1)] {
         let row = md
             .lines()
-            .find(|l| l.starts_with(&format!("| {method} | 2 |")))
-            .unwrap_or_else(|| panic!("no 2-seed row for {method}: {md}"));
-        // mean +- sd, and the recipe's own wall time of each run
+            .find(|l| {
+                l.starts_with(&format!("| {method} | {seeds} |"))
+                    || l.starts_with(&format!("| {method} (chosen) | {seeds} |"))
+            })
+            .unwrap_or_else(|| panic!("no dev row for {method}: {md}"));
+        assert!(row.trim_end().ends_with(" s |"), "{row}");
+    }
+    // test: the stock model, the chosen method and the named ones (pw, b), two seeds each
+    let test = &md[md.find("Test, read once").expect("a test section")..];
+    assert!(test.contains("| tiny (baseline) | 1 |"), "{test}");
+    for method in ["pw", "b"] {
         assert!(
-            row.contains(" +- ") && row.trim_end().ends_with(" s |"),
-            "{row}"
+            test.lines()
+                .any(|l| l.starts_with(&format!("| {method} | 2 |"))),
+            "{method}: {test}"
         );
     }
-    for f in ["report.json", "report.svg", "report.png"] {
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report/report.json")).unwrap())
+            .unwrap();
+    assert!(json["dev"]["chosen"].is_string(), "{json}");
+    for f in ["report.svg", "report.png"] {
         assert!(out.join("report").join(f).is_file(), "{f}");
     }
-    let second = run();
+    let second = run_with(&[]);
     assert!(
         !second.contains(": runs ("),
         "a finished recipe runs nothing again: {second}"
     );
-    let out10 = d.path().join("out10");
+    let other = d.path().join("other");
     let third = run_with(&[
-        "train_queries=10".to_string(),
-        format!("out={}", out10.display()),
+        "test_fraction=0.3".to_string(),
+        format!("out={}", other.display()),
         format!("unlabelled={}", out.display()),
     ]);
+    assert!(
+        third.contains("157 train queries, 68 test queries"),
+        "{third}"
+    );
     for shared in [
         "pseudo-pairs",
-        "p-pseudo[seed=1]",
-        "g-cached-pseudo-huge[seed=2]",
-        "c-condenser[seed=1]",
+        "p[seed=1]",
+        "pw[seed=2]",
+        "f[seed=2]",
+        "c[seed=1]",
     ] {
         assert!(
             third.contains(&format!("{shared}: outputs exist")),
             "{shared}: {third}"
         );
     }
-    assert!(
-        third.contains("cb-condenser-then-labels[seed=1]: runs"),
-        "{third}"
-    );
-    let md = std::fs::read_to_string(out10.join("report/report.md")).unwrap();
-    assert!(
-        md.lines().any(|l| l.starts_with("| p-pseudo | 2 |")),
-        "{md}"
-    );
+    assert!(third.contains("pb-dev[fold=2,seed=1]: runs"), "{third}");
 }
