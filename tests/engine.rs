@@ -212,7 +212,8 @@ fn ids_outside_the_tables_are_refused() {
     let (t, _) = minilm();
     let eng = Engine::for_bert(&t.model).unwrap();
     let long: Vec<u32> = vec![101; 513];
-    let cases: [(&[u32], Option<&[u32]>, &str); 3] = [
+    type Case<'a> = (&'a [u32], Option<&'a [u32]>, &'a str);
+    let cases: [Case; 3] = [
         (&long, None, "513 tokens, the model 512 positions"),
         (&[101, 30522, 102], None, "token id 30522"),
         (&[101, 7, 102], Some(&[0, 2, 0]), "token type 2"),

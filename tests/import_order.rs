@@ -4,6 +4,7 @@
 //! - no file imports a room above its own (the order below, top to bottom; rooms on one line may
 //!   not import each other), nor, inside `model`, a floor above its own;
 //! - no files import each other, directly or round a longer circle.
+//!
 //! Declarations (`mod x;`) and re-exports (`pub use`) are not imports. Unit tests (`#[cfg(test)]`
 //! onward) are left out. The checker itself is tested on a small tree with one of each fault.
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -86,8 +86,7 @@ fn gradients_that_are_not_finite_stop_the_run_before_any_save() {
         false,
         &ProgressBar::hidden(),
     )
-    .err()
-    .expect("a run with NaN gradients must stop")
+    .expect_err("a run with NaN gradients must stop")
     .to_string();
     assert!(
         e.contains("gradients' norm is NaN at step 1") && e.contains("none ("),

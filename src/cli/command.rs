@@ -96,5 +96,9 @@ pub fn main() -> Result<()> {
 /// A recipe step's argv (the program's name first) parsed, and run unless `dry`.
 fn exec(argv: Vec<String>, dry: bool) -> Result<()> {
     let cli = Cli::try_parse_from(argv).map_err(|e| Error::msg(e.to_string().trim_end()))?;
-    (!dry).then(|| dispatch(cli.command)).unwrap_or(Ok(()))
+    if dry {
+        Ok(())
+    } else {
+        dispatch(cli.command)
+    }
 }

@@ -44,6 +44,10 @@ pub struct Choice {
     pub why: String,
 }
 
+/// One (method, seed): its (value, paired gain) on each dev set it counts on, and the model
+/// scored there, entry for entry.
+type Run = ((String, String), Vec<(f64, f64)>, Vec<String>);
+
 /// A trailing `-f<digits>` of a name: its fold.
 fn fold_of(name: &str) -> (String, Option<String>) {
     if let Some(i) = name.rfind("-f") {
@@ -91,7 +95,7 @@ impl Choice {
             )));
         }
         // (method, seed) -> (value, gain) on each dev set its models may be scored on
-        let mut runs: Vec<((String, String), Vec<(f64, f64)>, Vec<String>)> = Vec::new();
+        let mut runs: Vec<Run> = Vec::new();
         for (model, dataset, _, v) in rows.iter().filter(|r| r.2 == metric) {
             let (method, fold, seed) = parts(model);
             if method == stock || (fold.is_some() && fold != fold_of(dataset).1) {
@@ -339,8 +343,9 @@ mod tests {
             "the higher raw mean (b) gains less on its own sets: {}",
             c.why
         );
-        let worse: Vec<_> = (rows.iter().cloned())
+        let worse: Vec<_> = (rows.iter())
             .filter(|x| !x.0.contains("/pb-"))
+            .cloned()
             .map(|mut x| {
                 if x.0.starts_with("o/") {
                     x.3 -= 0.05;

@@ -286,7 +286,5 @@ impl Asks<'_> {
     }
 }
 
-/// Where each list starts, given each entry's list.
-
 #[cfg(test)]
 mod tests;
