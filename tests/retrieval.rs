@@ -41,6 +41,22 @@ fn beir_folder_gives_the_parquet_folders_metrics() {
     let (m1, m2) = (&r["results"][0]["metrics"], &r["results"][1]["metrics"]);
     assert!(m1["cosine_ndcg@10"].as_f64().unwrap() > 0.0);
     assert_eq!(m1, m2, "same metrics from both layouts");
+    // per_query.csv: each judged query's nDCG@10 on each set, their mean the set's
+    let per = std::fs::read_to_string(out.join("per_query.csv")).unwrap();
+    let mut lines = per.lines();
+    assert_eq!(lines.next(), Some("model,dataset,query,metric,value"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let on_parquet: Vec<f64> = (rows.iter())
+        .filter(|r| r[1] == "parquet" && r[3] == "cosine_ndcg@10")
+        .map(|r| r[4].parse().unwrap())
+        .collect();
+    assert_eq!(
+        (on_parquet.len(), rows.len()),
+        (225, 450),
+        "Cranfield's 225 judged queries"
+    );
+    let mean = on_parquet.iter().sum::<f64>() / 225.0;
+    assert!((mean - m1["cosine_ndcg@10"].as_f64().unwrap()).abs() < 1e-12);
 
     // a split that is not there names the file looked for
     let o = condenser(&[

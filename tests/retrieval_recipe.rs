@@ -38,6 +38,10 @@ fn retrieval_adaptation_recipe_chooses_on_dev_folds_and_reads_test_once() {
     for k in 0..3 {
         assert!(first.contains(&format!("dev/fold-{k}/qrels")), "{first}");
     }
+    // the dev evaluations score queries one by one: what the choice pairs
+    for eval in ["dev/eval", "dev/eval-f0"] {
+        assert!(out.join(eval).join("per_query.csv").is_file(), "{eval}");
+    }
     let md = std::fs::read_to_string(out.join("report/report.md")).unwrap();
     assert!(
         md.contains("Dev cosine_ndcg@10") && md.contains("Chosen: "),

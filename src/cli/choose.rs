@@ -2,8 +2,9 @@ use super::eval_sets::EvalSets;
 use super::model_opts::ModelOpts;
 use super::progress::{self, out};
 use condenser::error::{Error, Result};
-use condenser::eval::choice::{Choice, ChoiceReport};
-use condenser::eval::over_seeds::{read_results, SeedReport};
+use condenser::eval::choice::Choice;
+use condenser::eval::choice_report::ChoiceReport;
+use condenser::eval::over_seeds::{read_per_query, read_results, SeedReport};
 use condenser::eval::{EvalOptions, EvalReport, EVALUATORS};
 use condenser::flags::{self, InferenceBatch};
 use condenser::recipe::State;
@@ -22,14 +23,15 @@ pub struct Args {
     #[arg(long)]
     baseline: PathBuf,
     /// Folders that hold each method's final models (`<method>-s<seed>`, trained on every train
-    /// query), searched in order (repeatable)
-    #[arg(long = "models", required = true)]
+    /// query), searched in order (repeatable; needed with a test set)
+    #[arg(long = "models")]
     models: Vec<PathBuf>,
     /// Methods whose final models are read on test beside the chosen one, named before any
     /// choice (the label-free default, the simplest method with labels), comma-separated
     #[arg(long, value_delimiter = ',')]
     also: Vec<String>,
-    /// The test set, read once for the chosen method and the stock model (as evaluate takes it)
+    /// The test set, read once for the chosen method and the stock model (as evaluate takes it);
+    /// without one, the dev choice alone is reported and test stays unread
     #[command(flatten)]
     test: EvalSets,
     /// The qrels split of the test folder
@@ -48,7 +50,11 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
-    a.test.require_some()?;
+    if !a.test.0.is_empty() && a.models.is_empty() {
+        return Err(Error::msg(
+            "--models: the folders of the final models to read on test",
+        ));
+    }
     let walls = match &a.state {
         Some(p) if p.is_file() => State::load(p.parent().unwrap_or(Path::new(".")))?.wall_times(),
         Some(dir) => State::load(dir)?.wall_times(),
@@ -57,11 +63,21 @@ pub fn run(a: Args) -> Result<()> {
     let wall = |m: &str| walls.iter().find(|(o, _)| o == Path::new(m)).map(|w| w.1);
     let dev = Choice::new(
         &read_results(&a.dev)?,
+        &read_per_query(&a.dev, &a.metric)?,
         &a.metric,
         &a.baseline.to_string_lossy(),
         &wall,
     )?;
     out(&dev.markdown());
+    if a.test.0.is_empty() {
+        let r = ChoiceReport { dev, test: None };
+        r.save(&a.out)?;
+        out(&format!(
+            "test not read (no test set given)\nwrote {}/report.{{md,json,svg,png}}\n",
+            a.out.display()
+        ));
+        return Ok(());
+    }
     // the stock model, then every final model (`<method>-s<seed>`) of the chosen method and of
     // the methods named beforehand with --also: test never decides which are read
     let mut finals = vec![a.baseline.clone()];
@@ -96,11 +112,14 @@ pub fn run(a: Args) -> Result<()> {
     let rows = read_rows(&report);
     let base = a.baseline.to_string_lossy();
     let test = SeedReport::new(&rows, &set.name, &a.metric, Some(&base), &wall)?;
-    let r = ChoiceReport { dev, test };
+    let r = ChoiceReport {
+        dev,
+        test: Some(test),
+    };
     r.save(&a.out)?;
     out(&format!(
         "{}\nwrote {}/report.{{md,json,svg,png}}\n",
-        r.test.markdown(),
+        r.test.as_ref().map_or(String::new(), SeedReport::markdown),
         a.out.display()
     ));
     Ok(())

@@ -1,14 +1,14 @@
 //! Choosing a method on dev queries, never on test (`condenser choose`): every candidate's dev
-//! score from evaluate's results, a method's seeds averaged over the dev folds it may be scored on,
-//! the highest mean chosen, and the stock model kept where no candidate beats it on dev. A model
-//! trained on a fold's train queries is named `<method>-f<k>-s<seed>` and scored on that fold's dev
-//! set alone (dataset `<anything>-f<k>`); a model that saw no query (`<method>-s<seed>`) on every
-//! dev set. Test is read afterwards, once, for the chosen method and the stock model
-//! (`ChoiceReport`).
-use super::over_seeds::{mean_sd, method_of, SeedReport};
-use crate::data::write_atomic;
-use crate::error::{Context, Error, Result};
-use crate::plot::{bar_chart, Figure};
+//! scores from evaluate's results, query by query, each dev query's score (the mean of the seeds'
+//! models that may be scored on it) paired with the stock model's on that query. A gain is chosen
+//! only when it exceeds twice its standard error over the dev queries (another sample of queries,
+//! as test is, would move it that much) and twice its sd over seeds (the project's rule for a gain);
+//! the highest such gain wins, and the stock model is kept where none has one. A model trained on
+//! a fold's train queries is named `<method>-f<k>-s<seed>` and scored on that fold's dev set alone
+//! (dataset `<anything>-f<k>`); a model that saw no query (`<method>-s<seed>`) on every dev set.
+//! Test is read afterwards, once, for the chosen method and the stock model (`ChoiceReport`).
+use super::over_seeds::{mean_sd, method_of};
+use crate::error::{Error, Result};
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::Path;
@@ -22,12 +22,21 @@ pub struct DevRow {
     pub seeds: Vec<(String, f64, f64)>,
     pub mean: f64,
     pub sd: Option<f64>,
-    /// The mean over seeds of the paired gain: what chooses.
+    /// The paired gain over dev queries: each query's score (its seeds' mean, from the models
+    /// that may be scored on it) less the stock model's on that query, averaged over queries.
+    /// What chooses.
     pub gain: f64,
-    /// The sd of the gain over the method's runs (one a model: each fold and seed).
-    pub gain_sd: Option<f64>,
-    /// Whether the gain exceeds twice that sd: only such a gain may be chosen, as a gain counts in
-    /// every report here.
+    /// The dev queries the gain is over.
+    pub queries: usize,
+    /// The gain's standard error over those queries (sd / sqrt(queries)): how far another
+    /// sample of queries would move it.
+    pub gain_se: Option<f64>,
+    /// The sd over seeds of each seed's gain (its models' mean over the dev sets): how far
+    /// another seed would move it.
+    pub seed_sd: Option<f64>,
+    /// Whether the gain exceeds twice its standard error over queries and twice its sd over seeds
+    /// (where there are 2+ seeds): only such a gain may be chosen, as a gain counts in every
+    /// report here.
     pub counts: bool,
     /// Mean wall time of the steps that trained the method's models (dev folds and finals).
     pub wall_seconds: Option<f64>,
@@ -72,11 +81,50 @@ fn parts(model: &str) -> (String, Option<String>, String) {
     (method, fold, seed.to_string())
 }
 
+/// Per dev query (dataset, query) that `method`'s models may be scored on: the mean over those
+/// models of their value, less the stock model's on the same query.
+fn query_gains(
+    per_query: &[(String, String, String, f64)],
+    method: &str,
+    stock: &str,
+) -> Result<Vec<f64>> {
+    let mut sums: Vec<((&str, &str), f64, usize)> = Vec::new();
+    let mut base: Vec<((&str, &str), f64)> = Vec::new();
+    for (model, dataset, query, v) in per_query {
+        let key = (dataset.as_str(), query.as_str());
+        let (m, fold, _) = parts(model);
+        if method_of(model) == stock {
+            base.push((key, *v));
+        } else if m == method && (fold.is_none() || fold == fold_of(dataset).1) {
+            match sums.iter_mut().find(|s| s.0 == key) {
+                Some(s) => (s.1, s.2) = (s.1 + v, s.2 + 1),
+                None => sums.push((key, *v, 1)),
+            }
+        }
+    }
+    if sums.is_empty() {
+        return Err(Error::msg(format!(
+            "no per-query dev scores of {method}'s models (per_query.csv beside the dev results)"
+        )));
+    }
+    sums.iter()
+        .map(|(key, sum, n)| match base.iter().find(|b| b.0 == *key) {
+            Some(b) => Ok(sum / *n as f64 - b.1),
+            None => Err(Error::msg(format!(
+                "dev set {}, query {}: no per-query score of the stock model to pair {method} with",
+                key.0, key.1
+            ))),
+        })
+        .collect()
+}
+
 impl Choice {
-    /// The choice among `rows` (evaluate's dev results: model, dataset, metric, value) by `metric`;
+    /// The choice among `rows` (evaluate's dev results: model, dataset, metric, value) by `metric`,
+    /// with `per_query` the same models' `metric` query by query (model, dataset, query, value);
     /// `baseline` the stock model's folder; `wall(model)` a model's training seconds.
     pub fn new(
         rows: &[(String, String, String, f64)],
+        per_query: &[(String, String, String, f64)],
         metric: &str,
         baseline: &str,
         wall: &dyn Fn(&str) -> Option<f64>,
@@ -116,17 +164,6 @@ impl Choice {
                 None => runs.push((key, vec![at], vec![model.clone()])),
             }
         }
-        // each model's own gain (its mean over the sets it counts on): the runs whose spread a
-        // method's gain must exceed, fold by fold and seed by seed
-        let mut per_model: Vec<(String, String, Vec<f64>)> = Vec::new();
-        for ((method, _), at, models) in &runs {
-            for (a, m) in at.iter().zip(models) {
-                match per_model.iter_mut().find(|x| &x.1 == m) {
-                    Some(x) => x.2.push(a.1),
-                    None => per_model.push((method.clone(), m.clone(), vec![a.1])),
-                }
-            }
-        }
         let mut rows_by: Vec<DevRow> = Vec::new();
         for ((method, seed), at, models) in runs {
             let n = at.len() as f64;
@@ -143,7 +180,9 @@ impl Choice {
                     mean: 0.0,
                     sd: None,
                     gain: 0.0,
-                    gain_sd: None,
+                    queries: 0,
+                    gain_se: None,
+                    seed_sd: None,
                     counts: false,
                     wall_seconds: (!walls.is_empty()).then(|| mean_sd(&walls).0),
                 }),
@@ -153,13 +192,14 @@ impl Choice {
             let v: Vec<f64> = r.seeds.iter().map(|s| s.1).collect();
             let g: Vec<f64> = r.seeds.iter().map(|s| s.2).collect();
             (r.mean, r.sd) = mean_sd(&v);
-            r.gain = mean_sd(&g).0;
-            let runs: Vec<f64> = (per_model.iter())
-                .filter(|x| x.0 == r.method)
-                .map(|x| x.2.iter().sum::<f64>() / x.2.len() as f64)
-                .collect();
-            r.gain_sd = mean_sd(&runs).1;
-            r.counts = r.gain_sd.is_some_and(|sd| r.gain > 2.0 * sd);
+            r.seed_sd = mean_sd(&g).1;
+            let d = query_gains(per_query, &r.method, &stock)?;
+            r.queries = d.len();
+            let (gain, sd) = mean_sd(&d);
+            r.gain = gain;
+            r.gain_se = sd.map(|sd| sd / (d.len() as f64).sqrt());
+            r.counts = r.gain_se.is_some_and(|se| r.gain > 2.0 * se)
+                && r.seed_sd.is_none_or(|sd| r.gain > 2.0 * sd);
         }
         let values: Vec<f64> = base_on.iter().map(|b| b.1).collect();
         let (mean, sd) = mean_sd(&values);
@@ -172,7 +212,9 @@ impl Choice {
             mean,
             sd,
             gain: 0.0,
-            gain_sd: None,
+            queries: 0,
+            gain_se: None,
+            seed_sd: None,
             counts: false,
             wall_seconds: None,
         };
@@ -185,7 +227,8 @@ impl Choice {
                 b.method.clone(),
                 format!(
                     "the highest dev gain in {metric} of the {} candidates whose gain exceeds \
-                     twice its spread over runs: {:+.4} over the stock model",
+                     twice its standard error over dev queries and twice its sd over seeds: \
+                     {:+.4} over the stock model",
                     rows_by.iter().filter(|r| r.counts).count(),
                     b.gain
                 ),
@@ -193,8 +236,8 @@ impl Choice {
             None => (
                 base.method.clone(),
                 format!(
-                    "no candidate's dev gain in {metric} exceeds twice its spread over runs \
-                     (folds and seeds): the stock model is kept"
+                    "no candidate's dev gain in {metric} exceeds twice its standard error over \
+                     dev queries and twice its sd over seeds: the stock model is kept"
                 ),
             ),
         };
@@ -213,9 +256,10 @@ impl Choice {
             "Dev {}: each seed's mean over the dev sets it may be scored on (a fold's models on \
              that fold's dev queries alone, models that saw no query on all train queries), then \
              mean +- sd over seeds. The gain is paired, each dev set's score less the stock \
-             model's on the same set; it may be chosen when it exceeds twice its sd over the \
-             method's runs (a model each fold and seed).\n\n| method | seeds | dev {} | gain on \
-             dev (sd over runs) | counts | wall time per run |\n|---|---|---|---|---|---|\n",
+             model's on the same query, averaged over dev queries; it may be chosen when it \
+             exceeds twice its standard error over queries and twice its sd over seeds.\n\n\
+             | method | seeds | dev {} | gain on dev | queries | se over queries | sd over \
+             seeds | counts | wall time per run |\n|---|---|---|---|---|---|---|---|---|\n",
             self.metric, self.metric
         );
         let cell = |r: &DevRow| match r.sd {
@@ -232,7 +276,7 @@ impl Choice {
             .collect();
         let _ = writeln!(
             s,
-            "| {} (stock) | 1 | {} | | | |",
+            "| {} (stock) | 1 | {} | | | | | | |",
             b.method,
             per_set.join("; ")
         );
@@ -244,12 +288,14 @@ impl Choice {
             };
             let _ = writeln!(
                 s,
-                "| {}{mark} | {} | {} | {:+.4}{} | {} | {} |",
+                "| {}{mark} | {} | {} | {:+.4} | {} | {} | {} | {} | {} |",
                 r.method,
                 r.seeds.len(),
                 cell(r),
                 r.gain,
-                r.gain_sd.map_or(String::new(), |sd| format!(" ({sd:.4})")),
+                r.queries,
+                r.gain_se.map_or(String::new(), |se| format!("{se:.4}")),
+                r.seed_sd.map_or(String::new(), |sd| format!("{sd:.4}")),
                 if r.counts { "yes" } else { "no" },
                 wall(r)
             );
@@ -259,107 +305,85 @@ impl Choice {
     }
 }
 
-/// The choice on dev and, read once afterwards, the chosen method and the stock model on test.
-#[derive(Clone, Debug, Serialize)]
-pub struct ChoiceReport {
-    pub dev: Choice,
-    pub test: SeedReport,
-}
-
-impl ChoiceReport {
-    pub fn markdown(&self) -> String {
-        format!(
-            "{}\nTest, read once, for the chosen method and the stock model:\n\n{}",
-            self.dev.markdown(),
-            self.test.markdown()
-        )
-    }
-
-    /// `report.md`, `report.json`, and the dev scores as a bar chart (`report.svg`, `.png`).
-    pub fn save(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::file(dir, e))?;
-        write_atomic(&dir.join("report.md"), self.markdown().as_bytes())?;
-        let json = serde_json::to_string_pretty(self).doing("serialising the report")?;
-        write_atomic(&dir.join("report.json"), json.as_bytes())?;
-        let bars: Vec<(String, f64, Option<f64>)> = (self.dev.candidates.iter())
-            .map(|r| (r.method.clone(), r.mean, r.sd))
-            .collect();
-        let stock = (self.dev.baseline.method.clone(), self.dev.baseline.mean);
-        let title = format!(
-            "dev {} (mean +- sd over seeds); chosen: {}",
-            self.dev.metric, self.dev.chosen
-        );
-        bar_chart(&title, &self.dev.metric, &bars, Some(stock)).save(&dir.join("report"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Fold models count on their own fold's dev set only, query-free models on every set they
-    /// were scored on; gains pair each set's score with the stock model's on that set (raw means
-    /// over unequal sets would mislead); the best gain beyond twice its spread over runs is chosen,
-    /// the stock model kept when none has one (a gain from one fold of three is not enough), and a
-    /// dev set without the stock model's score is an error.
+    type Rows = Vec<(String, String, String, f64)>;
+
+    /// Per-query rows and, from them, evaluate's mean rows (metric "ndcg").
+    fn rows(q: &[(&str, &str, &[f64])]) -> (Rows, Rows) {
+        let mut per = Vec::new();
+        let mut means = Vec::new();
+        for (model, set, values) in q {
+            for (i, v) in values.iter().enumerate() {
+                per.push((model.to_string(), set.to_string(), format!("q{i}"), *v));
+            }
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            means.push((model.to_string(), set.to_string(), "ndcg".into(), mean));
+        }
+        (means, per)
+    }
+
+    /// Fold models count on their own fold's dev queries alone, query-free models on every set
+    /// they were scored on; each query's gain pairs it with the stock model's score on that query;
+    /// a gain counts beyond twice its standard error over queries (pb: one query's big gain, the
+    /// rest losses) and twice its sd over seeds (p: one seed gains, the other does not); the best
+    /// counting gain is chosen, the stock model kept when none counts, and a query without the
+    /// stock model's score is an error naming it.
     #[test]
-    fn dev_picks_by_paired_gain_beyond_its_spread_and_folds_never_leak() {
-        let r = |m: &str, d: &str, v: f64| (m.to_string(), d.to_string(), "ndcg".into(), v);
-        let rows = vec![
-            r("model/stock", "dev", 0.38),
-            r("model/stock", "dev-f0", 0.30),
-            r("model/stock", "dev-f1", 0.50),
-            r("model/stock", "dev-f2", 0.40),
-            r("o/p-s1", "dev", 0.395),
-            r("o/p-s2", "dev", 0.405),
-            r("o/b-f0-s1", "dev-f0", 0.31),
-            r("o/b-f0-s1", "dev-f1", 0.99), // trained on dev-f1's queries: never counted
-            r("o/b-f1-s1", "dev-f1", 0.51),
-            r("o/b-f2-s1", "dev-f2", 0.41),
-            // one fold's big gain, two folds' losses
-            r("o/pb-f0-s1", "dev-f0", 0.50),
-            r("o/pb-f1-s1", "dev-f1", 0.47),
-            r("o/pb-f2-s1", "dev-f2", 0.37),
-        ];
-        let c = Choice::new(&rows, "ndcg", "model/stock", &|_| None).unwrap();
+    fn dev_picks_a_paired_gain_beyond_query_and_seed_noise_and_folds_never_leak() {
+        let stock_f0: &[f64] = &[0.30, 0.40, 0.50, 0.60];
+        let stock_f1: &[f64] = &[0.20, 0.30, 0.40, 0.50];
+        let stock_all: &[f64] = &[0.30, 0.40, 0.50, 0.60, 0.20, 0.30, 0.40, 0.50];
+        let (means, per) = rows(&[
+            ("model/stock", "dev", stock_all),
+            ("model/stock", "dev-f0", stock_f0),
+            ("model/stock", "dev-f1", stock_f1),
+            ("o/b-f0-s1", "dev-f0", &[0.33, 0.42, 0.53, 0.62]),
+            ("o/b-f0-s1", "dev-f1", &[0.99, 0.99, 0.99, 0.99]), // saw dev-f1's queries
+            ("o/b-f1-s1", "dev-f1", &[0.22, 0.33, 0.42, 0.53]),
+            (
+                "o/p-s1",
+                "dev",
+                &[0.40, 0.50, 0.60, 0.70, 0.30, 0.40, 0.50, 0.60],
+            ),
+            ("o/p-s2", "dev", stock_all),
+            ("o/pb-f0-s1", "dev-f0", &[0.90, 0.38, 0.48, 0.58]),
+            ("o/pb-f1-s1", "dev-f1", &[0.18, 0.28, 0.38, 0.48]),
+        ]);
+        let c = Choice::new(&means, &per, "ndcg", "model/stock", &|_| None).unwrap();
         let row = |m: &str| c.candidates.iter().find(|x| x.method == m).unwrap().clone();
         let b = row("b");
-        assert_eq!(b.seeds.len(), 1);
-        assert!(
-            (b.mean - 0.41).abs() < 1e-12 && (b.gain - 0.01).abs() < 1e-12,
-            "{b:?}"
-        );
-        assert!(b.gain_sd.unwrap() < 1e-12 && b.counts);
+        assert_eq!((b.seeds.len(), b.queries), (1, 8));
+        assert!((b.gain - 0.025).abs() < 1e-9, "{b:?}");
+        assert!(b.seed_sd.is_none() && b.gain > 2.0 * b.gain_se.unwrap() && b.counts);
         let p = row("p");
         assert!(
-            (p.mean - 0.40).abs() < 1e-12 && (p.gain - 0.02).abs() < 1e-12,
+            (p.gain - 0.05).abs() < 1e-9 && p.gain_se.unwrap() < 1e-9,
             "{p:?}"
         );
-        assert!((p.gain_sd.unwrap() - 0.005f64.hypot(0.005)).abs() < 1e-9 && p.counts);
+        assert!((p.seed_sd.unwrap() - 0.1f64.hypot(0.0) / 2f64.sqrt()).abs() < 1e-9 && !p.counts);
         let pb = row("pb");
-        assert!(pb.gain > p.gain && !pb.counts, "{pb:?}");
-        assert_eq!(
-            c.chosen, "p",
-            "the higher raw mean (b) gains less on its own sets: {}",
-            c.why
-        );
-        let worse: Vec<_> = (rows.iter())
-            .filter(|x| !x.0.contains("/pb-"))
-            .cloned()
+        assert!(pb.gain > b.gain && !pb.counts, "{pb:?}");
+        assert_eq!(c.chosen, "b", "{}", c.why);
+        assert!(c.markdown().contains("| b (chosen) | 1 |"));
+
+        let worse: Rows = (per.iter().cloned())
             .map(|mut x| {
-                if x.0.starts_with("o/") {
+                if x.0.starts_with("o/b-") {
                     x.3 -= 0.05;
                 }
                 x
             })
             .collect();
-        let c = Choice::new(&worse, "ndcg", "model/stock", &|_| None).unwrap();
+        let c = Choice::new(&means, &worse, "ndcg", "model/stock", &|_| None).unwrap();
         assert_eq!(c.chosen, "stock", "{}", c.why);
-        assert!(Choice::new(&worse, "ndcg", "model/other", &|_| None).is_err());
-        let unpaired: Vec<_> = (rows.into_iter())
-            .filter(|x| x.1 != "dev-f1" || x.0.starts_with("o/"))
+        assert!(Choice::new(&means, &per, "ndcg", "model/other", &|_| None).is_err());
+        let unpaired: Rows = (per.into_iter())
+            .filter(|x| !(x.0 == "model/stock" && x.1 == "dev-f1" && x.2 == "q2"))
             .collect();
-        let e = Choice::new(&unpaired, "ndcg", "model/stock", &|_| None).unwrap_err();
-        assert!(e.to_string().contains("dev set dev-f1"), "{e}");
+        let e = Choice::new(&means, &unpaired, "ndcg", "model/stock", &|_| None).unwrap_err();
+        assert!(e.to_string().contains("dev set dev-f1, query q2"), "{e}");
     }
 }

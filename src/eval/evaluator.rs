@@ -17,6 +17,9 @@ pub type Metrics = Vec<(String, f64)>;
 pub struct Evaluation {
     pub primary: String,
     pub metrics: Metrics,
+    /// The primary metric query by query (id, value), for evaluators whose metric is a mean over
+    /// queries (retrieval): what a paired comparison of two models over queries reads.
+    pub per_query: Vec<(String, f64)>,
 }
 
 impl Evaluation {
@@ -29,7 +32,11 @@ impl Evaluation {
                 metrics.iter().map(|m| &m.0).collect::<Vec<_>>()
             )));
         }
-        Ok(Evaluation { primary, metrics })
+        Ok(Evaluation {
+            primary,
+            metrics,
+            per_query: Vec::new(),
+        })
     }
 
     pub fn get(&self, name: &str) -> Option<f64> {

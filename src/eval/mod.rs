@@ -3,6 +3,7 @@
 //! analysis and the similarity matrix; methods over seeds (`over_seeds`, for `report`).
 pub mod accuracy;
 pub mod choice;
+pub mod choice_report;
 pub mod classification;
 pub mod cls_attention;
 pub mod correlation;

@@ -73,6 +73,49 @@ pub fn read_results(paths: &[PathBuf]) -> Result<Vec<(String, String, String, f6
     Ok(out)
 }
 
+/// (model, dataset, query, value) rows of `metric` in the per_query.csv beside each of
+/// evaluate's results.csv files `paths` (its primary metric, query by query); an error names a
+/// results file without one, or without `metric` there.
+pub fn read_per_query(
+    paths: &[PathBuf],
+    metric: &str,
+) -> Result<Vec<(String, String, String, f64)>> {
+    #[derive(serde::Deserialize)]
+    struct Row {
+        model: String,
+        dataset: String,
+        query: String,
+        metric: String,
+        value: f64,
+    }
+    let mut out = Vec::new();
+    for results in paths {
+        let p = results.with_file_name("per_query.csv");
+        if !p.is_file() {
+            return Err(Error::file(
+                results,
+                "no per_query.csv beside it: the dev choice pairs models query by query (evaluate \
+                 writes one for retrieval sets; run it again)",
+            ));
+        }
+        let mut r = csv::Reader::from_path(&p).map_err(|e| Error::file(&p, e))?;
+        let before = out.len();
+        for (i, row) in r.deserialize::<Row>().enumerate() {
+            let row = row.map_err(|e| Error::file(&p, format!("line {}: {e}", i + 2)))?;
+            if row.metric == metric {
+                out.push((row.model, row.dataset, row.query, row.value));
+            }
+        }
+        if out.len() == before {
+            return Err(Error::file(
+                &p,
+                format!("no {metric} query by query here (it holds each set's primary metric)"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
 pub(crate) fn mean_sd(v: &[f64]) -> (f64, Option<f64>) {
     let n = v.len() as f64;
     let mean = v.iter().sum::<f64>() / n;

@@ -15,6 +15,15 @@ fn dcg(gains: impl Iterator<Item = f64>) -> f64 {
         .sum()
 }
 
+/// nDCG@10 of one query's ranking (binary gains), as sentence-transformers computes it.
+pub fn ndcg(ranked: &[&str], relevant: &HashSet<String>) -> f64 {
+    let got = dcg(ranked
+        .iter()
+        .take(NDCG_AT)
+        .map(|d| relevant.contains(*d) as u8 as f64));
+    got / dcg(std::iter::repeat_n(1.0, relevant.len().min(NDCG_AT)))
+}
+
 /// Ranking metrics over queries: `ranked[q]` holds doc ids best first (at least 100 deep where
 /// the corpus allows), `relevant[q]` that query's relevant ids. Names as sentence-transformers'.
 pub fn ranking_metrics(
@@ -60,16 +69,7 @@ pub fn ranking_metrics(
                 .map_or(0.0, |p| 1.0 / (p + 1) as f64)
         }),
     ));
-    m.push((
-        format!("{prefix}_ndcg@{NDCG_AT}"),
-        mean(&|r, rel| {
-            let got = dcg(r
-                .iter()
-                .take(NDCG_AT)
-                .map(|d| rel.contains(*d) as u8 as f64));
-            got / dcg(std::iter::repeat_n(1.0, rel.len().min(NDCG_AT)))
-        }),
-    ));
+    m.push((format!("{prefix}_ndcg@{NDCG_AT}"), mean(&ndcg)));
     m.push((
         format!("{prefix}_map@{MAP_AT}"),
         mean(&|r, rel| {

@@ -15,6 +15,10 @@ pub struct EvalResult {
     pub primary: String,
     #[serde(serialize_with = "ordered")]
     pub metrics: Metrics,
+    /// The primary metric per query (retrieval), saved as per_query.csv rather than in
+    /// results.json.
+    #[serde(skip)]
+    pub per_query: Vec<(String, f64)>,
 }
 
 fn ordered<S: Serializer>(m: &Metrics, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -64,6 +68,7 @@ impl EvalReport {
                     task: ev.task(),
                     primary: e.primary,
                     metrics: e.metrics,
+                    per_query: e.per_query,
                 });
             }
         }
@@ -136,12 +141,38 @@ impl EvalReport {
         Ok(String::from_utf8(bytes).expect("CSV of UTF-8 fields"))
     }
 
-    /// results.json and results.csv in `dir`.
+    /// The primary metric of each query, one a row: model, dataset, query, metric, value; None
+    /// where no evaluator scored queries one by one.
+    pub fn per_query_csv(&self) -> Result<Option<String>> {
+        if self.results.iter().all(|r| r.per_query.is_empty()) {
+            return Ok(None);
+        }
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.write_record(["model", "dataset", "query", "metric", "value"])
+            .doing("writing per_query.csv")?;
+        for r in &self.results {
+            for (q, v) in &r.per_query {
+                w.write_record([&r.model, &r.dataset, q, &r.primary, &v.to_string()])
+                    .doing("writing per_query.csv")?;
+            }
+        }
+        let bytes = w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .doing("writing per_query.csv")?;
+        Ok(Some(String::from_utf8(bytes).expect("CSV of UTF-8 fields")))
+    }
+
+    /// results.json and results.csv in `dir`, and per_query.csv where queries were scored one by
+    /// one (what `choose` pairs over).
     pub fn save(&self, dir: &Path) -> Result<()> {
         write_atomic(
             &dir.join("results.json"),
             (serde_json::to_string_pretty(self).expect("serializes") + "\n").as_bytes(),
         )?;
+        if let Some(csv) = self.per_query_csv()? {
+            write_atomic(&dir.join("per_query.csv"), csv.as_bytes())?;
+        }
         write_atomic(&dir.join("results.csv"), self.to_csv()?.as_bytes())
     }
 }

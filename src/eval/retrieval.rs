@@ -2,7 +2,7 @@
 //! search over the encoded corpus, hits ordered by (-score, doc id), queries without relevant
 //! documents dropped, and accuracy/precision/recall@k, MRR@10, nDCG@10 (binary gains), MAP@100.
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
-use super::ranking::{ranking_metrics, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
+use super::ranking::{ndcg, ranking_metrics, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
 use crate::data::retrieval::RetrievalSet;
 use crate::error::{Error, Result};
 use crate::model::Embeddings;
@@ -60,23 +60,24 @@ impl Evaluator for RetrievalEvaluator {
         progress.set_length(progress.length().unwrap_or(0) + q.len() as u64);
         let qe = enc.encode(&q, batch, progress)?;
         let primary = format!("{}_ndcg@{NDCG_AT}", self.score_fn.name());
-        Evaluation::new(
-            primary,
-            retrieval_metrics(
-                set,
-                &qe,
-                &ce,
-                self.score_fn,
-                self.ignore_identical_ids,
-                index.as_ref(),
-            )?,
-        )
+        let (metrics, per_query) = retrieval_metrics(
+            set,
+            &qe,
+            &ce,
+            self.score_fn,
+            self.ignore_identical_ids,
+            index.as_ref(),
+        )?;
+        let mut e = Evaluation::new(primary, metrics)?;
+        e.per_query = per_query;
+        Ok(e)
     }
 }
 
 /// Search and score a whole retrieval set from its query and corpus embeddings;
 /// `ignore_identical_ids`: a document whose id is the query's is never a hit (BEIR's option, for
 /// sets whose queries are corpus documents); `index`: candidates from an index, scored exactly.
+/// Also each query's nDCG@10, by query id.
 pub fn retrieval_metrics(
     set: &RetrievalSet,
     q: &Embeddings,
@@ -84,7 +85,7 @@ pub fn retrieval_metrics(
     score: ScoreFn,
     ignore_identical_ids: bool,
     index: Option<&IndexedCorpus>,
-) -> Result<Metrics> {
+) -> Result<(Metrics, Vec<(String, f64)>)> {
     let doc_ids: Vec<String> = set.corpus.iter().map(|(id, _)| id.clone()).collect();
     let depth = PRECISION_RECALL_AT
         .iter()
@@ -106,5 +107,8 @@ pub fn retrieval_metrics(
         .iter()
         .map(|(id, _)| &set.relevant[id])
         .collect();
-    Ok(ranking_metrics(&ranked, &relevant, score.name()))
+    let per_query = (set.queries.iter().zip(&ranked).zip(&relevant))
+        .map(|(((id, _), r), rel)| (id.clone(), ndcg(r, rel)))
+        .collect();
+    Ok((ranking_metrics(&ranked, &relevant, score.name()), per_query))
 }
