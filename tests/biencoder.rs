@@ -98,11 +98,12 @@ fn one_step_lowers_every_loss() {
     let tiny = common::tiny_bert(d.path());
     let pairs = pairs_file(d.path());
     let teacher = teacher_file(d.path(), &tiny, &pairs);
-    let cases: [(&str, &Path, &str); 6] = [
+    let cases: [(&str, &Path, &str); 7] = [
         ("cosine", &pairs, "sentence1,sentence2,label"),
         ("mse", &teacher, "sentence1,embedding"),
         ("softmax", &pairs, "sentence1,sentence2,class"),
         ("mnr", &pairs, "anchor,positive,negative?"),
+        ("mnr-masked", &pairs, "anchor,positive,negative"),
         ("contrastive", &pairs, "anchor,positive"),
         ("triplet", &pairs, "anchor,positive,negative"),
     ];
@@ -121,6 +122,26 @@ fn one_step_lowers_every_loss() {
             "{name}: {before} -> {after}"
         );
     }
+}
+
+/// mnr-masked is MNR on a batch without repeated texts; a row given twice (same anchor, same
+/// positive) is left out of its twin's negatives, which lowers the loss below MNR's.
+#[test]
+fn masked_mnr_drops_only_repeated_rows_from_the_negatives() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let pairs = pairs_file(d.path());
+    let value = |name: &str, idx: &[usize]| {
+        let mut task = bi_task(&tiny, name, Some(Pooling::MEAN), 64, 1);
+        task.data = read(&task, &pairs, "anchor,positive").unwrap();
+        loss_value(&task, idx)
+    };
+    let distinct = [0, 1, 2, 3];
+    let (plain, masked) = (value("mnr", &distinct), value("mnr-masked", &distinct));
+    assert!((plain - masked).abs() < 1e-6, "{plain} vs {masked}");
+    let repeated = [0, 0, 1, 2];
+    let (plain, masked) = (value("mnr", &repeated), value("mnr-masked", &repeated));
+    assert!(masked < plain - 1e-3, "masked {masked} vs mnr {plain}");
 }
 
 #[test]

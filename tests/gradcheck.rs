@@ -405,10 +405,16 @@ fn bi_encoder_losses() {
         },
     );
     check("mnr", &[randn(&[4, 6]), randn(&[6, 6])], |x| {
-        in_batch_ranking(&x[0], &x[1], 20.0, true)
+        in_batch_ranking(&x[0], &x[1], 20.0, true, None)
     });
     check("dpr", &[randn(&[4, 6]), randn(&[8, 6])], |x| {
-        in_batch_ranking(&x[0], &x[1], 1.0, false)
+        in_batch_ranking(&x[0], &x[1], 1.0, false, None)
+    });
+    // rows 0 and 2 share their anchor: each other's positive is masked
+    let ids = Tensor::new(&[[0u32, 1], [2, 3], [0, 4], [5, 6]], &Device::Cpu).unwrap();
+    let mask = condenser::train::losses::false_negatives(&ids, 6).unwrap();
+    check("mnr_masked", &[randn(&[4, 6]), randn(&[6, 6])], |x| {
+        in_batch_ranking(&x[0], &x[1], 20.0, true, Some(&mask))
     });
     check(
         "triplet",
@@ -483,7 +489,7 @@ fn bi_encoder_losses_have_the_right_values() {
     let eye = Tensor::new(&[[1f32, 0.0], [0.0, 1.0]], &d).unwrap();
     // dot scores [[1, 0], [0, 1]]: each row's CE is ln(1 + e^-1)
     close(
-        v(in_batch_ranking(&eye, &eye, 1.0, false).unwrap()),
+        v(in_batch_ranking(&eye, &eye, 1.0, false, None).unwrap()),
         (1.0 + (-1f64).exp()).ln(),
         "dpr",
     );
@@ -491,9 +497,22 @@ fn bi_encoder_losses_have_the_right_values() {
     let cands = Tensor::new(&[[1f32, 0.0], [0.0, 1.0], [1.0, 1.0]], &d).unwrap();
     let want = (1.0 + (-20f64).exp() + (20.0 * 0.5f64.sqrt() - 20.0).exp()).ln();
     close(
-        v(in_batch_ranking(&eye, &cands, 20.0, true).unwrap()),
+        v(in_batch_ranking(&eye, &cands, 20.0, true, None).unwrap()),
         want,
         "mnr",
+    );
+    // the same rows sharing their anchor (ids 0, 0): each row's other positive leaves its
+    // softmax, the hard negative stays: row CE = ln(1 + e^(20/sqrt2 - 20))
+    let ids = Tensor::new(&[[0u32, 1], [0, 2]], &d).unwrap();
+    let mask = condenser::train::losses::false_negatives(&ids, 3).unwrap();
+    assert_eq!(
+        mask.to_vec2::<f32>().unwrap(),
+        vec![vec![0.0, -1e9, 0.0], vec![-1e9, 0.0, 0.0]]
+    );
+    close(
+        v(in_batch_ranking(&eye, &cands, 20.0, true, Some(&mask)).unwrap()),
+        (1.0 + (20.0 * 0.5f64.sqrt() - 20.0).exp()).ln(),
+        "mnr masked",
     );
     // |a - p| = 5, |a - n| = 1: 5 - 1 + 5 = 9; second row 1 - 10 + 5 < 0: 0
     let t = v(triplet(

@@ -77,8 +77,12 @@ pub fn run(a: Args) -> Result<()> {
             match task.unavoidable_repeats(a.train_opts.batch_size) {
                 Some((most, batches)) => format!(
                     " where possible (not everywhere: a text is in {most} rows and an epoch has \
-                     {batches} batches, so some of its rows share a batch and serve as each \
-                     other's negatives)"
+                     {batches} batches, so some of its rows share a batch and {})",
+                    if spec.target == Target::TextIds {
+                        "are left out of each other's negatives"
+                    } else {
+                        "serve as each other's negatives (mnr-masked leaves them out)"
+                    }
                 ),
                 None => String::new(),
             },

@@ -255,7 +255,7 @@ impl Choice {
         let mut s = format!(
             "Dev {}: each seed's mean over the dev sets it may be scored on (a fold's models on \
              that fold's dev queries alone, models that saw no query on all train queries), then \
-             mean +- sd over seeds. The gain is paired, each dev set's score less the stock \
+             mean +- sd over seeds. The gain is paired: each dev query's score less the stock \
              model's on the same query, averaged over dev queries; it may be chosen when it \
              exceeds twice its standard error over queries and twice its sd over seeds.\n\n\
              | method | seeds | dev {} | gain on dev | queries | se over queries | sd over \

@@ -42,7 +42,7 @@ impl BiData {
                 e,
             )
         })?;
-        let with_target = spec.target != Target::None;
+        let with_target = spec.target.has_column();
         let texts = names.len().saturating_sub(with_target as usize);
         if texts < spec.texts || (texts > spec.texts && !spec.more_texts) {
             return Err(Error::file(
@@ -52,17 +52,14 @@ impl BiData {
                     spec.name,
                     spec.texts,
                     if spec.texts == 1 { "" } else { "s" },
-                    match spec.target {
-                        Target::None => String::new(),
-                        _ => " and a target column".into(),
-                    },
+                    if with_target { " and a target column" } else { "" },
                     spec.columns
                 ),
             ));
         }
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         let target_dim = match spec.target {
-            Target::None => 0,
+            Target::None | Target::TextIds => 0,
             Target::Vector => enc.dim(),
             Target::Score | Target::Class => 1,
         };
@@ -115,7 +112,7 @@ impl BiData {
                 Target::Score => data
                     .target
                     .extend(b.labels(col)?.into_iter().map(|x| x as f32)),
-                Target::None => {}
+                Target::None | Target::TextIds => {}
             }
         }
         if data.is_empty() {

@@ -175,6 +175,9 @@ impl BiEncoderTask {
 
     /// The rows' targets as the loss wants them.
     pub(super) fn target(&self, idx: &[usize]) -> Result<Option<Tensor>> {
+        if self.spec.target == Target::TextIds {
+            return Ok(Some(self.text_ids(idx)?));
+        }
         let d = self.data.target_dim;
         if self.spec.target == Target::None || d == 0 {
             return Ok(None);
@@ -189,6 +192,20 @@ impl BiEncoderTask {
         } else {
             Tensor::from_vec(v, (idx.len(), d), dev)?
         }))
+    }
+
+    /// Rows `idx`'s anchor and positive as ids local to the batch, (b, 2) u32: equal token ids,
+    /// equal id (one numbering for both columns, so a text in either matches).
+    fn text_ids(&self, idx: &[usize]) -> Result<Tensor> {
+        let mut ids: crate::hash::FastMap<&[u32], u32> = Default::default();
+        let mut v = Vec::with_capacity(idx.len() * 2);
+        for &i in idx {
+            for col in self.data.texts.iter().take(2) {
+                let next = ids.len() as u32;
+                v.push(*ids.entry(col[i].as_slice()).or_insert(next));
+            }
+        }
+        Ok(Tensor::from_vec(v, (idx.len(), 2), &self.enc.device)?)
     }
 
     /// The encoder and head over untracked copies of the weights, for evaluation.

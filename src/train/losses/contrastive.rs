@@ -16,6 +16,6 @@ struct Contrastive;
 
 impl Loss for Contrastive {
     fn forward(&self, emb: &[Tensor], _: Option<&Tensor>) -> Result<Tensor> {
-        in_batch_ranking(&emb[0], &Tensor::cat(&emb[1..], 0)?, 1.0, false)
+        in_batch_ranking(&emb[0], &Tensor::cat(&emb[1..], 0)?, 1.0, false, None)
     }
 }

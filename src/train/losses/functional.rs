@@ -51,11 +51,14 @@ pub fn cosine_mse(u: &Tensor, v: &Tensor, labels: &Tensor) -> Result<Tensor> {
 /// In-batch ranking: anchor i's positive is candidate i; every other candidate (other anchors'
 /// positives, then any hard negatives) is a negative. Cross-entropy over scale x similarity:
 /// cosine with scale 20 is MultipleNegativesRankingLoss, dot product with scale 1 is DPR's loss.
+/// `exclude`, (b, candidates), is added to the scores: -1e9 takes a candidate out of anchor i's
+/// softmax (a false negative), 0 keeps it.
 pub fn in_batch_ranking(
     anchors: &Tensor,
     candidates: &Tensor,
     scale: f64,
     cosine: bool,
+    exclude: Option<&Tensor>,
 ) -> Result<Tensor> {
     let (a, c) = if cosine {
         (l2_normalize(anchors)?, l2_normalize(candidates)?)
@@ -63,6 +66,10 @@ pub fn in_batch_ranking(
         (anchors.clone(), candidates.clone())
     };
     let scores = (a.matmul(&c.t()?)? * scale)?;
+    let scores = match exclude {
+        Some(m) => (scores + m.to_dtype(a.dtype())?)?,
+        None => scores,
+    };
     let b = anchors.dim(0)?;
     let target = Tensor::arange(0u32, b as u32, anchors.device())?;
     cross_entropy(&scores, &target)

@@ -17,6 +17,6 @@ pub struct Mnr;
 
 impl Loss for Mnr {
     fn forward(&self, emb: &[Tensor], _: Option<&Tensor>) -> Result<Tensor> {
-        in_batch_ranking(&emb[0], &Tensor::cat(&emb[1..], 0)?, 20.0, true)
+        in_batch_ranking(&emb[0], &Tensor::cat(&emb[1..], 0)?, 20.0, true, None)
     }
 }

@@ -8,6 +8,7 @@ mod cross_entropy;
 mod functional;
 mod margin_mse;
 mod mnr;
+mod mnr_masked;
 mod mse;
 mod registry;
 mod softmax;
@@ -16,5 +17,6 @@ mod triplet;
 
 pub use crate::model::layers::softmax_head::softmax_features;
 pub use functional::*;
+pub use mnr_masked::false_negatives;
 pub use registry::{find, LOSSES};
 pub use spec::{required, Loss, LossContext, LossSpec, Target};

@@ -1,6 +1,6 @@
 //! The registry of bi-encoder losses: `--loss`'s choices, in help order.
 use super::spec::LossSpec;
-use super::{cached_mnr, contrastive, cosine, margin_mse, mnr, mse, softmax, triplet};
+use super::{cached_mnr, contrastive, cosine, margin_mse, mnr, mnr_masked, mse, softmax, triplet};
 
 /// Every bi-encoder loss.
 pub const LOSSES: &[LossSpec] = &[
@@ -8,6 +8,7 @@ pub const LOSSES: &[LossSpec] = &[
     mse::SPEC,
     softmax::SPEC,
     mnr::SPEC,
+    mnr_masked::SPEC,
     contrastive::SPEC,
     triplet::SPEC,
     margin_mse::SPEC,

@@ -16,6 +16,17 @@ pub enum Target {
     Class,
     /// A teacher embedding of the encoder's dimension.
     Vector,
+    /// No column: the trainer passes each row's first two texts (anchor, positive) as ids local
+    /// to the batch, (b, 2) u32, equal ids for equal texts, so that a loss can tell which rows
+    /// repeat a text.
+    TextIds,
+}
+
+impl Target {
+    /// Whether the target is read from the data's last column.
+    pub fn has_column(self) -> bool {
+        matches!(self, Target::Score | Target::Class | Target::Vector)
+    }
 }
 
 /// What a loss gets to build itself: its trainable parameters go under `vb`.
@@ -48,6 +59,7 @@ pub fn required<'a>(target: Option<&'a Tensor>, spec: &LossSpec) -> Result<&'a T
             Target::Score => "a score per row",
             Target::Class => "a class id per row",
             Target::Vector => "a teacher vector per row",
+            Target::TextIds => "its rows' text ids (from the trainer, not a column)",
             Target::None => "no target",
         };
         candle_core::Error::Msg(format!(
