@@ -110,9 +110,16 @@ impl State {
         if rec.args != step.args {
             return Ok(run("its arguments changed"));
         }
-        let now = fingerprints(&inputs, &step.products())?;
-        if let Some((p, _)) = now.iter().find(|(p, f)| rec.inputs.get(*p) != Some(f)) {
-            return Ok(run(&format!("its input {p} changed")));
+        let skip = step.products();
+        let now = fingerprints(&inputs, &skip)?;
+        for (p, f) in &now {
+            let holds = match rec.inputs.get(p) {
+                Some(old) => still_holds(Path::new(p), old, f, &skip)?,
+                None => false,
+            };
+            if !holds {
+                return Ok(run(&format!("its input {p} changed")));
+            }
         }
         if let Some(p) = rec.inputs.keys().find(|p| !now.contains_key(*p)) {
             return Ok(run(&format!("its input {p} is gone")));
@@ -171,38 +178,76 @@ impl State {
     }
 }
 
-/// Path -> "size:mtime" for a file; for a folder, a hash of every file under it (relative path,
-/// size, modification time) but the step's own products (`skip`: a step that reads a folder and
-/// writes inside it, as `choose` reads the models in a recipe's out folder).
+/// Path -> fingerprint of its content: for a file its size and the xxh3 of its bytes; for a
+/// folder a hash of every file under it (relative path, size, content hash) but the step's own
+/// products (`skip`: a step that reads a folder and writes inside it, as `choose` reads the models
+/// in a recipe's out folder). By content, not modification time: a data folder copied again (a
+/// restored backup, a re-synced share) is no change, and re-running every step after it would
+/// throw away finished work.
 fn fingerprints(paths: &[PathBuf], skip: &[PathBuf]) -> Result<BTreeMap<String, String>> {
     paths
         .iter()
-        .map(|p| Ok((p.display().to_string(), fingerprint(p, skip)?)))
+        .map(|p| {
+            Ok((
+                p.display().to_string(),
+                fingerprint(p, skip, Kind::Content)?,
+            ))
+        })
         .collect()
 }
 
-fn fingerprint(p: &Path, skip: &[PathBuf]) -> Result<String> {
+/// Whether `old`, recorded for `p`, still holds: a fingerprint of today's kind is compared as it
+/// is; one written before fingerprints were by content ("size:mtime") is compared with `p`'s
+/// size and modification time, so that a state from an earlier version skips what it finished.
+fn still_holds(p: &Path, old: &str, now: &str, skip: &[PathBuf]) -> Result<bool> {
+    if old.starts_with(FILE_TAG) || old.starts_with(DIR_TAG) {
+        return Ok(old == now);
+    }
+    Ok(fingerprint(p, skip, Kind::Legacy)? == old)
+}
+
+const FILE_TAG: &str = "xxh3:";
+const DIR_TAG: &str = "dir-xxh3:";
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Content,
+    /// size and modification time, as states recorded them before
+    Legacy,
+}
+
+fn fingerprint(p: &Path, skip: &[PathBuf], kind: Kind) -> Result<String> {
     let m = std::fs::metadata(p).map_err(|e| Error::file(p, e))?;
     if !m.is_dir() {
-        return Ok(format!("{}:{}", m.len(), mtime(&m)));
+        return Ok(match kind {
+            Kind::Content => format!("{FILE_TAG}{}:{:016x}", m.len(), content_hash(p, &m)?),
+            Kind::Legacy => format!("{}:{}", m.len(), mtime(&m)),
+        });
     }
     let mut files = Vec::new();
-    walk(p, p, 0, skip, &mut files)?;
+    walk(p, p, 0, skip, kind, &mut files)?;
     files.sort();
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for f in &files {
         h.update(f.as_bytes());
         h.update(b"\n");
     }
-    Ok(format!("dir:{}:{:016x}", files.len(), h.digest()))
+    let tag = if kind == Kind::Content {
+        DIR_TAG
+    } else {
+        "dir:"
+    };
+    Ok(format!("{tag}{}:{:016x}", files.len(), h.digest()))
 }
 
-/// "relative path size mtime" of every file under `dir` (links followed, 16 levels deep at most).
+/// "relative path size (content hash | mtime)" of every file under `dir` (links followed, 16
+/// levels deep at most).
 fn walk(
     root: &Path,
     dir: &Path,
     depth: usize,
     skip: &[PathBuf],
+    kind: Kind,
     out: &mut Vec<String>,
 ) -> Result<()> {
     if depth > 16 {
@@ -218,15 +263,44 @@ fn walk(
             continue; // a dangling link
         };
         if m.is_dir() {
-            walk(root, &p, depth + 1, skip, out)?;
+            walk(root, &p, depth + 1, skip, kind, out)?;
         } else if p.file_name().is_some_and(|n| n == STATE_FILE) {
             // a recipe's own bookkeeping inside a folder input, rewritten by every step
         } else {
             let rel = p.strip_prefix(root).unwrap_or(&p).display().to_string();
-            out.push(format!("{rel} {} {}", m.len(), mtime(&m)));
+            out.push(match kind {
+                Kind::Content => format!("{rel} {} {:016x}", m.len(), content_hash(&p, &m)?),
+                Kind::Legacy => format!("{rel} {} {}", m.len(), mtime(&m)),
+            });
         }
     }
     Ok(())
+}
+
+/// xxh3 of a file's bytes, each (path, size, mtime) read once a process: a run decides on every
+/// step, and many read the same model folder.
+fn content_hash(p: &Path, m: &std::fs::Metadata) -> Result<u64> {
+    use std::io::Read;
+    type Seen = std::sync::Mutex<BTreeMap<(PathBuf, u64, u128), u64>>;
+    static SEEN: std::sync::OnceLock<Seen> = std::sync::OnceLock::new();
+    let key = (p.to_path_buf(), m.len(), mtime(m));
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(&h) = seen.lock().expect("not poisoned").get(&key) {
+        return Ok(h);
+    }
+    let mut f = std::fs::File::open(p).map_err(|e| Error::file(p, e))?;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| Error::file(p, e))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let h = h.digest();
+    seen.lock().expect("not poisoned").insert(key, h);
+    Ok(h)
 }
 
 fn mtime(m: &std::fs::Metadata) -> u128 {
@@ -234,4 +308,38 @@ fn mtime(m: &std::fs::Metadata) -> u128 {
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Content fingerprints: the same bytes written later are the same input, other bytes of the
+    /// same size are not; a state written before (size and mtime) still holds for an unchanged
+    /// file.
+    #[test]
+    fn fingerprints_by_content_and_earlier_states_still_hold() {
+        let d = tempfile::tempdir().unwrap();
+        let at = |name: &str, bytes: &[u8]| {
+            let p = d.path().join(name);
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        let a = at("a", b"abc");
+        let (legacy, now) = (
+            fingerprint(&a, &[], Kind::Legacy).unwrap(),
+            fingerprint(&a, &[], Kind::Content).unwrap(),
+        );
+        assert!(now.starts_with(FILE_TAG) && !legacy.starts_with(FILE_TAG));
+        assert!(still_holds(&a, &legacy, &now, &[]).unwrap());
+        assert!(still_holds(&a, &now, &now, &[]).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let copy = at("copy", b"abc");
+        assert_eq!(fingerprint(&copy, &[], Kind::Content).unwrap(), now);
+        assert_ne!(fingerprint(&copy, &[], Kind::Legacy).unwrap(), legacy);
+        let other = at("other", b"abd");
+        assert_ne!(fingerprint(&other, &[], Kind::Content).unwrap(), now);
+        let dir = fingerprint(d.path(), &[], Kind::Content).unwrap();
+        assert!(dir.starts_with(DIR_TAG) && dir.contains(":3:"), "{dir}");
+    }
 }
