@@ -175,3 +175,78 @@ fn bad_corpus_names_file_and_column_and_flags_do_not_mix() {
     // crop fractions outside (0, 1]
     refused(&corpus, &["--crop-max", "1.5"], &["--crop-max"]);
 }
+
+/// `augment --queries`: Cranfield's real queries without their judgments, each with its top 2
+/// documents by BM25 and by BM25 fused with MiniLM. Each positive is checked against the qrels the
+/// command never read: fusing in the model finds more relevant positives than BM25 alone (0.41
+/// against 0.34 of the top 2 on 2026-11-25).
+#[test]
+fn unjudged_queries_pair_with_their_top_documents() {
+    let d = tempfile::tempdir().unwrap();
+    let cranfield = common::data("cranfield");
+    let set = condenser::data::retrieval::RetrievalSet::load(&cranfield).unwrap();
+    let model = common::model();
+    let precision = |positives: &str| {
+        let out = d.path().join(format!("{positives}.parquet"));
+        let mut args = vec![
+            "--corpus",
+            cranfield.to_str().unwrap(),
+            "--queries",
+            cranfield.to_str().unwrap(),
+            "--positives",
+            positives,
+            "--positives-per-query",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if positives != "bm25" {
+            args.extend(["--retriever", model.to_str().unwrap()]);
+        }
+        let o = augment(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows = rows(&out);
+        let query_id: std::collections::HashMap<&str, &str> = set
+            .queries
+            .iter()
+            .map(|(id, t)| (t.as_str(), id.as_str()))
+            .collect();
+        let judged: Vec<&[String; 4]> = rows
+            .iter()
+            .filter(|r| query_id.contains_key(r[0].as_str()))
+            .collect();
+        assert_eq!(judged.len(), 2 * set.queries.len(), "2 a query");
+        assert!(rows.iter().all(|r| r[3] == format!("query-{positives}")));
+        let hits = judged
+            .iter()
+            .filter(|r| set.relevant[query_id[r[0].as_str()]].contains(&r[2]))
+            .count();
+        hits as f64 / judged.len() as f64
+    };
+    let (bm25, fused) = (precision("bm25"), precision("fused"));
+    eprintln!("relevant positives: bm25 {bm25:.3}, fused {fused:.3}");
+    assert!(bm25 > 0.3, "bm25 {bm25}");
+    assert!(fused > bm25, "fused {fused} vs bm25 {bm25}");
+    // a model ranking needs the model; a file has no qrels split; flags of pseudo pairs refused
+    let q = ["--queries", cranfield.to_str().unwrap()];
+    refused(
+        &cranfield,
+        &[&q[..], &["--positives", "model"]].concat(),
+        &["--retriever"],
+    );
+    let file = cranfield.join("queries.parquet");
+    let split = [
+        "--queries",
+        file.to_str().unwrap(),
+        "--query-split",
+        "test",
+        "--positives",
+        "bm25",
+    ];
+    refused(&cranfield, &split, &["queries.parquet", "--query-split"]);
+    refused(
+        &cranfield,
+        &[&q[..], &["--crops", "2"]].concat(),
+        &["--crops"],
+    );
+}

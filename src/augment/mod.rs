@@ -1,18 +1,21 @@
 //! AugSBERT's data augmentation: new target pairs sampled from the input's sentences (random or
 //! BM25 or semantic-search partners), labelled by a cross-encoder (`augment`, streaming);
-//! pseudo-query pairs from a corpus alone (`augment --corpus`); and hard-negative mining (`mine`).
+//! pseudo-query pairs from a corpus alone (`augment --corpus`) or real queries without judgments
+//! (`--queries`); and hard-negative mining (`mine`).
 mod bm25;
 mod job;
 pub mod mine;
 mod pipeline;
 mod pseudo;
+mod query_pairs;
 mod random;
 mod semantic;
 
 pub use bm25::Bm25;
 pub use job::AugmentJob;
 pub use pipeline::{augment, AugmentSpec, AugmentSummary};
-pub use pseudo::{write_pseudo_pairs, PseudoPairs, PseudoSpec, PseudoSummary};
+pub use pseudo::{write_pseudo_pairs, write_query_pairs, PseudoPairs, PseudoSpec, PseudoSummary};
+pub use query_pairs::{fuse, QueryPositives, QuerySpec};
 pub use random::random_pairs;
 pub use semantic::{ranking_depth, semantic_ranking, take_ranked};
 

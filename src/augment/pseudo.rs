@@ -10,6 +10,7 @@
 //! own in-batch negative). Each document's draws come from a generator seeded by (seed, document
 //! id), so a document's pairs do not depend on the corpus order and a seed always gives the same
 //! file. No pair has equal sides, and no (anchor, positive) pair is written twice.
+use super::query_pairs::QuerySpec;
 use crate::data::retrieval::{find_file, read_documents, Document};
 use crate::data::write_parquet;
 use crate::error::{Error, Result};
@@ -190,6 +191,22 @@ pub fn write_pseudo_pairs(spec: &PseudoSpec, seed: u64, out: &Path) -> Result<Ps
             ),
         ));
     }
+    write_pairs(&rows, out)?;
+    Ok(summary)
+}
+
+/// Pairs of real queries with their top documents (`--queries`) to `out`, atomically; the rows.
+pub fn write_query_pairs(spec: &PseudoSpec, q: &QuerySpec, out: &Path) -> Result<usize> {
+    let rows = q.pairs(&spec.corpus_file()?)?;
+    if rows.is_empty() {
+        return Err(Error::msg("no query pairs: no query found a document"));
+    }
+    write_pairs(&rows, out)?;
+    Ok(rows.len())
+}
+
+/// (anchor, positive, doc_id, kind) rows as Parquet.
+fn write_pairs(rows: &[[String; 4]], out: &Path) -> Result<()> {
     let names = ["anchor", "positive", "doc_id", "kind"];
     let schema = Arc::new(Schema::new(
         names
@@ -206,6 +223,5 @@ pub fn write_pseudo_pairs(spec: &PseudoSpec, seed: u64, out: &Path) -> Result<Ps
         .collect();
     let batch =
         RecordBatch::try_new(schema.clone(), cols).map_err(|e| Error::msg(e.to_string()))?;
-    write_parquet(out, schema, [&batch])?;
-    Ok(summary)
+    write_parquet(out, schema, [&batch])
 }

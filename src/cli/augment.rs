@@ -1,7 +1,9 @@
 use super::model_opts::matmuls;
 use super::progress::{self, out};
 use super::shard_opts::{shard_note, ShardOpts};
-use condenser::augment::{write_pseudo_pairs, AugmentJob, PseudoSpec};
+use condenser::augment::{
+    write_pseudo_pairs, write_query_pairs, AugmentJob, PseudoSpec, QuerySpec,
+};
 use condenser::error::{Error, Result};
 
 #[derive(clap::Args)]
@@ -10,6 +12,8 @@ pub struct Args {
     job: AugmentJob,
     #[command(flatten)]
     pseudo: PseudoSpec,
+    #[command(flatten)]
+    queries: QuerySpec,
     /// A shard draws the whole (seeded) sample and labels its blocks of the pair list
     #[command(flatten)]
     shard: ShardOpts,
@@ -44,7 +48,17 @@ fn pseudo(a: &Args) -> Result<()> {
             "augment --corpus runs unsharded (it reads the corpus once and loads no model)",
         ));
     }
-    let s = write_pseudo_pairs(&a.pseudo, a.job.spec.seed.seed, &a.job.spec.out)?;
+    let out_path = &a.job.spec.out;
+    if a.queries.queries.is_some() {
+        let n = write_query_pairs(&a.pseudo, &a.queries, out_path)?;
+        out(&format!(
+            "wrote {n} query pairs ({} positives) to {}\n",
+            a.queries.positives.name(),
+            out_path.display()
+        ));
+        return Ok(());
+    }
+    let s = write_pseudo_pairs(&a.pseudo, a.job.spec.seed.seed, out_path)?;
     out(&format!(
         "wrote {} pseudo-query pairs ({} title-body, {} crop) from {} documents ({} duplicate or \
          empty texts dropped) to {}\n",
@@ -53,7 +67,7 @@ fn pseudo(a: &Args) -> Result<()> {
         s.crops,
         s.documents,
         s.duplicates,
-        a.job.spec.out.display()
+        out_path.display()
     ));
     Ok(())
 }
