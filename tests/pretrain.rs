@@ -97,6 +97,7 @@ fn spec(skip_from: usize, cocondenser: Option<usize>, seed: u64) -> PretrainSpec
         skip_from,
         late_mlm: true,
         cocondenser,
+        freeze_backbone: false,
         seed,
     }
 }
@@ -376,6 +377,53 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
         std::fs::read_to_string(b.join("train_log.csv")).unwrap(),
         log
     );
+}
+
+/// --freeze-backbone: the head learns (its MLM loss falls) while every backbone tensor leaves
+/// bit-exact as it came; a resume that would unfreeze it is refused.
+#[test]
+fn a_frozen_backbone_trains_the_head_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let corpus = d.path().join("news.txt");
+    std::fs::write(&corpus, brown_texts(400).join("\n")).unwrap();
+    let out = d.path().join("frozen");
+    let frozen = ["--lr", "1e-2", "--freeze-backbone"];
+    let o = pretrain(&tiny, &corpus, &out, false, &frozen)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("backbone frozen"));
+    let load = |p: std::path::PathBuf| candle_core::safetensors::load(p, &Device::Cpu).unwrap();
+    let (before, after) = (
+        load(tiny.join("model.safetensors")),
+        load(out.join("model.safetensors")),
+    );
+    for (name, t) in &after {
+        let b = before
+            .get(name)
+            .or_else(|| before.get(&format!("bert.{name}")))
+            .unwrap_or_else(|| panic!("{name} not in the start"));
+        assert_eq!(
+            t.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            b.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            "{name} moved"
+        );
+    }
+    let log = std::fs::read_to_string(out.join("train_log.csv")).unwrap();
+    let rows = log_rows(&log, "step,loss,lr,eval,head_mlm,late_mlm");
+    let mean = |s: &[Vec<f64>]| s.iter().map(|r| r[4]).sum::<f64>() / s.len() as f64;
+    assert!(
+        mean(&rows[100..]) < mean(&rows[..20]) - 0.2,
+        "head MLM {} -> {}",
+        mean(&rows[..20]),
+        mean(&rows[100..])
+    );
+    let o = pretrain(&tiny, &corpus, &out, true, &["--lr", "1e-2"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("backbone frozen"), "{e}");
 }
 
 #[test]

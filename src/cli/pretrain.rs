@@ -40,6 +40,10 @@ pub struct Args {
     /// each (batch size counts documents), and the span contrastive loss added
     #[arg(long)]
     cocondenser: bool,
+    /// Train the head alone, the backbone left as it is: a fresh head's warm-up before the
+    /// backbone trains (then `--continue-from` this run's folder)
+    #[arg(long)]
+    freeze_backbone: bool,
     #[command(flatten)]
     train_opts: TrainOpts,
 }
@@ -78,19 +82,21 @@ pub fn run(a: Args) -> Result<()> {
     )?;
     bar.finish_and_clear();
     out(&format!(
-        "corpus: {} {} of up to {doc_len} tokens ({}); head {} layers reading layer {skip_from}{}{}\n",
+        "corpus: {} {} of up to {doc_len} tokens ({}); head {} layers reading layer {skip_from}{}{}{}\n",
         blocks.len,
         if a.cocondenser { "documents" } else { "blocks" },
         if built { "tokenized now" } else { "cached" },
         a.head_layers,
         if a.no_late_mlm { "" } else { " + late MLM" },
-        if a.cocondenser { " + span contrast" } else { "" }
+        if a.cocondenser { " + span contrast" } else { "" },
+        if a.freeze_backbone { "; backbone frozen (head only)" } else { "" }
     ));
     let spec = PretrainSpec {
         head_layers: a.head_layers,
         skip_from,
         late_mlm: !a.no_late_mlm,
         cocondenser: a.cocondenser.then_some(body),
+        freeze_backbone: a.freeze_backbone,
         seed: a.train_opts.seed(),
     };
     let mut task = PretrainTask::new(&init, head, blocks, &spec, &a.train_opts.device()?)?;

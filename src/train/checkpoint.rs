@@ -70,7 +70,14 @@ pub fn save(dir: &Path, varmap: &VarMap, opt: &AdamW, st: &TrainState) -> Result
     Ok(())
 }
 
-pub fn load(dir: &Path, varmap: &VarMap, opt: &mut AdamW) -> Result<TrainState> {
+/// `check` sees the saved state before any weight is read: a run with other settings (another
+/// set of trained variables, say) is refused for what differs, not for a missing tensor.
+pub fn load(
+    dir: &Path,
+    varmap: &VarMap,
+    opt: &mut AdamW,
+    check: impl FnOnce(&TrainState) -> Result<()>,
+) -> Result<TrainState> {
     // a kill between the two renames of `save` leaves the previous checkpoint as .old
     let dir = if dir.join("state.json").is_file() {
         dir.to_path_buf()
@@ -84,6 +91,7 @@ pub fn load(dir: &Path, varmap: &VarMap, opt: &mut AdamW) -> Result<TrainState> 
         serde_json::from_str(&text).map_err(|e| Error::file(&state_path, e))?;
     let st: TrainState =
         serde_json::from_value(v["state"].clone()).map_err(|e| Error::file(&state_path, e))?;
+    check(&st)?;
     let weights = dir.join("model.safetensors");
     let device = params::device_of(varmap);
     let w = read_weights(&weights, &device)?;

@@ -46,6 +46,11 @@ pub struct PretrainSpec {
     /// coCondenser: each block is a document giving two spans of this many body tokens, and the
     /// span contrastive loss joins the MLM losses.
     pub cocondenser: Option<usize>,
+    /// Train the head alone, the backbone (word embeddings, so the tied MLM decoder, included)
+    /// left as it is: a fresh head's warm-up, so that the backbone does not serve a head that
+    /// has not yet learnt the vocabulary (issue 34: continued pre-training from a sentence
+    /// encoder with a fresh head hurt its retrieval).
+    pub freeze_backbone: bool,
     pub seed: u64,
 }
 
@@ -281,8 +286,16 @@ impl TrainTask for PretrainTask {
         super::TaskKey {
             // the objective: the head's shape and the losses it trains
             loss: format!(
-                "condenser head_layers={} skip_from={} late_mlm={} cocondenser={:?}",
-                s.head_layers, s.skip_from, s.late_mlm, s.cocondenser
+                "condenser head_layers={} skip_from={} late_mlm={} cocondenser={:?}{}",
+                s.head_layers,
+                s.skip_from,
+                s.late_mlm,
+                s.cocondenser,
+                if s.freeze_backbone {
+                    " backbone frozen"
+                } else {
+                    ""
+                }
             ),
             data: self.blocks.key.clone(),
         }
@@ -290,6 +303,12 @@ impl TrainTask for PretrainTask {
 
     fn dropout_rates(&self) -> DropoutRates {
         self.folder.config.dropout_rates()
+    }
+
+    /// The head's variables always; the backbone's unless it is frozen. (Its gradients are still
+    /// computed: the head's backward runs through it; a frozen run costs what a full one does.)
+    fn trains(&self, name: &str) -> bool {
+        !self.spec.freeze_backbone || HEADS.iter().any(|h| name.starts_with(h))
     }
 
     fn evaluate(&self) -> Result<Option<Score>> {

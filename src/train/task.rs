@@ -104,6 +104,13 @@ pub trait TrainTask: Sync {
         )))
     }
 
+    /// Whether the optimizer updates the variable `name` (default: every one). A frozen variable
+    /// keeps its value: no step, no weight decay, no part in the gradient norm's clipping (as
+    /// PyTorch leaves a parameter without a gradient).
+    fn trains(&self, _name: &str) -> bool {
+        true
+    }
+
     /// CPU threads a micro-batch may be split across (`--threads`): tasks whose loss couples the
     /// batch split its forward and backward themselves; others are split by the trainer.
     fn set_threads(&mut self, _n: usize) {}

@@ -79,7 +79,11 @@ pub fn train(
     }
     let total_steps = total_micro.div_ceil(accum as u64);
     let warmup_steps = (total_steps as f64 * cfg.warmup).ceil() as u64;
-    let mut opt = AdamW::new(params::vars(task.varmap()), cfg.weight_decay);
+    let trained: Vec<_> = params::vars(task.varmap())
+        .into_iter()
+        .filter(|(name, _)| task.trains(name))
+        .collect();
+    let mut opt = AdamW::new(trained, cfg.weight_decay);
     let on_cpu = params::device_of(task.varmap()).is_cpu();
     let threads = if on_cpu {
         cfg.threads.clamp(1, batch)
@@ -96,17 +100,14 @@ pub fn train(
     let ckpt = cfg.out.join("checkpoint");
     let mut st = TrainState::default();
     if resume {
-        st = checkpoint::load(&ckpt, task.varmap(), &mut opt)?;
-        match &st.settings {
-            Some(saved) => settings.check_resume(saved)?,
-            None => {
-                return Err(Error::file(
-                    &ckpt,
-                    "--resume: this checkpoint does not record its run's settings (an older \
-                     condenser wrote it), so continuing it could mix two schedules; start afresh",
-                ))
-            }
-        }
+        st = checkpoint::load(&ckpt, task.varmap(), &mut opt, |st| match &st.settings {
+            Some(saved) => settings.check_resume(saved),
+            None => Err(Error::file(
+                &ckpt,
+                "--resume: this checkpoint does not record its run's settings (an older \
+                 condenser wrote it), so continuing it could mix two schedules; start afresh",
+            )),
+        })?;
     }
     st.settings = Some(settings);
     loss_scale::init(&mut st, cfg.precision);
