@@ -43,5 +43,6 @@ done
 for col in ${COLLECTIONS:-cacm cranfield}; do
   f=out/dev34/$col/folds
   v=$(echo $VARIANTS | tr ' ' _)
-  $C choose --dev $f/eval-f{0,1,2}-$v/results.csv --baseline all-MiniLM-L6-v2 --out $f/choice-$v
+  $C choose --dev $f/eval-f0-$v/results.csv --dev $f/eval-f1-$v/results.csv \
+    --dev $f/eval-f2-$v/results.csv --baseline all-MiniLM-L6-v2 --out $f/choice-$v
 done

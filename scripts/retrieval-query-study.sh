@@ -39,5 +39,6 @@ for col in ${COLLECTIONS:-cacm cranfield}; do
     e=$f/eval-q-f$k
     [ -f $e/per_query.csv ] || $C evaluate "${models[@]}" --retrieval dev-f$k=$f/fold-$k --split test --out $e
   done
-  $C choose --dev $f/eval-q-f{0,1,2}/results.csv --baseline all-MiniLM-L6-v2 --out $f/choice-q
+  $C choose --dev $f/eval-q-f0/results.csv --dev $f/eval-q-f1/results.csv \
+    --dev $f/eval-q-f2/results.csv --baseline all-MiniLM-L6-v2 --out $f/choice-q
 done
