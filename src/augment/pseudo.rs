@@ -11,7 +11,7 @@
 //! id), so a document's pairs do not depend on the corpus order and a seed always gives the same
 //! file. No pair has equal sides, and no (anchor, positive) pair is written twice.
 use super::query_pairs::QuerySpec;
-use crate::data::retrieval::{find_file, read_documents, Document};
+use crate::data::retrieval::{corpus_file, read_documents, Document};
 use crate::data::write_parquet;
 use crate::error::{Error, Result};
 use crate::flags;
@@ -88,11 +88,7 @@ impl PseudoSpec {
             .corpus
             .as_ref()
             .ok_or_else(|| Error::msg("--corpus is needed for pseudo-query pairs"))?;
-        if c.is_dir() {
-            find_file(c, "corpus")
-        } else {
-            Ok(c.clone())
-        }
+        corpus_file(c)
     }
 
     /// (anchor, positive, doc_id, kind) rows for the corpus, in corpus order.

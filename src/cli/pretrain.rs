@@ -1,5 +1,6 @@
 use super::progress::{self, out};
 use super::train_opts::TrainOpts;
+use condenser::data::retrieval::corpus_file;
 use condenser::error::{Error, Result};
 use condenser::model::ModelFolder;
 use condenser::train::corpus;
@@ -63,23 +64,14 @@ pub fn run(a: Args) -> Result<()> {
     // coCondenser's documents hold two spans' worth of text, so the spans overlap only partly
     let body = max_len - 2;
     let doc_len = if a.cocondenser { 2 * body + 2 } else { max_len };
-    let files = a
+    let files: Vec<_> = a
         .corpus
         .iter()
-        .map(|p| match p.is_dir() {
-            true => condenser::data::retrieval::find_file(p, "corpus"),
-            false => Ok(p.clone()),
-        })
-        .collect::<Result<Vec<_>>>()?;
+        .map(|p| corpus_file(p))
+        .collect::<Result<_>>()?;
     let bar = progress::bar(None, "texts tokenized");
-    let (blocks, built) = corpus::prepare(
-        &a.out,
-        &files,
-        &a.column,
-        &folder.tokenizer()?,
-        doc_len,
-        &bar,
-    )?;
+    let tok = folder.tokenizer()?;
+    let (blocks, built) = corpus::prepare(&a.out, &files, &a.column, &tok, doc_len, &bar)?;
     bar.finish_and_clear();
     out(&format!(
         "corpus: {} {} of up to {doc_len} tokens ({}); head {} layers reading layer {skip_from}{}{}{}\n",

@@ -37,6 +37,15 @@ pub fn find_file(dir: &Path, stem: &str) -> Result<PathBuf> {
         })
 }
 
+/// A corpus given as a file, or as a retrieval folder holding one (`corpus.*`).
+pub fn corpus_file(p: &Path) -> Result<PathBuf> {
+    if p.is_dir() {
+        find_file(p, "corpus")
+    } else {
+        Ok(p.to_path_buf())
+    }
+}
+
 /// The first of `names` the file has: the same data under BEIR's and our column names.
 fn pick<'a>(path: &Path, names: &[&'a str]) -> Result<&'a str> {
     find_column(path, names)?.ok_or_else(|| {

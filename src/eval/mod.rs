@@ -8,6 +8,7 @@ pub mod classification;
 pub mod cls_attention;
 pub mod correlation;
 mod evaluator;
+pub mod finals;
 pub mod metrics;
 pub mod over_seeds;
 pub mod ranking;

@@ -45,6 +45,17 @@ pub struct EvalReport {
 }
 
 impl EvalReport {
+    /// (model, dataset, metric, value) rows, as `report` reads them from results.csv.
+    pub fn rows(&self) -> Vec<(String, String, String, f64)> {
+        let mut rows = Vec::new();
+        for e in &self.results {
+            for (k, v) in &e.metrics {
+                rows.push((e.model.clone(), e.dataset.clone(), k.clone(), *v));
+            }
+        }
+        rows
+    }
+
     /// Every model on every (named) dataset, in order; `bar(model, dataset)` gives each run's
     /// progress bar.
     pub fn run(

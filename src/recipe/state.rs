@@ -163,6 +163,18 @@ impl State {
         self.save()
     }
 
+    /// The wall times of the state at `p` (a recipe_state.json or the folder holding it); none
+    /// without one.
+    pub fn wall_times_at(p: Option<&Path>) -> Result<Vec<(PathBuf, f64)>> {
+        Ok(match p {
+            Some(p) if p.is_file() => {
+                State::load(p.parent().unwrap_or(Path::new(".")))?.wall_times()
+            }
+            Some(dir) => State::load(dir)?.wall_times(),
+            None => Vec::new(),
+        })
+    }
+
     /// Each finished step's --out and wall time in seconds.
     pub fn wall_times(&self) -> Vec<(PathBuf, f64)> {
         self.steps
