@@ -7,14 +7,11 @@
 # 40 min on 2 cores. docs/results/retrieval-adaptation.md has the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-C=target/release/condenser
-M=datasets/model/all-MiniLM-L6-v2
+source scripts/dev-split.sh
 lr=5e-5
 mkdir -p out/dev34
 for col in cranfield cacm; do
-  o=out/dev34/$col
-  D=datasets/data/$col
-  [ -d $o/data ] || $C split --retrieval $D --test-fraction 0.5 --seed 0 --out $o/data
+  dev_split $col
   [ -f $o/pseudo.parquet ] || $C augment --corpus $D --seed 0 --out $o/pseudo.parquet
   [ -f $o/dev-stock/results.csv ] || $C evaluate --model $M --retrieval $col=$o/data --split train --out $o/dev-stock
   for s in 1 2 3; do

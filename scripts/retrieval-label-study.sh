@@ -12,15 +12,10 @@
 # `condenser choose` over them (without --retrieval) in .../choice-<variants>.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-C=target/release/condenser
-M=datasets/model/all-MiniLM-L6-v2
+source scripts/dev-split.sh
 VARIANTS=${VARIANTS:-b32 m32}
 for col in ${COLLECTIONS:-cacm cranfield}; do
-  o=out/dev34/$col
-  D=datasets/data/$col
-  f=$o/folds
-  [ -d $o/data ] || $C split --retrieval $D --test-fraction 0.5 --seed 0 --out $o/data
-  [ -d $f/fold-2 ] || $C split --retrieval $o/data --split train --folds 3 --seed 0 --out $f
+  dev_split $col
   for k in 0 1 2; do
     pairs=$f/pairs-f$k.parquet
     [ -f $pairs ] || $C mine --retrieval $f/fold-$k --split train --candidates bm25 --num-negatives 1 --out $pairs

@@ -10,16 +10,11 @@
 # Results in out/dev34/<collection>/folds/eval-q-f<k> and .../choice-q.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-C=target/release/condenser
-M=datasets/model/all-MiniLM-L6-v2
+source scripts/dev-split.sh
 TOP=${TOP:-3}
 LOSS=${LOSS:-mnr-masked}
 for col in ${COLLECTIONS:-cacm cranfield}; do
-  o=out/dev34/$col
-  D=datasets/data/$col
-  f=$o/folds
-  [ -d $o/data ] || $C split --retrieval $D --test-fraction 0.5 --seed 0 --out $o/data
-  [ -d $f/fold-2 ] || $C split --retrieval $o/data --split train --folds 3 --seed 0 --out $f
+  dev_split $col
   for k in 0 1 2; do
     models=(--model $M)
     for v in bm25 fused; do
