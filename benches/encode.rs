@@ -1,21 +1,130 @@
-//! Encode throughput of all-MiniLM-L6-v2 on STSb test (both columns, 2,758 sentences, batch 32):
-//! sentences/s and GFLOP/s of the model's matmuls. Run by benches/encode_bench.py beside
-//! sentence-transformers, or alone: `cargo bench --bench encode`. DTYPE=bf16 runs the Linears'
-//! products in bf16 (model/kernels/precision.rs).
+//! Inference throughput of all-MiniLM-L6-v2 and how far it is from the CPU's limit (issue 35), one
+//! JSON line a workload:
+//! - `stsb`: STSb test sentences (both columns, 2,758), embedded;
+//! - `cranfield`: Cranfield's 1,400 abstracts ("title text"), embedded at 256 tokens;
+//! - `ce`: STSb test pairs (1,379) scored by a cross-encoder (CE_MODEL, a BertForSequenceClassification
+//!   folder; benches/encode_bench.py makes one from MiniLM's weights, out/bench/ce-minilm).
+//!
+//! Each reports the best of 3 passes after a warm-up: items/s, the model's FLOPs over the real
+//! (packed) tokens per second over the whole encode, the GEMMs alone at the encode's shapes (one
+//! serial GEMM a thread, as encode runs them), and the CPU class's peak: threads x FLOPs a cycle x
+//! the clock /proc/cpuinfo reports. Run by benches/encode_bench.py beside sentence-transformers,
+//! or alone: `cargo bench --bench encode` (WORKLOAD=stsb,cranfield,ce DTYPE=f32|bf16 BATCH=32).
 use candle_core::Device;
-use condenser::data::{PairColumns, Pairs};
-use condenser::model::kernels::precision::Precision;
-use condenser::model::SentenceEncoder;
+use condenser::data::{retrieval, PairColumns, Pairs};
+use condenser::model::engine::in_threads;
+use condenser::model::kernels::bf16::MatRef;
+use condenser::model::kernels::blas::{blas, NO_TRANS, TRANS};
+use condenser::model::kernels::precision::{self, Precision};
+use condenser::model::kernels::{isa, precision::bf16_route, precision::Bf16Route};
+use condenser::model::{BertConfig, CrossEncoderModel, SentenceEncoder};
 use indicatif::ProgressBar;
 use std::path::Path;
 use std::time::Instant;
 
+/// The clock /proc/cpuinfo reports (MHz; a VM's nominal clock, not the turbo one).
+fn mhz() -> f64 {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("cpu MHz"))
+                .and_then(|l| l.split(':').nth(1))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0.0)
+}
+
+/// FLOPs a cycle a core in `p`, and how the figure was reached: 2 FMA ports of the vector width
+/// for f32 (AMD Zen 4 runs AVX-512 on 256-bit halves), twice that for AVX512-BF16's pair
+/// products, and AMX's tile unit (1,024 bf16 FLOPs a cycle) where oneMKL's GEMM runs bf16 on it.
+fn flops_per_cycle(p: Precision) -> (f64, &'static str) {
+    let amd_zen4 = condenser::runtime::cpu_vendor() == "AuthenticAMD"
+        && std::fs::read_to_string("/proc/cpuinfo")
+            .map(|t| t.contains("cpu family\t: 25"))
+            .unwrap_or(false);
+    let f32_fpc = match isa::active() {
+        isa::Isa::Avx512 if amd_zen4 => 32.0,
+        isa::Isa::Avx512 => 64.0,
+        isa::Isa::Avx2 => 32.0,
+        isa::Isa::Baseline => 8.0,
+    };
+    match p {
+        Precision::Bf16 if bf16_route() == Bf16Route::Mkl && isa::has_amx_bf16() => {
+            (1024.0, "AMX-BF16 tiles")
+        }
+        Precision::Bf16 => (2.0 * f32_fpc, "AVX512-BF16 pair products"),
+        _ => (f32_fpc, "2 FMA ports"),
+    }
+}
+
+/// Multiply-add FLOPs of BERT's layers on one sequence of `n` tokens (the four Linears and the
+/// two attention products; embeddings, norms and the head are a rounding error).
+fn seq_flops(c: &BertConfig, n: usize) -> f64 {
+    let (h, i, l, n) = (
+        c.hidden_size as f64,
+        c.intermediate_size as f64,
+        c.num_hidden_layers as f64,
+        n as f64,
+    );
+    l * (2.0 * n * (4.0 * h * h + 2.0 * h * i) + 4.0 * n * n * h)
+}
+
+/// GFLOP/s of the layer's four products at `rows` rows, one serial GEMM a thread at once.
+fn gemm_gflops(c: &BertConfig, p: Precision, rows: usize, threads: usize) -> f64 {
+    let (h, i) = (c.hidden_size, c.intermediate_size);
+    let shapes = [(3 * h, h), (h, h), (i, h), (h, i)]; // (out, in) of qkv, o, intermediate, output
+    let run = |_| -> Result<f64, candle_core::Error> {
+        let blas = blas().expect("a BLAS (datasets/fetch.sh)");
+        let mut flops = 0.0;
+        for &(out, inp) in &shapes {
+            let x: Vec<f32> = (0..rows * inp).map(|v| (v % 7) as f32 * 0.1).collect();
+            let w: Vec<f32> = (0..out * inp).map(|v| (v % 5) as f32 * 0.01).collect();
+            let mut y = vec![0f32; rows * out];
+            match p {
+                Precision::F32 => blas.gemm(
+                    NO_TRANS, TRANS, rows, out, inp, &x, inp, &w, inp, 1.0, &mut y, out,
+                )?,
+                _ => precision::gemm(
+                    p,
+                    MatRef::rows(&x, inp),
+                    MatRef::transposed(&w, inp),
+                    None,
+                    (rows, inp, out),
+                    &mut y,
+                    out,
+                    true,
+                )?,
+            }
+            flops += 2.0 * (rows * out * inp) as f64;
+        }
+        Ok(flops)
+    };
+    run(0).unwrap(); // warm-up
+    let t = Instant::now();
+    let reps = 5;
+    let mut flops = 0.0;
+    for _ in 0..reps {
+        flops += in_threads(threads, run).unwrap().iter().sum::<f64>();
+    }
+    flops / t.elapsed().as_secs_f64() / 1e9
+}
+
+/// Best of 3 timed passes of `f` after one warm-up pass, in seconds.
+fn best_of_3(mut f: impl FnMut()) -> f64 {
+    f();
+    (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 fn main() {
     condenser::runtime::tune_allocator(); // as the binary does
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut enc =
-        SentenceEncoder::load(&root.join("datasets/model/all-MiniLM-L6-v2"), &Device::Cpu)
-            .expect("run datasets/fetch.sh");
     let precision = match std::env::var("DTYPE").as_deref() {
         Ok("bf16") => Precision::Bf16,
         Ok("f16") => Precision::F16,
@@ -23,57 +132,115 @@ fn main() {
         Ok(other) => panic!("DTYPE={other}: expected f32, bf16 or f16"),
     };
     precision.check_cpu("DTYPE").unwrap();
-    enc.bert.set_precision(precision).unwrap();
-    let p = Pairs::read(
-        &root.join("datasets/data/stsb/test.parquet"),
-        &PairColumns::default(),
-    )
-    .unwrap();
-    let texts: Vec<&str> = p
-        .sentence1
-        .iter()
-        .chain(&p.sentence2)
-        .map(String::as_str)
-        .collect();
     let batch: usize = std::env::var("BATCH")
         .ok()
         .and_then(|b| b.parse().ok())
         .unwrap_or(32);
-    // FLOPs of the padded batches the encoder runs (length-sorted, as encode does)
-    let mut lens: Vec<usize> = texts
-        .iter()
-        .map(|t| enc.token_ids(t).unwrap().len())
-        .collect();
-    lens.sort_unstable_by(|a, b| b.cmp(a));
-    let c = &enc.bert.config;
-    let (h, i, l) = (
-        c.hidden_size as f64,
-        c.intermediate_size as f64,
-        c.num_hidden_layers as f64,
-    );
-    let flops: f64 = lens
-        .chunks(batch)
-        .map(|ch| {
-            let (b, s) = (ch.len() as f64, ch[0] as f64);
-            l * (2.0 * b * s * (4.0 * h * h + 2.0 * h * i) + 4.0 * b * s * s * h)
-        })
-        .sum();
-    enc.encode(&texts[..64], batch, &ProgressBar::hidden())
-        .unwrap(); // warm-up
-    let reps = 3;
-    let mut best = f64::INFINITY;
-    for _ in 0..reps {
-        let t = Instant::now();
-        enc.encode(&texts, batch, &ProgressBar::hidden()).unwrap();
-        best = best.min(t.elapsed().as_secs_f64());
+    let workloads = std::env::var("WORKLOAD").unwrap_or("stsb,cranfield,ce".into());
+    let threads = rayon::current_num_threads();
+    let model = root.join("datasets/model/all-MiniLM-L6-v2");
+    let stsb = Pairs::read(
+        &root.join("datasets/data/stsb/test.parquet"),
+        &PairColumns::default(),
+    )
+    .expect("run datasets/fetch.sh");
+    let (fpc, how) = flops_per_cycle(precision);
+    let peak = threads as f64 * fpc * mhz() / 1e3;
+    for w in workloads.split(',') {
+        let (items, tokens, flops, seconds, rows, c) = match w {
+            "stsb" | "cranfield" => {
+                let mut enc = SentenceEncoder::load(&model, &Device::Cpu).unwrap();
+                enc.bert.set_precision(precision).unwrap();
+                let texts: Vec<String> = if w == "stsb" {
+                    stsb.sentence1
+                        .iter()
+                        .chain(&stsb.sentence2)
+                        .cloned()
+                        .collect()
+                } else {
+                    enc.max_seq_length = 256;
+                    let corpus =
+                        retrieval::find_file(&root.join("datasets/data/cranfield"), "corpus");
+                    retrieval::read_texts(&corpus.unwrap())
+                        .unwrap()
+                        .into_iter()
+                        .map(|d| d.1)
+                        .collect()
+                };
+                let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let lens: Vec<usize> = texts
+                    .iter()
+                    .map(|t| enc.token_ids(t).unwrap().len())
+                    .collect();
+                let c = enc.bert.config.clone();
+                let s = best_of_3(|| {
+                    enc.encode(&texts, batch, &ProgressBar::hidden()).unwrap();
+                });
+                let budget = condenser::model::encoder::token_budget(batch, enc.max_seq_length);
+                (
+                    texts.len(),
+                    lens.iter().sum::<usize>(),
+                    lens.iter().map(|&n| seq_flops(&c, n)).sum::<f64>(),
+                    s,
+                    budget,
+                    c,
+                )
+            }
+            "ce" => {
+                let dir = std::env::var("CE_MODEL")
+                    .map(std::path::PathBuf::from)
+                    .unwrap_or(root.join("out/bench/ce-minilm"));
+                if !dir.join("config.json").is_file() {
+                    eprintln!(
+                        "ce: skipped: no cross-encoder at {} (benches/encode_bench.py makes one)",
+                        dir.display()
+                    );
+                    continue;
+                }
+                let mut ce = CrossEncoderModel::load(&dir, &Device::Cpu).unwrap();
+                ce.model.set_precision(precision).unwrap();
+                let pairs: Vec<(&str, &str)> = stsb
+                    .sentence1
+                    .iter()
+                    .zip(&stsb.sentence2)
+                    .map(|(a, b)| (a.as_str(), b.as_str()))
+                    .collect();
+                let lens: Vec<usize> = pairs
+                    .iter()
+                    .map(|(a, b)| ce.tok.encode(a, b).unwrap().0.len())
+                    .collect();
+                let c = ce.model.bert.config.clone();
+                let s = best_of_3(|| {
+                    ce.predict(&pairs, batch, &ProgressBar::hidden()).unwrap();
+                });
+                let budget = condenser::model::encoder::token_budget(batch, ce.tok.max_seq_length);
+                (
+                    pairs.len(),
+                    lens.iter().sum::<usize>(),
+                    lens.iter().map(|&n| seq_flops(&c, n)).sum::<f64>(),
+                    s,
+                    budget,
+                    c,
+                )
+            }
+            other => panic!("WORKLOAD={other}: expected stsb, cranfield or ce"),
+        };
+        // the GEMMs at the rows of a full batch a thread (or all the tokens, where fewer)
+        let gemm = gemm_gflops(
+            &c,
+            precision,
+            rows.min(tokens / threads.max(1)).max(1),
+            threads,
+        );
+        println!(
+            "{{\"workload\": {w:?}, \"cpu\": {:?}, \"class\": {:?}, \"matmul\": {:?}, \"precision\": {:?}, \"threads\": {threads}, \"batch\": {batch}, \"items\": {items}, \"tokens\": {tokens}, \"seconds\": {seconds:.4}, \"items_per_s\": {:.1}, \"gflops\": {:.1}, \"gemm_gflops\": {gemm:.1}, \"peak_gflops\": {peak:.1}, \"peak\": \"{threads} threads x {fpc} FLOPs/cycle ({how}) x {:.0} MHz\"}}",
+            condenser::runtime::cpu_model(),
+            isa::describe(),
+            condenser::model::kernels::blas::describe(),
+            precision.name(),
+            items as f64 / seconds,
+            flops / seconds / 1e9,
+            mhz(),
+        );
     }
-    println!(
-        "{{\"cpu\": {:?}, \"matmul\": {:?}, \"precision\": {:?}, \"sentences\": {}, \"batch\": {batch}, \"seconds\": {best:.4}, \"sentences_per_s\": {:.1}, \"gflops\": {:.1}}}",
-        condenser::runtime::cpu_model(),
-        condenser::model::kernels::blas::describe(),
-        precision.name(),
-        texts.len(),
-        texts.len() as f64 / best,
-        flops / best / 1e9
-    );
 }

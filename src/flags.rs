@@ -80,7 +80,8 @@ impl MaxSeqLength {
 /// depend on it; speed and memory do.
 #[derive(Clone, Copy, Debug, clap::Args, serde::Serialize)]
 pub struct InferenceBatch {
-    /// Texts (or pairs) a forward pass takes at once (results do not depend on it)
+    /// A forward's size: N texts (or pairs) at max length; on the CPU the engine packs N x max
+    /// length tokens of length-sorted texts (results do not depend on it)
     #[arg(long = BATCH_SIZE, default_value_t = 32,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub batch_size: usize,

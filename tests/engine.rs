@@ -245,3 +245,69 @@ fn packed_batches_and_rows_are_checked() {
     };
     assert!(e.contains("for 5 rows of 384"), "{e}");
 }
+
+/// Inference through the engine (token-budget batches on every thread, packed pooling, the
+/// cross-encoder's head on the `[CLS]` rows) gives candle's padded forward, text by text, in
+/// input order: a budget of 2 texts at max length cuts STSb dev into many batches.
+#[test]
+fn inference_on_the_engine_equals_candle_in_input_order() {
+    use condenser::model::layers::cross_encoder::activate;
+    use condenser::model::{CrossEncoderModel, SentenceEncoder};
+    let stsb = condenser::data::Pairs::read(&common::data("stsb/dev.parquet"), &Default::default())
+        .unwrap();
+    let n = 60;
+    let bar = indicatif::ProgressBar::hidden();
+    let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+    let texts: Vec<&str> = stsb.sentence1.iter().take(n).map(String::as_str).collect();
+    let got = enc.encode(&texts, 2, &bar).unwrap();
+    let mut worst = 0f32;
+    for (i, t) in texts.iter().enumerate() {
+        let ids = enc.token_ids(t).unwrap();
+        let want: Vec<f32> = enc
+            .embed_t(&[&ids], None)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let row = &got.data[i * got.dim..(i + 1) * got.dim];
+        worst = row
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(worst, f32::max);
+    }
+    assert!(worst < 1e-5, "encoder: worst difference {worst}");
+
+    let d = tempfile::tempdir().unwrap();
+    let ce = CrossEncoderModel::load(&common::cross_encoder(d.path()), &Device::Cpu).unwrap();
+    assert_eq!(Engine::declines(&ce.model.bert.layers), None, "the engine runs it");
+    assert_eq!(Engine::declines(&enc.bert.layers), None, "the engine runs it");
+    let pairs: Vec<(&str, &str)> = stsb
+        .sentence1
+        .iter()
+        .zip(&stsb.sentence2)
+        .take(n)
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let got = ce.predict(&pairs, 2, &bar).unwrap();
+    let mut worst = 0f32;
+    for (i, (a, b)) in pairs.iter().enumerate() {
+        let batch = ce
+            .tok
+            .batch(&[ce.tok.encode(a, b).unwrap()], &Device::Cpu)
+            .unwrap();
+        let want: Vec<f32> = activate(&ce.model.forward_t(&batch, None).unwrap())
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        worst = got[i]
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(worst, f32::max);
+    }
+    assert!(worst < 1e-5, "cross-encoder: worst difference {worst}");
+}

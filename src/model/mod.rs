@@ -9,7 +9,7 @@ pub mod folders;
 pub mod kernels;
 pub mod layers;
 
-pub use encoder::SentenceEncoder;
+pub use encoder::{CrossEncoderModel, SentenceEncoder};
 pub use folders::folder::ModelFolder;
 pub use folders::inference::{InferenceOptions, Loaded};
 pub use kernels::dropout::{Dropout, DropoutRates};
@@ -20,7 +20,7 @@ pub use kernels::softmax::masked_softmax;
 pub use layers::batch::TokenBatch;
 pub use layers::bert::{attention_bias, Bert, BertEmbeddings, BertLayer, SelfAttention};
 pub use layers::config::{Activation, BertConfig};
-pub use layers::cross_encoder::{CrossEncoder, CrossEncoderModel, PairTokenizer};
+pub use layers::cross_encoder::{CrossEncoder, PairTokenizer};
 pub use layers::linear::Linear;
 pub use layers::norm::LayerNorm;
 pub use layers::pooling::{l2_normalize, Pooling, PoolingMode};

@@ -4,7 +4,7 @@
 //! accumulated by the GEMM itself (beta 1); in bf16 or f16 they run through `precision::gemm`.
 use crate::model::kernels::bf16::MatRef;
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
-use crate::model::kernels::precision::{self, Precision};
+use crate::model::kernels::precision::{self, PackedWeight, Precision};
 use candle_core::Result;
 
 #[derive(Clone, Copy)]
@@ -14,28 +14,30 @@ pub struct Gemm<'b> {
 }
 
 impl Gemm<'_> {
-    /// y (rows x out) += x (rows x inp) W^T, W (out x inp).
+    /// y (rows x out, row stride ldy) += x (rows x inp) W^T, W (out x inp); `packed`: W made
+    /// ready once for bf16 (a frozen weight), used instead of converting it again.
+    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         x: &[f32],
         w: &[f32],
-        rows: usize,
-        out: usize,
-        inp: usize,
+        packed: Option<&PackedWeight>,
+        (rows, out, inp): (usize, usize, usize),
         y: &mut [f32],
+        ldy: usize,
     ) -> Result<()> {
         match self.precision {
             Precision::F32 => self
                 .blas
-                .gemm(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, y, out),
+                .gemm(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, y, ldy),
             p => precision::gemm(
                 p,
                 MatRef::rows(x, inp),
                 MatRef::transposed(w, inp),
-                None,
+                packed,
                 (rows, inp, out),
                 y,
-                out,
+                ldy,
                 true,
             ),
         }

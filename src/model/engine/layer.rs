@@ -13,9 +13,9 @@ use super::packed::Packed;
 use super::packed_attention::{self, Heads};
 use super::weights::LayerW;
 use crate::model::kernels::dropout_hash::Mask;
-use crate::model::kernels::gelu::{gelu_backward, gelu_into};
+use crate::model::kernels::gelu::{gelu_backward, gelu_in_place, gelu_into};
 use crate::model::kernels::layer_norm::{residual_norm, residual_norm_backward};
-use crate::model::kernels::vector::{add_column_sums, fill_rows};
+use crate::model::kernels::vector::{add_column_sums, bias_rows};
 use candle_core::Result;
 
 /// The layer's three dropout sites (None: not dropped).
@@ -86,9 +86,18 @@ pub fn forward(
     keep: bool,
 ) -> Result<(Vec<f32>, Option<LayerTape>)> {
     let (t, h, i) = (p.rows(), w.g1.len(), w.bi.len());
-    let mut qkv = vec![0f32; t * 3 * h];
-    fill_rows(&mut qkv, &w.bqkv);
-    g.forward(&x, &w.wqkv, t, 3 * h, h, &mut qkv)?;
+    let mut qkv = bias_rows(&w.bqkv, t);
+    match &w.packed {
+        // frozen bf16 weights: q, k and v each from its own ready weight, into qkv's columns
+        Some(pk) => {
+            for (j, wp) in pk[..3].iter().enumerate() {
+                let part = &w.wqkv[j * h * h..(j + 1) * h * h];
+                g.forward(&x, part, Some(wp), (t, h, h), &mut qkv[j * h..], 3 * h)?;
+            }
+        }
+        None => g.forward(&x, &w.wqkv, None, (t, 3 * h, h), &mut qkv, 3 * h)?,
+    }
+    let pk = |j: usize| w.packed.as_ref().map(|p| p[j].as_ref());
     let (mut ctx, mut lse) = (vec![0f32; t * h], vec![0f32; t * heads.heads]);
     packed_attention::forward(
         g.blas,
@@ -99,9 +108,8 @@ pub fn forward(
         &mut ctx,
         &mut lse,
     )?;
-    let mut ao = vec![0f32; t * h];
-    fill_rows(&mut ao, w.bo);
-    g.forward(&ctx, w.wo, t, h, h, &mut ao)?;
+    let mut ao = bias_rows(w.bo, t);
+    g.forward(&ctx, w.wo, pk(3), (t, h, h), &mut ao, h)?;
     let (mut a, mut xhat1, mut rstd1) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
     let m1 = sites.attention_out.as_ref();
     residual_norm(
@@ -117,14 +125,19 @@ pub fn forward(
         &mut rstd1,
     );
     drop(ao);
-    let mut u = vec![0f32; t * i];
-    fill_rows(&mut u, w.bi);
-    g.forward(&a, w.wi, t, i, h, &mut u)?;
-    let mut gl = vec![0f32; t * i];
-    gelu_into(&u, &mut gl);
-    let mut f = vec![0f32; t * h];
-    fill_rows(&mut f, w.bd);
-    g.forward(&gl, w.wd, t, h, i, &mut f)?;
+    let mut u = bias_rows(w.bi, t);
+    g.forward(&a, w.wi, pk(4), (t, i, h), &mut u, i)?;
+    // with a tape u stays for backward and the GELU goes to a buffer; without, in place
+    let gl = if keep {
+        let mut gl = vec![0f32; t * i];
+        gelu_into(&u, &mut gl);
+        Some(gl)
+    } else {
+        gelu_in_place(&mut u);
+        None
+    };
+    let mut f = bias_rows(w.bd, t);
+    g.forward(gl.as_ref().unwrap_or(&u), w.wd, pk(5), (t, h, i), &mut f, h)?;
     drop(gl);
     let (mut out, mut xhat2, mut rstd2) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
     let m2 = sites.ffn_out.as_ref();

@@ -14,6 +14,7 @@
 //! Heads and losses stay in candle (small): a task runs the engine, hands the hidden states to
 //! candle as a leaf, takes the leaf's gradient back and runs the engine's backward. Numbers equal
 //! the candle path's (tests/engine.rs) except for dropout's draws (hashed here, a stream there).
+mod batches;
 mod embeddings;
 mod gemm;
 mod layer;
@@ -24,9 +25,10 @@ mod stack;
 mod threads;
 mod weights;
 
+pub use batches::{run_batches, token_batches};
 pub use embeddings::EmbGrads;
 pub use layer::LayerGrads;
 pub use leaf::{pad, Leaf};
 pub use packed::Packed;
-pub use stack::{enabled, Engine, Forward, Grads};
+pub use stack::{enabled, Engine, Forward, Grads, Infer};
 pub use threads::in_threads;

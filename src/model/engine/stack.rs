@@ -54,6 +54,24 @@ impl Forward {
     }
 }
 
+/// An inference session's weights (`Engine::infer`); shared by the threads that encode.
+pub struct Infer<'a> {
+    engine: &'a Engine<'a>,
+    emb: weights::EmbW<'a>,
+    layers: Vec<weights::LayerW<'a>>,
+}
+
+impl Infer<'_> {
+    /// The last layer's rows for token sequences (`types`: token types, 0 where None).
+    pub fn forward(&self, ids: &[&[u32]], types: Option<&[&[u32]]>) -> Result<Forward> {
+        let packed = Packed::of(ids, None)?;
+        embeddings::check(&self.emb, ids, types)?;
+        let (x, _) = embeddings::forward(&self.emb, ids, types, &packed, None, false);
+        self.engine
+            .run_layers(&self.layers, x, None, packed, None, false)
+    }
+}
+
 /// Gradients of an engine's parameters, accumulated over any number of backward passes.
 pub struct Grads {
     pub emb: Option<EmbGrads>,
@@ -191,6 +209,21 @@ impl<'m> Engine<'m> {
             let mask = Self::mask(drop, 0, false);
             let (x, et) = embeddings::forward(&e, ids, types, &packed, mask.as_ref(), keep);
             self.run_layers(&ls, x, et, packed.clone(), drop, keep)
+        })
+    }
+
+    /// Inference: `f` runs any number of forwards (`Infer::forward`, no tape, no dropout) on the
+    /// weights read once, q, k and v concatenated once, rather than once a batch.
+    pub fn infer<R>(&self, f: impl FnOnce(&Infer) -> Result<R>) -> Result<R> {
+        let Some(emb) = self.emb else {
+            candle_core::bail!("engine: these layers take rows, not tokens (forward_rows)")
+        };
+        weights::with_weights(Some(emb), self.layers, |e, layers| {
+            f(&Infer {
+                engine: self,
+                emb: e.expect("embeddings given"),
+                layers,
+            })
         })
     }
 

@@ -2,11 +2,16 @@
 //! the duration of a forward or backward (the optimizer writes only between steps), so nothing is
 //! copied but the q, k and v projections, concatenated once a call into one (3 hidden x hidden)
 //! matrix so that they run as one GEMM.
+use crate::model::kernels::precision::PackedWeight;
 use crate::model::{BertEmbeddings, BertLayer};
 use candle_core::{bail, Result, Storage, Tensor};
+use std::sync::Arc;
 
 /// One layer's weights (HF layout: a Linear's weight is (out, in)).
 pub struct LayerW<'s> {
+    /// The frozen weights made ready for bf16 products (inference in bf16: the Linears hold
+    /// them), in the order q, k, v, o, intermediate, output; None when training or in f32.
+    pub packed: Option<[Arc<PackedWeight>; 6]>,
     pub wqkv: Vec<f32>,
     pub bqkv: Vec<f32>,
     pub wo: &'s [f32],
@@ -72,6 +77,20 @@ pub fn embedding_tensors(e: &BertEmbeddings) -> [&Tensor; 5] {
     ]
 }
 
+/// The six Linears' bf16-ready weights, where all have them.
+fn packed(l: &BertLayer) -> Option<[Arc<PackedWeight>; 6]> {
+    let a = &l.attention;
+    let p = |x: &crate::model::Linear| x.packed().cloned();
+    Some([
+        p(&a.query)?,
+        p(&a.key)?,
+        p(&a.value)?,
+        p(&a.out)?,
+        p(&l.intermediate)?,
+        p(&l.output)?,
+    ])
+}
+
 /// Run `f` on the f32 slices of `tensors` (CPU, f32, contiguous; anything else is an error).
 pub fn with_slices<R>(tensors: &[&Tensor], f: impl FnOnce(&[&[f32]]) -> Result<R>) -> Result<R> {
     let guards: Vec<_> = tensors.iter().map(|t| t.storage_and_layout()).collect();
@@ -120,6 +139,7 @@ pub fn with_weights<R>(
             .chunks_exact(16)
             .zip(layers)
             .map(|(w, l)| LayerW {
+                packed: packed(l),
                 wqkv: [w[0], w[2], w[4]].concat(),
                 bqkv: [w[1], w[3], w[5]].concat(),
                 wo: w[6],

@@ -1,6 +1,6 @@
 //! The row kernels compiled per CPU class agree with their baseline copies bit for bit.
 use super::dropout_hash::{dropout_row, row_id, Mask};
-use super::gelu::{gelu_backward, gelu_into};
+use super::gelu::{gelu_backward, gelu_in_place, gelu_into};
 use super::isa::{detected, Isa};
 use super::layer_norm::{residual_norm, residual_norm_backward};
 use super::vector::add_column_sums;
@@ -56,6 +56,9 @@ fn every_cpu_class_equals_the_baseline_bit_for_bit() {
         );
         let mut gl = vec![0f32; rows * h];
         gelu_into::at(isa, &a, &mut gl);
+        let mut gi = a.clone();
+        gelu_in_place::at(isa, &mut gi);
+        assert_eq!(gi, gl, "gelu in place equals gelu into a buffer");
         let mut dgl = res.clone();
         gelu_backward::at(isa, &a, &mut dgl);
         let mut cs = vec![0f32; h];

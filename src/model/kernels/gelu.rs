@@ -72,6 +72,15 @@ dispatch! {
 }
 
 dispatch! {
+    /// u = gelu(u) in place (inference: the GELU input is not kept).
+    pub fn gelu_in_place(u: &mut [f32]) {
+        for x in u.iter_mut() {
+            *x = gelu(*x);
+        }
+    }
+}
+
+dispatch! {
     /// d *= gelu'(u): the gradient through GELU, in place.
     pub fn gelu_backward(u: &[f32], d: &mut [f32]) {
         for (g, &x) in d.iter_mut().zip(u) {

@@ -1,8 +1,8 @@
 //! x W^T + b as one CPU op with its own backward (the Linear layer's product).
-use super::bf16::{MatRef, PackedB};
+use super::bf16::MatRef;
 use super::blas::{blas, NO_TRANS, TRANS};
 use super::matmul::matmul;
-use super::precision::{self, Precision};
+use super::precision::{self, PackedWeight, Precision};
 use candle_core::{bail, CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ pub fn lowp_usable(t: &Tensor) -> bool {
 /// gradient stay f32.
 pub struct FusedLinear {
     precision: Precision,
-    packed: Option<Arc<PackedB>>,
+    packed: Option<Arc<PackedWeight>>,
 }
 
 pub fn fusable(x: &Tensor, w: &Tensor, b: &Tensor) -> bool {
@@ -37,7 +37,7 @@ fn contiguous<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
 }
 
 impl FusedLinear {
-    pub fn new(precision: Precision, packed: Option<Arc<PackedB>>) -> FusedLinear {
+    pub fn new(precision: Precision, packed: Option<Arc<PackedWeight>>) -> FusedLinear {
         FusedLinear { precision, packed }
     }
 }

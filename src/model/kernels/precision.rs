@@ -109,6 +109,37 @@ pub fn bf16_backend() -> &'static str {
     }
 }
 
+/// A frozen weight (inference) made ready once for bf16 products on this CPU's route, instead
+/// of once a product: packed for condenser's kernel, or rounded to bf16 bits for oneMKL's GEMM.
+pub enum PackedWeight {
+    Own(PackedB),
+    /// B = W^T (k x n, row-major) as bf16 bits.
+    Mkl(Vec<u16>),
+}
+
+impl std::fmt::Debug for PackedWeight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PackedWeight::Own(p) => write!(f, "{p:?}"),
+            PackedWeight::Mkl(b) => write!(f, "Mkl({} bf16)", b.len()),
+        }
+    }
+}
+
+impl PackedWeight {
+    /// A Linear's weight W (n x k, row-major) as B = W^T, for the route bf16 products take.
+    pub fn weight(w: &[f32], n: usize, k: usize) -> PackedWeight {
+        match bf16_route() {
+            Bf16Route::Own => PackedWeight::Own(PackedB::weight(w, n, k)),
+            Bf16Route::Mkl => PackedWeight::Mkl(
+                (0..k * n)
+                    .map(|i| bf16::to_bf16(w[(i % n) * k + i / n]))
+                    .collect(),
+            ),
+        }
+    }
+}
+
 /// `v` rounded to f16 and back (exact in f32).
 fn f16_round(v: f32) -> f32 {
     half::f16::from_f32(v).to_f32()
@@ -124,13 +155,13 @@ fn copy(a: &MatRef, rows: usize, cols: usize, round: fn(f32) -> f32) -> Vec<f32>
 }
 
 /// C (m x n, ldc) = A (m x k) B (k x n) in `p`, or C += A B with `accumulate`. `packed` is B
-/// already packed for bf16 (a frozen weight), used instead of packing `b` again.
+/// already made ready for bf16 (a frozen weight), used instead of converting `b` again.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm(
     p: Precision,
     a: MatRef,
     b: MatRef,
-    packed: Option<&PackedB>,
+    packed: Option<&PackedWeight>,
     (m, k, n): (usize, usize, usize),
     c: &mut [f32],
     ldc: usize,
@@ -139,18 +170,22 @@ pub fn gemm(
     let beta = if accumulate { 1.0 } else { 0.0 };
     match p {
         Precision::Bf16 if bf16_route() == Bf16Route::Mkl => {
-            let bits = |x: &MatRef, rows: usize, cols: usize| -> Vec<u16> {
-                (0..rows * cols)
-                    .map(|i| bf16::to_bf16(x.data[i / cols * x.rs + i % cols * x.cs]))
-                    .collect()
-            };
+            let bits = |x: &MatRef, rows: usize, cols: usize| x.to_bf16_rows(rows, cols);
             let blas = blas().expect("checked by bf16_route");
-            blas.gemm_bf16(m, n, k, &bits(&a, m, k), &bits(&b, k, n), beta, c, ldc)
+            let own;
+            let b_bits = match packed {
+                Some(PackedWeight::Mkl(w)) => w.as_slice(),
+                _ => {
+                    own = bits(&b, k, n);
+                    &own
+                }
+            };
+            blas.gemm_bf16(m, n, k, &bits(&a, m, k), b_bits, beta, c, ldc)
         }
         Precision::Bf16 => {
             match packed {
-                Some(pb) => bf16::gemm(a, m, pb, c, ldc, accumulate),
-                None => bf16::gemm(a, m, &PackedB::pack(b, k, n), c, ldc, accumulate),
+                Some(PackedWeight::Own(pb)) => bf16::gemm(a, m, pb, c, ldc, accumulate),
+                _ => bf16::gemm(a, m, &PackedB::pack(b, k, n), c, ldc, accumulate),
             }
             Ok(())
         }

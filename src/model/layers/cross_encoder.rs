@@ -6,7 +6,7 @@ use super::bert::Bert;
 use super::config::BertConfig;
 use super::linear::Linear;
 use super::specials::Specials;
-use crate::error::{Context, Error, Result};
+use crate::error::Result;
 use crate::model::kernels::dropout::{maybe, Dropout};
 use crate::tokenize::Tokenizer;
 use candle_core::{Device, Module, Tensor, D};
@@ -65,59 +65,6 @@ impl CrossEncoder {
             Some(m) => self.classifier.forward(&(pooled * m)?),
             None => self.classifier.forward(&pooled),
         }
-    }
-}
-
-/// A trained cross-encoder ready to score pairs: the model, its pair tokenizer, its device.
-pub struct CrossEncoderModel {
-    pub model: CrossEncoder,
-    pub tok: PairTokenizer,
-    pub device: Device,
-}
-
-impl CrossEncoderModel {
-    /// Scores per pair (sigmoid for one label, class probabilities otherwise), in length-sorted
-    /// batches; rows in input order.
-    pub fn predict(
-        &self,
-        pairs: &[(&str, &str)],
-        batch: usize,
-        progress: &indicatif::ProgressBar,
-    ) -> Result<Vec<Vec<f32>>> {
-        let enc: Vec<(Vec<u32>, Vec<u32>)> = pairs
-            .iter()
-            .map(|(a, b)| self.tok.encode(a, b))
-            .collect::<Result<_>>()?;
-        let lens: Vec<usize> = enc.iter().map(|e| e.0.len()).collect();
-        super::batch::by_length(&lens, batch, progress, |chunk| {
-            let items: Vec<(Vec<u32>, Vec<u32>)> = chunk.iter().map(|&i| enc[i].clone()).collect();
-            let scores: Vec<Vec<f32>> = self
-                .tok
-                .batch(&items, &self.device)
-                .and_then(|b| activate(&self.model.forward_t(&b, None)?)?.to_vec2())
-                .doing("cross-encoder forward")?;
-            Ok(scores)
-        })
-    }
-
-    /// One score per pair: needs a one-label cross-encoder.
-    pub fn scores(
-        &self,
-        pairs: &[(&str, &str)],
-        batch: usize,
-        progress: &indicatif::ProgressBar,
-    ) -> Result<Vec<f64>> {
-        if self.model.num_labels != 1 {
-            return Err(Error::msg(format!(
-                "this cross-encoder predicts {} classes; a score per pair needs a one-label model",
-                self.model.num_labels
-            )));
-        }
-        Ok(self
-            .predict(pairs, batch, progress)?
-            .into_iter()
-            .map(|s| s[0] as f64)
-            .collect())
     }
 }
 

@@ -1,8 +1,7 @@
 //! The Linear layer (HF's weight layout) over the fused op of kernels/linear.rs.
-use crate::model::kernels::bf16::PackedB;
 use crate::model::kernels::linear::{fusable, lowp_usable, FusedLinear};
 use crate::model::kernels::matmul::{matmul, rows_of};
-use crate::model::kernels::precision::Precision;
+use crate::model::kernels::precision::{PackedWeight, Precision};
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::VarBuilder;
 use std::sync::Arc;
@@ -14,9 +13,9 @@ pub struct Linear {
     pub weight: Tensor,
     pub bias: Option<Tensor>,
     precision: Precision,
-    /// The weight packed for the bf16 kernel, once, when it is frozen (inference); a trained
-    /// weight changes every step and is packed inside each product instead.
-    packed: Option<Arc<PackedB>>,
+    /// The weight made ready for bf16 products, once, when it is frozen (inference); a trained
+    /// weight changes every step and is converted inside each product instead.
+    packed: Option<Arc<PackedWeight>>,
 }
 
 impl Linear {
@@ -33,6 +32,11 @@ impl Linear {
         self.precision
     }
 
+    /// The frozen weight made ready for bf16 products (None: f32, or a trained weight).
+    pub fn packed(&self) -> Option<&Arc<PackedWeight>> {
+        self.packed.as_ref()
+    }
+
     /// Run this layer's products in `p` from now on (callers check the CPU first:
     /// `Precision::check_cpu`). A lower precision applies on the CPU to f32 weights only.
     pub fn set_precision(&mut self, p: Precision) -> Result<()> {
@@ -41,7 +45,7 @@ impl Linear {
         if p == Precision::Bf16 && !self.weight.is_variable() && lowp_usable(&self.weight) {
             let (out, inp) = self.weight.dims2()?;
             let w = self.weight.flatten_all()?.to_vec1::<f32>()?;
-            self.packed = Some(Arc::new(PackedB::weight(&w, out, inp)));
+            self.packed = Some(Arc::new(PackedWeight::weight(&w, out, inp)));
         }
         Ok(())
     }

@@ -134,6 +134,46 @@ impl Pooling {
     }
 }
 
+impl Pooling {
+    /// One text's embedding from its `n` token rows (row-major, `h` wide, no padding), appended
+    /// to `out`: the same modes in the same order as `forward`, the engine's packed output pooled
+    /// without a padded copy.
+    pub fn pool_rows(&self, rows: &[f32], h: usize, out: &mut Vec<f32>) {
+        let n = rows.len() / h.max(1);
+        if self.cls {
+            out.extend_from_slice(&rows[..h]);
+        }
+        if self.max {
+            let start = out.len();
+            out.extend_from_slice(&rows[..h]);
+            for r in rows.chunks_exact(h).skip(1) {
+                for (m, &v) in out[start..].iter_mut().zip(r) {
+                    *m = m.max(v);
+                }
+            }
+        }
+        if self.mean || self.mean_sqrt_len {
+            let mut sum = vec![0f32; h];
+            for r in rows.chunks_exact(h) {
+                crate::model::kernels::vector::add_into(&mut sum, r);
+            }
+            let count = (n as f32).max(1e-9);
+            if self.mean {
+                out.extend(sum.iter().map(|v| v / count));
+            }
+            if self.mean_sqrt_len {
+                out.extend(sum.iter().map(|v| v / count.sqrt()));
+            }
+        }
+    }
+}
+
+/// `x` divided by its L2 norm (at least 1e-12), in place: `l2_normalize` on one row.
+pub fn l2_normalize_row(x: &mut [f32]) {
+    let norm = x.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+    x.iter_mut().for_each(|v| *v /= norm);
+}
+
 /// L2 normalisation as torch.nn.functional.normalize (eps 1e-12).
 pub fn l2_normalize(x: &Tensor) -> candle_core::Result<Tensor> {
     let norm = x

@@ -19,6 +19,18 @@ pub fn from_bf16(h: u16) -> f32 {
     f32::from_bits((h as u32) << 16)
 }
 
+crate::dispatch! {
+    /// `dst[i] = to_bf16(src[i])`, compiled per CPU class so that it runs as vector code: the
+    /// operands of oneMKL's bf16 GEMM are converted on every product.
+    pub fn to_bf16_into(src: &[f32], dst: &mut [u16]) {
+        for (d, &v) in dst.iter_mut().zip(src) {
+            let b = v.to_bits();
+            let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
+            *d = if v.is_nan() { ((b >> 16) | 0x40) as u16 } else { rounded };
+        }
+    }
+}
+
 /// A strided f32 matrix view: element (i, j) at `data[i * rs + j * cs]`.
 #[derive(Clone, Copy)]
 pub struct MatRef<'a> {
@@ -46,5 +58,55 @@ impl<'a> MatRef<'a> {
     }
     pub(super) fn at(&self, i: usize, j: usize) -> f32 {
         self.data[i * self.rs + j * self.cs]
+    }
+
+    /// The `rows` x `cols` view as row-major bf16 bits.
+    pub fn to_bf16_rows(&self, rows: usize, cols: usize) -> Vec<u16> {
+        let mut out = vec![0u16; rows * cols];
+        if self.cs == 1 {
+            for (i, o) in out.chunks_exact_mut(cols.max(1)).enumerate() {
+                to_bf16_into(&self.data[i * self.rs..i * self.rs + cols], o);
+            }
+        } else {
+            for (i, o) in out.chunks_exact_mut(cols.max(1)).enumerate() {
+                for (j, v) in o.iter_mut().enumerate() {
+                    *v = to_bf16(self.at(i, j));
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kernels::isa::{detected, Isa};
+
+    #[test]
+    fn every_class_converts_rows_as_to_bf16_does() {
+        let mut src: Vec<f32> = (0..1000).map(|i| (i as f32 - 500.0) * 0.0137).collect();
+        src.extend([
+            f32::NAN,
+            f32::INFINITY,
+            -0.0,
+            1.0 + f32::EPSILON * 64.0,
+            f32::from_bits(0x3f80_8000),
+            f32::MAX,
+        ]);
+        let want: Vec<u16> = src.iter().map(|&v| to_bf16(v)).collect();
+        for isa in [Isa::Baseline, Isa::Avx2, Isa::Avx512] {
+            if isa > detected() {
+                crate::runtime::skipped("bf16 conversion", isa.name(), "this CPU lacks it");
+                continue;
+            }
+            let mut got = vec![0u16; src.len()];
+            to_bf16_into::at(isa, &src, &mut got);
+            assert_eq!(got, want, "{}", isa.name());
+        }
+        let m = MatRef::transposed(&src[..12], 3); // 3 x 4 view of a 4 x 3 matrix
+        let t = m.to_bf16_rows(3, 4);
+        assert_eq!(t[1], to_bf16(src[3]));
+        assert_eq!(MatRef::rows(&src[..12], 4).to_bf16_rows(3, 4), want[..12]);
     }
 }

@@ -10,7 +10,7 @@
 mod kernel;
 mod matrix;
 
-pub use matrix::{from_bf16, to_bf16, MatRef, MR, NR};
+pub use matrix::{from_bf16, to_bf16, to_bf16_into, MatRef, MR, NR};
 
 use kernel::{pack_a, tile_rows};
 use rayon::prelude::*;

@@ -1,11 +1,16 @@
 //! Sentence embeddings as sentence-transformers computes them: tokens with `[CLS]`/`[SEP]`, truncated
 //! to max_seq_length, BERT, pooling, optional L2 normalisation. Texts are sorted by length so that
-//! batches carry little padding; results come back in input order.
-use super::engine::{pad, Engine};
+//! batches carry little padding; results come back in input order. On the CPU the engine runs
+//! it (packed batches to a token budget, on every thread: `engine::batches`); elsewhere candle.
+mod cross;
+
+pub use cross::CrossEncoderModel;
+
+use super::engine::{pad, run_batches, Engine};
 use super::kernels::dropout::Dropout;
 use super::layers::batch::{by_length, TokenBatch};
 use super::layers::bert::Bert;
-use super::layers::pooling::{l2_normalize, Pooling};
+use super::layers::pooling::{l2_normalize, l2_normalize_row, Pooling};
 use super::layers::specials::Specials;
 use super::layers::vectors::Embeddings;
 use crate::error::{Context, Result};
@@ -105,7 +110,9 @@ impl SentenceEncoder {
         }
     }
 
-    /// Encode texts in length-sorted batches; rows come back in input order.
+    /// Encode texts in length-sorted batches; rows come back in input order. On the engine a
+    /// batch holds up to `batch_size` sequences' worth of tokens at max_seq_length (the padded
+    /// batch's memory), filled with as many texts as fit.
     pub fn encode(
         &self,
         texts: &[&str],
@@ -118,15 +125,56 @@ impl SentenceEncoder {
             .collect::<Result<_>>()?;
         let dim = self.dim();
         let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
-        let rows = by_length(&lens, batch_size, progress, |chunk| {
-            let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].as_slice()).collect();
-            let rows: Vec<Vec<f32>> = self
-                .embed(&batch)
-                .and_then(|t| t.to_dtype(DType::F32)?.to_vec2())
-                .doing("model forward")?;
-            Ok(rows)
-        })?;
+        let rows = match Engine::for_bert(&self.bert) {
+            Some(engine) => {
+                let budget = token_budget(batch_size, self.max_seq_length);
+                let threads = rayon::current_num_threads();
+                engine
+                    .infer(|run| {
+                        Ok(run_batches(&lens, budget, threads, progress, |batch| {
+                            let b: Vec<&[u32]> =
+                                batch.iter().map(|&i| seqs[i].as_slice()).collect();
+                            let fwd = run.forward(&b, None).doing("model forward")?;
+                            Ok(self.pool_packed(&fwd))
+                        }))
+                    })
+                    .doing("model forward")??
+            }
+            None => by_length(&lens, batch_size, progress, |chunk| {
+                let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].as_slice()).collect();
+                let rows: Vec<Vec<f32>> = self
+                    .embed(&batch)
+                    .and_then(|t| t.to_dtype(DType::F32)?.to_vec2())
+                    .doing("model forward")?;
+                Ok(rows)
+            })?,
+        };
         let data = rows.concat();
         Ok(Embeddings { dim, data })
     }
+
+    /// Each item's embedding from the engine's packed last-layer rows.
+    fn pool_packed(&self, fwd: &super::engine::Forward) -> Vec<Vec<f32>> {
+        let h = self.bert.config.hidden_size;
+        let p = &fwd.packed;
+        p.offsets()
+            .iter()
+            .zip(p.lens())
+            .map(|(&off, &n)| {
+                let mut e = Vec::with_capacity(self.dim());
+                self.pooling
+                    .pool_rows(&fwd.hidden[off * h..(off + n) * h], h, &mut e);
+                if self.normalize {
+                    l2_normalize_row(&mut e);
+                }
+                e
+            })
+            .collect()
+    }
+}
+
+/// The engine's token budget a batch: `batch_size` sequences at `max_len` tokens, the memory of
+/// the padded batch a user of `--batch-size` asks for, packed with as many texts as fit.
+pub fn token_budget(batch_size: usize, max_len: usize) -> usize {
+    batch_size.max(1) * max_len.max(1)
 }

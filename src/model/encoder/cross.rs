@@ -1,0 +1,91 @@
+//! A trained cross-encoder ready to score pairs. On the CPU the engine runs BERT (packed batches
+//! to a token budget, on every thread, as the sentence encoder does) and candle the small head
+//! (pooler, tanh, classifier) on the `[CLS]` rows; elsewhere candle's padded graph runs it all.
+use crate::error::{Context, Error, Result};
+use crate::model::engine::{run_batches, Engine, Forward};
+use crate::model::layers::batch::by_length;
+use crate::model::layers::cross_encoder::activate;
+use crate::model::{CrossEncoder, PairTokenizer};
+use candle_core::{Device, Tensor};
+
+pub struct CrossEncoderModel {
+    pub model: CrossEncoder,
+    pub tok: PairTokenizer,
+    pub device: Device,
+}
+
+impl CrossEncoderModel {
+    /// Scores per pair (sigmoid for one label, class probabilities otherwise), in length-sorted
+    /// batches (on the engine: up to `batch` pairs' worth of tokens at the model's max length);
+    /// rows in input order.
+    pub fn predict(
+        &self,
+        pairs: &[(&str, &str)],
+        batch: usize,
+        progress: &indicatif::ProgressBar,
+    ) -> Result<Vec<Vec<f32>>> {
+        let enc: Vec<(Vec<u32>, Vec<u32>)> = pairs
+            .iter()
+            .map(|(a, b)| self.tok.encode(a, b))
+            .collect::<Result<_>>()?;
+        let lens: Vec<usize> = enc.iter().map(|e| e.0.len()).collect();
+        if let Some(engine) = Engine::for_bert(&self.model.bert) {
+            let budget = super::token_budget(batch, self.tok.max_seq_length);
+            let threads = rayon::current_num_threads();
+            return engine
+                .infer(|run| {
+                    Ok(run_batches(&lens, budget, threads, progress, |chunk| {
+                        let ids: Vec<&[u32]> = chunk.iter().map(|&i| enc[i].0.as_slice()).collect();
+                        let types: Vec<&[u32]> =
+                            chunk.iter().map(|&i| enc[i].1.as_slice()).collect();
+                        let fwd = run
+                            .forward(&ids, Some(&types))
+                            .doing("cross-encoder forward")?;
+                        self.head_scores(&fwd).doing("cross-encoder head")
+                    }))
+                })
+                .doing("cross-encoder forward")?;
+        }
+        by_length(&lens, batch, progress, |chunk| {
+            let items: Vec<(Vec<u32>, Vec<u32>)> = chunk.iter().map(|&i| enc[i].clone()).collect();
+            let scores: Vec<Vec<f32>> = self
+                .tok
+                .batch(&items, &self.device)
+                .and_then(|b| activate(&self.model.forward_t(&b, None)?)?.to_vec2())
+                .doing("cross-encoder forward")?;
+            Ok(scores)
+        })
+    }
+
+    /// Scores from the engine's packed rows: each item's `[CLS]` row through the head.
+    fn head_scores(&self, fwd: &Forward) -> candle_core::Result<Vec<Vec<f32>>> {
+        let p = &fwd.packed;
+        let h = fwd.hidden.len() / p.rows().max(1);
+        let mut cls = Vec::with_capacity(p.lens().len() * h);
+        for &off in p.offsets() {
+            cls.extend_from_slice(&fwd.hidden[off * h..(off + 1) * h]);
+        }
+        let cls = Tensor::from_vec(cls, (p.lens().len(), h), &Device::Cpu)?;
+        activate(&self.model.head(&cls, None)?)?.to_vec2()
+    }
+
+    /// One score per pair: needs a one-label cross-encoder.
+    pub fn scores(
+        &self,
+        pairs: &[(&str, &str)],
+        batch: usize,
+        progress: &indicatif::ProgressBar,
+    ) -> Result<Vec<f64>> {
+        if self.model.num_labels != 1 {
+            return Err(Error::msg(format!(
+                "this cross-encoder predicts {} classes; a score per pair needs a one-label model",
+                self.model.num_labels
+            )));
+        }
+        Ok(self
+            .predict(pairs, batch, progress)?
+            .into_iter()
+            .map(|s| s[0] as f64)
+            .collect())
+    }
+}
