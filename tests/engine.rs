@@ -281,8 +281,16 @@ fn inference_on_the_engine_equals_candle_in_input_order() {
 
     let d = tempfile::tempdir().unwrap();
     let ce = CrossEncoderModel::load(&common::cross_encoder(d.path()), &Device::Cpu).unwrap();
-    assert_eq!(Engine::declines(&ce.model.bert.layers), None, "the engine runs it");
-    assert_eq!(Engine::declines(&enc.bert.layers), None, "the engine runs it");
+    assert_eq!(
+        Engine::declines(&ce.model.bert.layers),
+        None,
+        "the engine runs it"
+    );
+    assert_eq!(
+        Engine::declines(&enc.bert.layers),
+        None,
+        "the engine runs it"
+    );
     let pairs: Vec<(&str, &str)> = stsb
         .sentence1
         .iter()
