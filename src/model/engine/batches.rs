@@ -77,7 +77,7 @@ mod tests {
     fn batches_hold_the_budget_longest_first_and_every_item_once() {
         let lens = [5, 40, 7, 7, 300, 12];
         let b = token_batches(&lens, 50);
-        assert_eq!(b, vec![vec![4], vec![1, 5], vec![2, 3, 0]]);
+        assert_eq!(b, vec![vec![4], vec![1], vec![5, 2, 3, 0]]);
         let out = run_batches(&lens, 50, 2, &indicatif::ProgressBar::hidden(), |batch| {
             Ok(batch.iter().map(|&i| lens[i] * 10).collect())
         })
