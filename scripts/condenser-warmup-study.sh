@@ -10,16 +10,13 @@
 # reports the paired gains. Results in out/dev34/<collection>/condenser/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-C=target/release/condenser
-M=datasets/model/all-MiniLM-L6-v2
+source scripts/dev-split.sh
 WARM_LR=${WARM_LR:-1e-3}
 LOW_LR=${LOW_LR:-1e-5}
 LEN=${LEN:-128}
 for col in ${COLLECTIONS:-cacm cranfield}; do
-  o=out/dev34/$col
-  D=datasets/data/$col
+  dev_split $col
   c=$o/condenser
-  [ -d $o/data ] || $C split --retrieval $D --test-fraction 0.5 --seed 0 --out $o/data
   models=(--model $M)
   for s in 1 2 3; do
     [ -f $c/c-plain-s$s/model.safetensors ] || $C pretrain --model $M --corpus $D \
