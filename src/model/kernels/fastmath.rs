@@ -15,7 +15,8 @@ const MAX_ARG: f32 = 88.722_83;
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
     let xc = x.clamp(-87.0, MAX_ARG);
-    let n = (xc * LOG2E + ROUND) - ROUND;
+    let t = xc * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = xc - n * LN2_HI - n * LN2_LO;
     let p = ((((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
         + 1.666_666_5e-1)
@@ -25,8 +26,10 @@ pub fn exp_f32(x: f32) -> f32 {
         * r)
         + r
         + 1.0;
-    // 2^n in two halves: n reaches 128 near the top, whose single power of two is not an f32
-    let n = n as i32;
+    // 2^n in two halves: n reaches 128 near the top, whose single power of two is not an f32.
+    // n read from t's bits (t = 1.5 * 2^23 + n, one unit a step), not by `as i32`: Rust's
+    // saturating float-to-int cast kept the loops calling this scalar (issue 35's profile)
+    let n = t.to_bits() as i32 - ROUND.to_bits() as i32;
     let half = n >> 1;
     let pow = |k: i32| f32::from_bits(((k + 127) << 23) as u32);
     let scaled = p * pow(half) * pow(n - half);
