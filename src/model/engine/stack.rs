@@ -64,11 +64,24 @@ pub struct Infer<'a> {
 impl Infer<'_> {
     /// The last layer's rows for token sequences (`types`: token types, 0 where None).
     pub fn forward(&self, ids: &[&[u32]], types: Option<&[&[u32]]>) -> Result<Forward> {
-        let packed = Packed::of(ids, None)?;
+        self.forward_t(ids, types, None, None, false)
+    }
+
+    /// `Engine::forward` on these weights.
+    fn forward_t(
+        &self,
+        ids: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        keys: Option<&[u64]>,
+        drop: Option<&Dropout>,
+        keep: bool,
+    ) -> Result<Forward> {
+        let packed = Packed::of(ids, keys)?;
         embeddings::check(&self.emb, ids, types)?;
-        let (x, _) = embeddings::forward(&self.emb, ids, types, &packed, None, false);
+        let mask = Engine::mask(drop, 0, false);
+        let (x, et) = embeddings::forward(&self.emb, ids, types, &packed, mask.as_ref(), keep);
         self.engine
-            .run_layers(&self.layers, x, None, packed, None, false)
+            .run_layers(&self.layers, x, et, packed, drop, keep)
     }
 }
 
@@ -199,20 +212,10 @@ impl<'m> Engine<'m> {
         drop: Option<&Dropout>,
         keep: bool,
     ) -> Result<Forward> {
-        let packed = Packed::of(ids, keys)?;
-        let Some(emb) = self.emb else {
-            candle_core::bail!("engine: these layers take rows, not tokens (forward_rows)")
-        };
-        weights::with_weights(Some(emb), self.layers, |e, ls| {
-            let e = e.expect("embeddings given");
-            embeddings::check(&e, ids, types)?;
-            let mask = Self::mask(drop, 0, false);
-            let (x, et) = embeddings::forward(&e, ids, types, &packed, mask.as_ref(), keep);
-            self.run_layers(&ls, x, et, packed.clone(), drop, keep)
-        })
+        self.infer(|run| run.forward_t(ids, types, keys, drop, keep))
     }
 
-    /// Inference: `f` runs any number of forwards (`Infer::forward`, no tape, no dropout) on the
+    /// `f` runs any number of forwards (`Infer::forward`: inference, no tape, no dropout) on the
     /// weights read once, q, k and v concatenated once, rather than once a batch.
     pub fn infer<R>(&self, f: impl FnOnce(&Infer) -> Result<R>) -> Result<R> {
         let Some(emb) = self.emb else {

@@ -6,12 +6,16 @@ pub const MR: usize = 12;
 /// Columns per micro-tile and per packed panel of B.
 pub const NR: usize = 32;
 /// f32 -> bf16 bits, round to nearest even (NaN stays a quiet NaN), as `vcvtne2ps2bf16` does.
+/// Written as a select, not an early return, so that loops calling it vectorise.
+#[inline(always)]
 pub fn to_bf16(v: f32) -> u16 {
     let b = v.to_bits();
+    let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
     if v.is_nan() {
-        return ((b >> 16) | 0x40) as u16;
+        ((b >> 16) | 0x40) as u16
+    } else {
+        rounded
     }
-    (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16
 }
 
 /// bf16 bits -> f32 (exact).
@@ -24,9 +28,7 @@ crate::dispatch! {
     /// operands of oneMKL's bf16 GEMM are converted on every product.
     pub fn to_bf16_into(src: &[f32], dst: &mut [u16]) {
         for (d, &v) in dst.iter_mut().zip(src) {
-            let b = v.to_bits();
-            let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
-            *d = if v.is_nan() { ((b >> 16) | 0x40) as u16 } else { rounded };
+            *d = to_bf16(v);
         }
     }
 }
