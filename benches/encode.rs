@@ -70,44 +70,57 @@ fn seq_flops(c: &BertConfig, n: usize) -> f64 {
     l * (2.0 * n * (4.0 * h * h + 2.0 * h * i) + 4.0 * n * n * h)
 }
 
-/// GFLOP/s of the layer's four products at `rows` rows, one serial GEMM a thread at once.
+/// GFLOP/s of the layer's four products at `rows` rows, one serial GEMM a thread at once: each
+/// thread makes its operands, runs the four once to warm up, then is timed over 5 rounds; the
+/// figure is all threads' FLOPs over the slowest thread's time (operand set-up not timed).
 fn gemm_gflops(c: &BertConfig, p: Precision, rows: usize, threads: usize) -> f64 {
     let (h, i) = (c.hidden_size, c.intermediate_size);
     let shapes = [(3 * h, h), (h, h), (i, h), (h, i)]; // (out, in) of qkv, o, intermediate, output
-    let run = |_| -> Result<f64, candle_core::Error> {
+    let run = |_| -> Result<(f64, f64), candle_core::Error> {
         let blas = blas().expect("a BLAS (datasets/fetch.sh)");
-        let mut flops = 0.0;
-        for &(out, inp) in &shapes {
-            let x: Vec<f32> = (0..rows * inp).map(|v| (v % 7) as f32 * 0.1).collect();
-            let w: Vec<f32> = (0..out * inp).map(|v| (v % 5) as f32 * 0.01).collect();
-            let mut y = vec![0f32; rows * out];
-            match p {
-                Precision::F32 => blas.gemm(
-                    NO_TRANS, TRANS, rows, out, inp, &x, inp, &w, inp, 1.0, &mut y, out,
-                )?,
-                _ => precision::gemm(
-                    p,
-                    MatRef::rows(&x, inp),
-                    MatRef::transposed(&w, inp),
-                    None,
-                    (rows, inp, out),
-                    &mut y,
-                    out,
-                    true,
-                )?,
+        let mut ops: Vec<(usize, usize, Vec<f32>, Vec<f32>, Vec<f32>)> = shapes
+            .iter()
+            .map(|&(out, inp)| {
+                let x = (0..rows * inp).map(|v| (v % 7) as f32 * 0.1).collect();
+                let w = (0..out * inp).map(|v| (v % 5) as f32 * 0.01).collect();
+                (out, inp, x, w, vec![0f32; rows * out])
+            })
+            .collect();
+        let mut round = || -> Result<f64, candle_core::Error> {
+            let mut flops = 0.0;
+            for (out, inp, x, w, y) in ops.iter_mut() {
+                let (out, inp) = (*out, *inp);
+                match p {
+                    Precision::F32 => {
+                        blas.gemm(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, y, out)?
+                    }
+                    _ => precision::gemm(
+                        p,
+                        MatRef::rows(x, inp),
+                        MatRef::transposed(w, inp),
+                        None,
+                        (rows, inp, out),
+                        y,
+                        out,
+                        true,
+                    )?,
+                }
+                flops += 2.0 * (rows * out * inp) as f64;
             }
-            flops += 2.0 * (rows * out * inp) as f64;
+            Ok(flops)
+        };
+        round()?; // warm-up
+        let t = Instant::now();
+        let mut flops = 0.0;
+        for _ in 0..5 {
+            flops += round()?;
         }
-        Ok(flops)
+        Ok((flops, t.elapsed().as_secs_f64()))
     };
-    run(0).unwrap(); // warm-up
-    let t = Instant::now();
-    let reps = 5;
-    let mut flops = 0.0;
-    for _ in 0..reps {
-        flops += in_threads(threads, run).unwrap().iter().sum::<f64>();
-    }
-    flops / t.elapsed().as_secs_f64() / 1e9
+    let done = in_threads(threads, run).unwrap();
+    let flops: f64 = done.iter().map(|d| d.0).sum();
+    let slowest = done.iter().map(|d| d.1).fold(0.0, f64::max);
+    flops / slowest / 1e9
 }
 
 /// Best of 3 timed passes of `f` after one warm-up pass, in seconds.

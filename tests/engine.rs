@@ -319,3 +319,52 @@ fn inference_on_the_engine_equals_candle_in_input_order() {
     }
     assert!(worst < 1e-5, "cross-encoder: worst difference {worst}");
 }
+
+/// Inference does not change with the thread count: 1, 2 and 3 threads cut different batches
+/// (the token budget is balanced over the threads) and run them on different threads, yet every
+/// embedding and every cross-encoder score is the same bits (a text's rows meet no other text's
+/// in any sum, and each batch's products run serially on one thread).
+#[test]
+fn inference_is_the_same_bits_on_any_thread_count() {
+    use condenser::model::{CrossEncoderModel, SentenceEncoder};
+    let stsb = condenser::data::Pairs::read(&common::data("stsb/dev.parquet"), &Default::default())
+        .unwrap();
+    let n = 150;
+    let bar = indicatif::ProgressBar::hidden();
+    let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let ce = CrossEncoderModel::load(&common::cross_encoder(d.path()), &Device::Cpu).unwrap();
+    let texts: Vec<&str> = stsb.sentence1.iter().take(n).map(String::as_str).collect();
+    let pairs: Vec<(&str, &str)> = texts
+        .iter()
+        .zip(&stsb.sentence2)
+        .map(|(a, b)| (*a, b.as_str()))
+        .collect();
+    let on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            (
+                enc.encode(&texts, 8, &bar).unwrap().data,
+                ce.predict(&pairs, 8, &bar).unwrap(),
+            )
+        })
+    };
+    let one = on(1);
+    for t in [2, 3] {
+        let other = on(t);
+        assert!(
+            one.0
+                .iter()
+                .zip(&other.0)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "embeddings differ between 1 and {t} threads"
+        );
+        assert_eq!(
+            one.1, other.1,
+            "cross-encoder scores differ between 1 and {t} threads"
+        );
+    }
+}

@@ -13,37 +13,35 @@ use rayon::prelude::*;
 pub fn erf_f32(x: f32) -> f32 {
     let x = x.clamp(-4.0, 4.0);
     let x2 = x * x;
-    let p = ((((((-2.726_142_3e-10_f32 * x2 + 2.770_681_4e-8) * x2 - 2.101_024e-6) * x2
-        - 5.692_506_4e-5)
-        * x2
-        - 7.349_906_3e-4)
-        * x2
-        - 2.954_600_1e-3)
-        * x2
-        - 1.609_603_3e-2)
+    let p = (-2.726_142_3e-10_f32)
+        .mul_add(x2, 2.770_681_4e-8)
+        .mul_add(x2, -2.101_024e-6)
+        .mul_add(x2, -5.692_506_4e-5)
+        .mul_add(x2, -7.349_906_3e-4)
+        .mul_add(x2, -2.954_600_1e-3)
+        .mul_add(x2, -1.609_603_3e-2)
         * x;
-    let q = (((-1.456_607_2e-5_f32 * x2 - 2.133_740_6e-4) * x2 - 1.682_827e-3) * x2
-        - 7.373_329_3e-3)
-        * x2
-        - 1.426_474e-2;
+    let q = (-1.456_607_2e-5_f32)
+        .mul_add(x2, -2.133_740_6e-4)
+        .mul_add(x2, -1.682_827e-3)
+        .mul_add(x2, -7.373_329_3e-3)
+        .mul_add(x2, -1.426_474e-2);
     p / q
 }
 
 const CHUNK: usize = 16 * 1024;
 
-fn map(x: &[f32], f: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
-    let mut y = vec![0f32; x.len()];
-    let run = |(xs, ys): (&[f32], &mut [f32])| {
-        for (a, b) in xs.iter().zip(ys.iter_mut()) {
-            *b = f(*a);
-        }
-    };
+/// `kernel(x, y)` over `x` in chunks (on every thread where large), `y` starting at `init`: the
+/// candle ops run the same dispatched row kernels as the engine (outside a CPU class's copy the
+/// fused multiply-adds of erf and exp would each be a libm call).
+fn map(x: &[f32], init: f32, kernel: impl Fn(&[f32], &mut [f32]) + Sync) -> Vec<f32> {
+    let mut y = vec![init; x.len()];
     if x.len() >= 4 * CHUNK {
         x.par_chunks(CHUNK)
             .zip(y.par_chunks_mut(CHUNK))
-            .for_each(run);
+            .for_each(|(xs, ys)| kernel(xs, ys));
     } else {
-        run((x, &mut y));
+        kernel(x, &mut y);
     }
     y
 }
@@ -105,7 +103,7 @@ impl CustomOp1 for Gelu {
     }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         Ok((
-            CpuStorage::F32(map(contiguous_f32(s, l)?, gelu)),
+            CpuStorage::F32(map(contiguous_f32(s, l)?, 0.0, gelu_into)),
             l.shape().clone(),
         ))
     }
@@ -120,7 +118,7 @@ impl CustomOp1 for GeluGrad {
     }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         Ok((
-            CpuStorage::F32(map(contiguous_f32(s, l)?, gelu_grad)),
+            CpuStorage::F32(map(contiguous_f32(s, l)?, 1.0, gelu_backward)),
             l.shape().clone(),
         ))
     }
