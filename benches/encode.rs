@@ -78,6 +78,8 @@ fn gemm_gflops(c: &BertConfig, p: Precision, rows: usize, threads: usize) -> f64
     let shapes = [(3 * h, h), (h, h), (i, h), (h, i)]; // (out, in) of qkv, o, intermediate, output
     let run = |_| -> Result<(f64, f64), candle_core::Error> {
         let blas = blas().expect("a BLAS (datasets/fetch.sh)");
+        // (out, in, x, w, y) a product
+        #[allow(clippy::type_complexity)]
         let mut ops: Vec<(usize, usize, Vec<f32>, Vec<f32>, Vec<f32>)> = shapes
             .iter()
             .map(|&(out, inp)| {
