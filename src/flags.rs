@@ -76,12 +76,13 @@ impl MaxSeqLength {
 }
 
 /// `--batch-size` of the commands that run a model without training it (encode, evaluate,
-/// search's queries, augment's labelling, mine): texts a forward takes at once. Results do not
-/// depend on it; speed and memory do.
+/// search's queries, augment's labelling, mine): texts a forward takes at once. Results change
+/// with it by float rounding only (the batch a text lands in sets its GEMM blocking); speed and
+/// memory do change.
 #[derive(Clone, Copy, Debug, clap::Args, serde::Serialize)]
 pub struct InferenceBatch {
     /// A forward's size: N texts (or pairs) at max length; on the CPU the engine packs N x max
-    /// length tokens of length-sorted texts (results do not depend on it)
+    /// length tokens of length-sorted texts (results change with it by float rounding only)
     #[arg(long = BATCH_SIZE, default_value_t = 32,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub batch_size: usize,
