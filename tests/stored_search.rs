@@ -7,6 +7,26 @@ use condenser::model::Embeddings;
 use condenser::search::{search, ScoreFn};
 use std::path::Path;
 
+/// Two runs of (query_id, rank, doc_id, score) from corpus vectors encoded whole and in shards:
+/// a shard's texts share batches with other texts, and on some BLAS kernels (OpenBLAS's Haswell
+/// sgemm on a Zen 3) a text's bits depend on its batch, so scores agree to rounding (1e-5), not
+/// bit for bit; every query and rank is there and all but near-ties keep their document.
+fn same_ranking(got: &[Vec<String>], want: &[Vec<String>]) {
+    assert_eq!(got.len(), want.len());
+    let mut moved = 0;
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g[..2], w[..2], "query and rank");
+        let (a, b): (f64, f64) = (g[3].parse().unwrap(), w[3].parse().unwrap());
+        assert!((a - b).abs() <= 1e-5, "{g:?} vs {w:?}");
+        moved += usize::from(g[2] != w[2]);
+    }
+    assert!(
+        moved * 100 <= want.len(),
+        "{moved} of {} rows changed document",
+        want.len()
+    );
+}
+
 fn rows(path: &Path, cols: &[&str]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for b in condenser::data::open(path, cols).unwrap() {
@@ -138,17 +158,17 @@ fn stored_embeddings_mine_and_evaluate_as_on_the_fly_and_shards_merge() {
     assert_eq!(one.len(), 225 * 20);
     let from_folder = dir.path().join("run-folder.parquet");
     search(&shards, &from_folder, &[]);
-    assert_eq!(
-        rows(&from_folder, &["query_id", "rank", "doc_id", "score"]),
-        one
+    same_ranking(
+        &rows(&from_folder, &["query_id", "rank", "doc_id", "score"]),
+        &one,
     );
     // merged, the shards keep the record of how they were made
     ok(condenser(&["merge", se.to_str().unwrap()]));
     let from_merged = dir.path().join("run-merged.parquet");
     search(&se, &from_merged, &[]);
-    assert_eq!(
-        rows(&from_merged, &["query_id", "rank", "doc_id", "score"]),
-        one
+    same_ranking(
+        &rows(&from_merged, &["query_id", "rank", "doc_id", "score"]),
+        &one,
     );
     // 225 queries in blocks of 1,024: shard 1 of 2 holds none; still a valid shard
     for i in 0..2 {
