@@ -320,10 +320,10 @@ fn inference_on_the_engine_equals_candle_in_input_order() {
     assert!(worst < 1e-5, "cross-encoder: worst difference {worst}");
 }
 
-/// Inference does not change with the thread count: 1, 2 and 3 threads cut different batches
-/// (the token budget is balanced over the threads) and run them on different threads, yet every
-/// embedding and every cross-encoder score is the same bits (a text's rows meet no other text's
-/// in any sum, and each batch's products run serially on one thread).
+/// Inference does not change with the thread count: 1, 2 and 3 threads run the same batches
+/// (the cut never depends on the thread count) on different threads, and every embedding and
+/// every cross-encoder score is the same bits. It failed before each batch's products ran on a
+/// serial BLAS: on one thread OpenBLAS's own threads split the GEMMs and changed the bits.
 #[test]
 fn inference_is_the_same_bits_on_any_thread_count() {
     use condenser::model::{CrossEncoderModel, SentenceEncoder};

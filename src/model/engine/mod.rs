@@ -27,6 +27,7 @@ mod weights;
 
 pub use batches::{run_batches, token_batches};
 pub use embeddings::EmbGrads;
+pub use gemm::Gemm;
 pub use layer::LayerGrads;
 pub use leaf::{pad, Leaf};
 pub use packed::Packed;
