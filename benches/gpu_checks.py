@@ -5,11 +5,15 @@ card. Meant for the lent GPU machine (scripts/gpu-checks.sh sets the library pat
 
     python3 benches/gpu_checks.py --bin .cuda/dist/condenser --device cuda [--quick] [--out DIR]
 
-Checks (results in OUT/gpu_checks.json and printed):
-  1. fixture sentences: condenser on the device vs the sentence-transformers reference (f32: <= 1e-3);
-  2. STSb test Spearman on the device vs 0.820325 (within 1e-3);
-  3. encode throughput, STSb test (sentence1 + sentence2), batch 128: condenser vs sentence-transformers;
-  4. bi-encoder training throughput, MNR loss, batch 64, seq 128: condenser vs sentence-transformers;
+Checks (results in OUT/gpu_checks.json and printed), each in f32 and bf16 where both exist (a GPU's
+default --dtype is bf16, so every call names its dtype):
+  1. fixture sentences: condenser on the device vs the sentence-transformers reference
+     (f32: <= 1e-3, bf16: <= 2e-2);
+  2. STSb test Spearman on the device vs 0.820325 (f32 within 1e-3; bf16 reported);
+  3. encode throughput, every STSb sentence (all splits, both columns), batch 128: condenser vs
+     sentence-transformers in the same dtype, with the GFLOP/s of the real (unpadded) tokens;
+  4. bi-encoder training throughput, MNR loss, batch 64, seq 128: condenser vs sentence-transformers
+     (f32: condenser's GPU training is f32 only);
   5. the STSb cross-encoder of the training-engine issue (both orders, 1 epoch, batch 16, lr 2e-5):
      dev Spearman and wall time.
 """
@@ -25,57 +29,115 @@ STSB = os.path.join(ROOT, "datasets/data/stsb")
 FIXTURE = os.path.join(ROOT, "../shared/fixtures/reference-minilm.json")
 
 
-def sh(args):
+def sh(args, timeout=300):
+    # a hung command must not eat the lent machine's minutes: each has its own limit
     t0 = time.perf_counter()
-    r = subprocess.run(args, capture_output=True, text=True)
+    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed:\n{r.stderr[-3000:]}")
     return r.stdout + r.stderr, time.perf_counter() - t0
+
+
+DTYPES = ("f32", "bf16")
+PARITY = {"f32": 1e-3, "bf16": 2e-2}
+# all-MiniLM-L6-v2: 6 layers, hidden 384, FFN 1536
+LAYERS, HIDDEN, FFN = 6, 384, 1536
+
+
+def each_dtype(one):
+    """One result per dtype; a dtype that fails (bf16 on a CPU without it) keeps the other's."""
+    res = {}
+    for dt in DTYPES:
+        try:
+            res[dt] = one(dt)
+        except BaseException as e:
+            res[dt] = {"error": str(e)[-2000:]}
+    return res
 
 
 def fixture_parity(a, d):
     fx = json.load(open(a.fixture))["embeddings"]
     src = os.path.join(d, "fixture.parquet")
     pq.write_table(pa.table({"text": fx["sentences"]}), src)
-    dst = os.path.join(d, "fixture-emb.parquet")
-    sh([a.bin, "encode", "--model", MODEL, "--input", src, "--out", dst, "--device", a.device])
-    ours = np.array(pq.read_table(dst).column("embedding").to_pylist(), dtype=np.float64)
     ref = np.array(fx["vectors"], dtype=np.float64)
-    diff = float(np.abs(ours - ref).max())
-    return {"max_abs_diff": diff, "target": 1e-3, "ok": diff <= 1e-3}
+
+    def one(dt):
+        dst = os.path.join(d, f"fixture-{dt}.parquet")
+        sh([a.bin, "encode", "--model", MODEL, "--input", src, "--out", dst, "--device", a.device, "--dtype", dt])
+        ours = np.array(pq.read_table(dst).column("embedding").to_pylist(), dtype=np.float64)
+        diff = float(np.abs(ours - ref).max())
+        cos = float(min((ours * ref).sum(1) / np.linalg.norm(ours, axis=1) / np.linalg.norm(ref, axis=1)))
+        return {"max_abs_diff": diff, "worst_cosine": cos, "target": PARITY[dt], "ok": diff <= PARITY[dt]}
+    return each_dtype(one)
 
 
 def stsb_spearman(a, d):
-    out, wall = sh([a.bin, "evaluate", "--model", MODEL, "--sts", f"stsb-test={STSB}/test.parquet",
-                    "--out", os.path.join(d, "eval"), "--device", a.device])
     import csv
-    rows = list(csv.DictReader(open(os.path.join(d, "eval/results.csv"))))
-    s = float(next(r["value"] for r in rows if r["metric"] == "spearman_cosine"))
-    return {"spearman": s, "reference": 0.820325, "ok": abs(s - 0.820325) <= 1e-3, "wall_s": wall}
+
+    def one(dt):
+        out, wall = sh([a.bin, "evaluate", "--model", MODEL, "--sts", f"stsb-test={STSB}/test.parquet",
+                        "--out", os.path.join(d, f"eval-{dt}"), "--device", a.device, "--dtype", dt])
+        rows = list(csv.DictReader(open(os.path.join(d, f"eval-{dt}/results.csv"))))
+        s = float(next(r["value"] for r in rows if r["metric"] == "spearman_cosine"))
+        return {"spearman": s, "reference": 0.820325, "ok": abs(s - 0.820325) <= 1e-3, "wall_s": wall}
+    return each_dtype(one)
+
+
+def flops(texts):
+    """Forward FLOPs of the real tokens (no padding): Linear products plus attention's two products."""
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(MODEL, "tokenizer.json"))
+    tok.no_padding()
+    lens = np.array([len(e.ids) for e in tok.encode_batch(texts)], dtype=np.float64)
+    linear = 2 * (4 * HIDDEN * HIDDEN + 2 * HIDDEN * FFN) * lens.sum()
+    attention = 2 * 2 * HIDDEN * (lens ** 2).sum()
+    return LAYERS * (linear + attention), float(lens.mean())
 
 
 def encode_throughput(a, d):
-    t = pq.read_table(f"{STSB}/test.parquet").to_pydict()
-    texts = t["sentence1"] + t["sentence2"]
-    src = os.path.join(d, "texts.parquet")
+    texts = []
+    for split in ("train", "dev", "test"):
+        t = pq.read_table(f"{STSB}/{split}.parquet").to_pydict()
+        texts += t["sentence1"] + t["sentence2"]
+    if a.quick:
+        texts = texts[:512]
+    src, small = os.path.join(d, "texts.parquet"), os.path.join(d, "ten.parquet")
     pq.write_table(pa.table({"text": texts}), src)
-    best = float("inf")
-    for _ in range(2 if a.quick else 3):
-        _, wall = sh([a.bin, "encode", "--model", MODEL, "--input", src, "--out", os.path.join(d, "e.parquet"),
-                      "--batch-size", "128", "--device", a.device])
-        best = min(best, wall)
+    pq.write_table(pa.table({"text": texts[:10]}), small)
+    work, mean_len = flops(texts)
+    import torch
     from sentence_transformers import SentenceTransformer
-    m = SentenceTransformer(MODEL, device=a.device)
-    m.encode(texts[:256], batch_size=128)
-    st = float("inf")
-    for _ in range(2 if a.quick else 3):
-        t0 = time.perf_counter()
-        m.encode(texts, batch_size=128)
-        sync(a.device)
-        st = min(st, time.perf_counter() - t0)
-    # condenser's time is the whole process (model load included); sentence-transformers' is encode alone
-    return {"texts": len(texts), "condenser_texts_per_s": len(texts) / best,
-            "st_texts_per_s": len(texts) / st, "ratio": st / best}
+
+    def one(dt):
+        def best_of(path):
+            best = float("inf")
+            for _ in range(2 if a.quick else 3):
+                _, wall = sh([a.bin, "encode", "--model", MODEL, "--input", path, "--out",
+                              os.path.join(d, "e.parquet"), "--batch-size", "128", "--device", a.device,
+                              "--dtype", dt])
+                best = min(best, wall)
+            return best
+        whole, start = best_of(src), best_of(small)
+        m = SentenceTransformer(MODEL, device=a.device)
+        if dt == "bf16":
+            m = m.to(torch.bfloat16)
+        m.encode(texts[:256], batch_size=128)
+        st = float("inf")
+        for _ in range(2 if a.quick else 3):
+            t0 = time.perf_counter()
+            m.encode(texts, batch_size=128)
+            sync(a.device)
+            st = min(st, time.perf_counter() - t0)
+        # condenser's whole process includes model load and CUDA start; net = whole - a 10-text run's
+        net = max(whole - start, 1e-9)
+        del m
+        return {"condenser_process_s": whole, "condenser_start_s": start,
+                "condenser_texts_per_s_process": len(texts) / whole,
+                "condenser_texts_per_s_net": len(texts) / net,
+                "st_texts_per_s": len(texts) / st,
+                "ratio_process": st / whole, "ratio_net": st / net,
+                "condenser_gflops_net": work / net / 1e9, "st_gflops": work / st / 1e9}
+    return {"texts": len(texts), "mean_tokens": mean_len, "gflop": work / 1e9, **each_dtype(one)}
 
 
 def sync(device):
@@ -89,10 +151,16 @@ def train_throughput(a, d):
     t = pq.read_table(f"{STSB}/train.parquet").to_pydict()
     src = os.path.join(d, "mnr.parquet")
     pq.write_table(pa.table({"anchor": t["sentence1"], "positive": t["sentence2"]}), src)
-    out, _ = sh([a.bin, "train-biencoder", "--init", MODEL, "--train", src, "--loss", "mnr", "--batch-size", "64",
-                 "--max-seq-length", "128", "--max-steps", str(steps), "--checkpoint-steps", "1000000",
-                 "--out", os.path.join(d, "bi"), "--device", a.device])
-    ours = float(re.search(r"([0-9.]+) examples/s", out).group(1))
+    def run(n):
+        out, _ = sh([a.bin, "train-biencoder", "--init", MODEL, "--train", src, "--loss", "mnr", "--batch-size",
+                     "64", "--max-seq-length", "128", "--max-steps", str(n), "--checkpoint-steps", "1000000",
+                     "--out", os.path.join(d, f"bi-{n}"), "--device", a.device])
+        return float(re.search(r"\(([0-9.]+) s in training steps", out).group(1)), \
+            float(re.search(r"([0-9.]+) examples/s", out).group(1))
+    # the first steps load and compile kernels: condenser's rate is taken between a short and a
+    # long run, as sentence-transformers' below leaves its first two steps untimed
+    (short, _), (long, whole) = run(2), run(2 + steps)
+    ours = steps * 64 / max(long - short, 1e-9)
     import torch
     from sentence_transformers import SentenceTransformer, losses
     m = SentenceTransformer(MODEL, device=a.device)
@@ -118,7 +186,8 @@ def train_throughput(a, d):
             elapsed += time.perf_counter() - t0
             done += len(batch)
     st = done / elapsed
-    return {"steps": steps, "condenser_examples_per_s": ours, "st_examples_per_s": st, "ratio": ours / st}
+    return {"steps": steps, "condenser_examples_per_s": ours, "condenser_examples_per_s_with_warmup": whole,
+            "st_examples_per_s": st, "ratio": ours / st}
 
 
 def cross_encoder(a, d):
@@ -140,13 +209,20 @@ def main():
     ap.add_argument("--fixture", default=FIXTURE)
     ap.add_argument("--quick", action="store_true", help="a few steps each: check the script itself")
     ap.add_argument("--out", default=os.environ.get("OUT", "out/gpu-checks"))
+    ap.add_argument("--only", nargs="*", help="run these checks alone (names as printed)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     results = {}
+    import torch
+    results["machine"] = {"torch": torch.__version__,
+                          "gpu": torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu"}
+    print("machine", json.dumps(results["machine"]), flush=True)
     with tempfile.TemporaryDirectory() as d:
         for name, f in [("fixture_parity", fixture_parity), ("stsb_test", stsb_spearman),
                         ("encode_throughput", encode_throughput), ("train_throughput", train_throughput),
                         ("cross_encoder", cross_encoder)]:
+            if a.only and name not in a.only:
+                continue
             try:
                 results[name] = f(a, d)
             except BaseException as e:  # one failing check must not hide the others

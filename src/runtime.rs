@@ -127,9 +127,16 @@ impl ComputeType {
 
 #[cfg(feature = "cuda")]
 fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {
-    candle_core::Device::new_cuda(ordinal).map_err(|e| {
+    let dev = candle_core::Device::new_cuda(ordinal).map_err(|e| {
         crate::error::Error::context(format!("--device cuda:{ordinal}: no usable CUDA GPU"), e)
-    })
+    })?;
+    if let candle_core::Device::Cuda(d) = &dev {
+        // candle runs everything on one stream, so cudarc's per-allocation events (kept to order
+        // a buffer's uses across streams) only cost: two created and destroyed per tensor, ~8 ms
+        // of a batch-64 MNR step on an H200. SAFETY: nothing here uses a second stream.
+        unsafe { d.cuda_stream().context().disable_event_tracking() };
+    }
+    Ok(dev)
 }
 
 #[cfg(not(feature = "cuda"))]

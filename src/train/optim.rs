@@ -110,10 +110,12 @@ impl AdamW {
     /// summed in f64).
     pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
         let mut sq = 0f64;
+        // on a GPU the squares are summed there and read back once: a read per tensor waited on
+        // the device ~100 times a step
+        let mut on_device = Vec::new();
         for g in grads.iter().flatten() {
             if !g.device().is_cpu() {
-                let s = g.to_dtype(candle_core::DType::F32)?.sqr()?.sum_all()?;
-                sq += s.to_scalar::<f32>()? as f64;
+                on_device.push(g.to_dtype(candle_core::DType::F32)?.sqr()?.sum_all()?);
                 continue;
             }
             sq += with_slice(g, |v| {
@@ -121,6 +123,11 @@ impl AdamW {
                     .map(|c| sum_squares(c) as f64)
                     .sum::<f64>()
             })?;
+        }
+        if !on_device.is_empty() {
+            sq += Tensor::stack(&on_device, 0)?
+                .sum_all()?
+                .to_scalar::<f32>()? as f64;
         }
         Ok(sq.sqrt())
     }
