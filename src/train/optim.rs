@@ -107,7 +107,7 @@ impl AdamW {
     }
 
     /// Global L2 norm of gradients (f32 squares in 16 lanes per 4,096-element chunk, chunks
-    /// summed in f64).
+    /// summed in f64; on a GPU each tensor's sum of squares in f32 there, summed there too).
     pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
         let mut sq = 0f64;
         // on a GPU the squares are summed there and read back once: a read per tensor waited on

@@ -121,10 +121,9 @@ impl Dropout {
             }
         }
     }
-}
 
-impl Dropout {
-    /// Uniform [0, 1) values of x's shape from x's device's generator, continuing this stream.
+    /// Uniform values of x's shape from x's device's generator (cuRAND's, in (0, 1]),
+    /// continuing this stream.
     fn device_uniform(&self, x: &Tensor) -> Result<Tensor> {
         let dev = x.device();
         let at = dev.location();
