@@ -3,21 +3,16 @@
 //! re-seeds from (seed, step), so no RNG state needs saving). The generator is xoshiro
 //! (rand's SmallRng): masks need no cryptographic strength, and a Condenser step draws ~50M.
 //!
-//! On a GPU the masks are drawn there (cuRAND through candle), not on the host: host masks cost
-//! a batch-64 MNR step on an H200 ~150 of its ~210 ms (drawn and copied, B x heads x L^2 values a
-//! layer). They stay reproducible: the device's generator is re-seeded from (stream seed, draw
-//! number) whenever another stream drew last, so a stream's masks depend only on its seed and the
-//! order of its own draws (a resumed run, a GradCache replay draw the same ones).
+//! On a GPU the masks are drawn there (kernels/cuda_uniform.rs, a Philox generator), not on the
+//! host: host masks cost a batch-64 MNR step on an H200 ~150 of its ~210 ms (drawn and copied,
+//! B x heads x L^2 values a layer). Each mask's seed comes from (stream seed, draw number), so a
+//! run, a resumed run and a GradCache replay draw the same masks.
 use crate::hash::mix64;
-use candle_core::{DeviceLocation, Result, Tensor};
+use candle_core::{Result, Tensor};
 use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-
-/// Which stream drew last from each device's generator, and how many draws it had made then.
-static DEVICE_STREAM: Mutex<Vec<(DeviceLocation, u64, u64)>> = Mutex::new(Vec::new());
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// BERT's two dropout rates: on hidden states (embeddings, sublayer outputs, the classifier's
 /// input) and on attention probabilities; config.json's hidden_dropout_prob and
@@ -42,8 +37,7 @@ pub struct Dropout {
     pub rates: DropoutRates,
     seed: u64,
     rng: Mutex<SmallRng>,
-    /// This stream's identity and its draws so far from a device's generator.
-    id: u64,
+    /// Masks drawn on a GPU so far: the next one's seed.
     device_draws: AtomicU64,
 }
 
@@ -53,7 +47,6 @@ impl Dropout {
             rates,
             seed,
             rng: Mutex::new(SmallRng::seed_from_u64(seed)),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             device_draws: AtomicU64::new(0),
         }
     }
@@ -122,22 +115,20 @@ impl Dropout {
         }
     }
 
-    /// Uniform values of x's shape from x's device's generator (cuRAND's, in (0, 1]),
-    /// continuing this stream.
+    /// Uniform values in (0, 1] of x's shape on x's GPU, seeded from this stream's seed and its
+    /// draw count.
     fn device_uniform(&self, x: &Tensor) -> Result<Tensor> {
-        let dev = x.device();
-        let at = dev.location();
-        let mut last = DEVICE_STREAM.lock().unwrap();
         let n = self.device_draws.fetch_add(1, Ordering::Relaxed);
-        let slot = last.iter().position(|e| e.0 == at);
-        if slot.is_none_or(|i| (last[i].1, last[i].2) != (self.id, n)) {
-            dev.set_seed(mix64(self.seed ^ mix64(n.wrapping_add(0x6d61736b))))?;
+        let seed = mix64(self.seed ^ mix64(n.wrapping_add(0x6d61736b)));
+        #[cfg(feature = "cuda")]
+        if let candle_core::Device::Cuda(d) = x.device() {
+            return super::cuda_uniform::uniform(d, x.shape(), seed);
         }
-        match slot {
-            Some(i) => last[i] = (at, self.id, n + 1),
-            None => last.push((at, self.id, n + 1)),
-        }
-        Tensor::rand(0f32, 1f32, x.shape(), dev)
+        candle_core::bail!(
+            "dropout on {:?} (mask seed {seed:#x}): seeded masks are drawn on the CPU or a CUDA \
+             GPU only",
+            x.device().location()
+        )
     }
 }
 

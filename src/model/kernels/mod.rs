@@ -6,6 +6,8 @@
 //! BERT: the layers (../layers) and the engine (../engine) compose these.
 pub mod bf16;
 pub mod blas;
+#[cfg(feature = "cuda")]
+pub mod cuda_uniform;
 pub mod dropout;
 pub mod dropout_hash;
 pub mod fastmath;
