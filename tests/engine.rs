@@ -19,9 +19,13 @@ fn minilm() -> (Trainable<Bert>, condenser::tokenize::Tokenizer) {
     (t, folder.tokenizer().unwrap())
 }
 
+/// STSb dev's sentence pairs.
+fn stsb_dev() -> condenser::data::Pairs {
+    condenser::data::Pairs::read(&common::data("stsb/dev.parquet"), &Default::default()).unwrap()
+}
+
 fn sentences(tok: &condenser::tokenize::Tokenizer, n: usize) -> Vec<Vec<u32>> {
-    let stsb = condenser::data::Pairs::read(&common::data("stsb/dev.parquet"), &Default::default())
-        .unwrap();
+    let stsb = stsb_dev();
     stsb.sentence1
         .iter()
         .take(n)
@@ -253,8 +257,7 @@ fn packed_batches_and_rows_are_checked() {
 fn inference_on_the_engine_equals_candle_in_input_order() {
     use condenser::model::layers::cross_encoder::activate;
     use condenser::model::{CrossEncoderModel, SentenceEncoder};
-    let stsb = condenser::data::Pairs::read(&common::data("stsb/dev.parquet"), &Default::default())
-        .unwrap();
+    let stsb = stsb_dev();
     let n = 60;
     let bar = indicatif::ProgressBar::hidden();
     let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
@@ -327,8 +330,7 @@ fn inference_on_the_engine_equals_candle_in_input_order() {
 #[test]
 fn inference_is_the_same_bits_on_any_thread_count() {
     use condenser::model::{CrossEncoderModel, SentenceEncoder};
-    let stsb = condenser::data::Pairs::read(&common::data("stsb/dev.parquet"), &Default::default())
-        .unwrap();
+    let stsb = stsb_dev();
     let n = 150;
     let bar = indicatif::ProgressBar::hidden();
     let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
