@@ -17,7 +17,7 @@ default --dtype is bf16, so every call names its dtype):
   5. the STSb cross-encoder of the training-engine issue (both orders, 1 epoch, batch 16, lr 2e-5):
      dev Spearman and wall time.
 """
-import argparse, json, os, re, subprocess, tempfile, time
+import argparse, json, os, re, signal, subprocess, sys, tempfile, time
 
 import numpy as np
 import pyarrow as pa
@@ -29,13 +29,34 @@ STSB = os.path.join(ROOT, "datasets/data/stsb")
 FIXTURE = os.path.join(ROOT, "../shared/fixtures/reference-minilm.json")
 
 
+# peak resident memory (MB) of the last command sh() ran
+LAST_PEAK_MB = 0.0
+# A child forked from this (large) Python starts with Python's resident size as its maxrss (Linux
+# carries the old image's high-water mark over exec), so rusage read here would report Python's
+# peak. The command runs under a small Python of its own instead, which reports its child's.
+WRAP = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:]); _, st, ru = os.wait4(p.pid, 0); "
+        "sys.stderr.write(f'\\n@peak_kb {ru.ru_maxrss}\\n'); sys.exit(os.waitstatus_to_exitcode(st) & 255)")
+
+
 def sh(args, timeout=300):
     # a hung command must not eat the lent machine's minutes: each has its own limit
+    global LAST_PEAK_MB
     t0 = time.perf_counter()
-    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed:\n{r.stderr[-3000:]}")
-    return r.stdout + r.stderr, time.perf_counter() - t0
+    # its own process group, so a timeout kills the command too, not only its wrapper
+    p = subprocess.Popen([sys.executable, "-c", WRAP, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise SystemExit(f"{' '.join(args)} ran past {timeout} s")
+    peak = re.findall(r"@peak_kb (\d+)", err)
+    LAST_PEAK_MB = int(peak[-1]) / 1024 if peak else float("nan")
+    err = re.sub(r"\n@peak_kb \d+\n", "", err)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({p.returncode}):\n{err[-3000:]}")
+    return out + err, time.perf_counter() - t0
 
 
 DTYPES = ("f32", "bf16")
@@ -117,7 +138,9 @@ def encode_throughput(a, d):
                               "--dtype", dt])
                 best = min(best, wall)
             return best
-        whole, start = best_of(src), best_of(small)
+        whole = best_of(src)
+        peak = LAST_PEAK_MB
+        start = best_of(small)
         m = SentenceTransformer(MODEL, device=a.device)
         if dt == "bf16":
             m = m.to(torch.bfloat16)
@@ -136,7 +159,8 @@ def encode_throughput(a, d):
                 "condenser_texts_per_s_net": len(texts) / net,
                 "st_texts_per_s": len(texts) / st,
                 "ratio_process": st / whole, "ratio_net": st / net,
-                "condenser_gflops_net": work / net / 1e9, "st_gflops": work / st / 1e9}
+                "condenser_gflops_net": work / net / 1e9, "st_gflops": work / st / 1e9,
+                "condenser_peak_rss_mb": peak}
     return {"texts": len(texts), "mean_tokens": mean_len, "gflop": work / 1e9, **each_dtype(one)}
 
 
@@ -160,6 +184,7 @@ def train_throughput(a, d):
     # the first steps load and compile kernels: condenser's rate is taken between a short and a
     # long run, as sentence-transformers' below leaves its first two steps untimed
     (short, _), (long, whole) = run(2), run(2 + steps)
+    peak = LAST_PEAK_MB
     ours = steps * 64 / max(long - short, 1e-9)
     import torch
     from sentence_transformers import SentenceTransformer, losses
@@ -187,7 +212,7 @@ def train_throughput(a, d):
             done += len(batch)
     st = done / elapsed
     return {"steps": steps, "condenser_examples_per_s": ours, "condenser_examples_per_s_with_warmup": whole,
-            "st_examples_per_s": st, "ratio": ours / st}
+            "st_examples_per_s": st, "ratio": ours / st, "condenser_peak_rss_mb": peak}
 
 
 def cross_encoder(a, d):
@@ -199,6 +224,7 @@ def cross_encoder(a, d):
     out, wall = sh(args)
     m = re.search(r"best dev (\S+) ([0-9.]+)", out)
     return {"dev": m.group(1) if m else None, "value": float(m.group(2)) if m else None,
+            "condenser_peak_rss_mb": LAST_PEAK_MB,
             "target": 0.85, "wall_s": wall, "log": out.strip().splitlines()[-2:]}
 
 
@@ -228,6 +254,12 @@ def main():
             except BaseException as e:  # one failing check must not hide the others
                 results[name] = {"error": str(e)[-2000:]}
             print(name, json.dumps(results[name]), flush=True)
+    import resource
+    # this script's own peak: sentence-transformers' side of every comparison (plus pandas/arrow)
+    results["python_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if a.device.startswith("cuda"):
+        results["st_peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    print("python_peak_rss_mb", results["python_peak_rss_mb"], flush=True)
     json.dump(results, open(os.path.join(a.out, "gpu_checks.json"), "w"), indent=1)
 
 

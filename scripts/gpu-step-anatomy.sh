@@ -19,10 +19,10 @@ step() { # batch steps [preload]
 }
 step 64 10 /tmp/cuhook.so
 step 64 40 /tmp/cuhook.so
-step 8 10
-step 8 40
-step 256 10
-step 256 40
+for b in ${BATCHES-8 256}; do # BATCHES="" skips the other batch sizes
+  step "$b" 10
+  step "$b" 40
+done
 for r in a b; do
   "${BIN:-.cuda/dist/condenser}" train-biencoder --init datasets/model/all-MiniLM-L6-v2 --train "$d/mnr.parquet" \
     --loss mnr --batch-size 64 --max-steps 6 --out "$d/rep-$r" --device "${DEVICE:-cuda}" >/dev/null 2>&1

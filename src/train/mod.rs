@@ -1,6 +1,8 @@
 //! Training: the loop every training command shares (trainer, config, checkpoints), the tasks
 //! (cross-encoder, bi-encoder, Condenser pre-training), their losses and the differentiable ops
 //! those use, each gradient-checked.
+#[cfg(feature = "cuda")]
+pub mod adamw_cuda;
 pub mod adamw_host;
 pub mod biencoder;
 pub mod checkpoint;

@@ -14,7 +14,8 @@ pub struct Param {
 }
 
 /// AdamW's moments: host vectors on the CPU (updated in parallel, in f64 arithmetic), f32 tensors
-/// beside the weights on a GPU (updated with tensor ops, so a step copies nothing to the host).
+/// beside the weights on a GPU (updated in place by one kernel a parameter on CUDA, adamw_cuda.rs,
+/// else with tensor ops; either way a step copies nothing to the host).
 enum Moments {
     Host { m: Vec<f32>, v: Vec<f32> },
     Device { m: Tensor, v: Tensor },
@@ -115,7 +116,7 @@ impl AdamW {
         let mut on_device = Vec::new();
         for g in grads.iter().flatten() {
             if !g.device().is_cpu() {
-                on_device.push(g.to_dtype(candle_core::DType::F32)?.sqr()?.sum_all()?);
+                on_device.push(g.clone());
                 continue;
             }
             sq += with_slice(g, |v| {
@@ -124,10 +125,22 @@ impl AdamW {
                     .sum::<f64>()
             })?;
         }
+        #[cfg(feature = "cuda")]
+        if let Some(dev) = on_device.first().and_then(super::adamw_cuda::eligible) {
+            if on_device
+                .iter()
+                .all(|g| super::adamw_cuda::eligible(g).is_some())
+            {
+                sq += super::adamw_cuda::sum_squares(&on_device, &dev)?;
+                return Ok(sq.sqrt());
+            }
+        }
         if !on_device.is_empty() {
-            sq += Tensor::stack(&on_device, 0)?
-                .sum_all()?
-                .to_scalar::<f32>()? as f64;
+            let squares = on_device
+                .iter()
+                .map(|g| g.to_dtype(candle_core::DType::F32)?.sqr()?.sum_all())
+                .collect::<Result<Vec<_>>>()?;
+            sq += Tensor::stack(&squares, 0)?.sum_all()?.to_scalar::<f32>()? as f64;
         }
         Ok(sq.sqrt())
     }
@@ -158,8 +171,25 @@ impl AdamW {
                 );
             }
             let decay = if p.decay { 1.0 - lr * wd } else { 1.0 };
+            let c = Coefficients {
+                scale: scale as f32,
+                c1: (1.0 - b1) as f32,
+                b2: b2 as f32,
+                c2: (1.0 - b2) as f32,
+                decay: decay as f32,
+                step_size: (lr / bc1) as f32,
+                bc2_sqrt: bc2.sqrt() as f32,
+                eps: eps as f32,
+            };
             let (m, v) = match &mut p.moments {
                 Moments::Host { m, v } => (m, v),
+                #[cfg(feature = "cuda")]
+                Moments::Device { m, v }
+                    if super::adamw_cuda::eligible(p.var.as_tensor()).is_some() =>
+                {
+                    super::adamw_cuda::update(p.var.as_tensor(), g, m, v, &c)?;
+                    continue;
+                }
                 Moments::Device { m, v } => {
                     let g = (g.to_dtype(candle_core::DType::F32)? * scale)?;
                     *m = ((&*m * b1)? + (&g * (1.0 - b1))?)?;
@@ -170,16 +200,6 @@ impl AdamW {
                     p.var.set(&w.to_dtype(p.var.dtype())?)?;
                     continue;
                 }
-            };
-            let c = Coefficients {
-                scale: scale as f32,
-                c1: (1.0 - b1) as f32,
-                b2: b2 as f32,
-                c2: (1.0 - b2) as f32,
-                decay: decay as f32,
-                step_size: (lr / bc1) as f32,
-                bc2_sqrt: bc2.sqrt() as f32,
-                eps: eps as f32,
             };
             with_slice(g, |g| {
                 p.var.as_tensor().inplace_op1(&HostUpdate {
@@ -202,7 +222,8 @@ impl AdamW {
                     Tensor::from_slice(m, m.len(), dev)?,
                     Tensor::from_slice(v, v.len(), dev)?,
                 ),
-                Moments::Device { m, v } => (m.flatten_all()?, v.flatten_all()?),
+                // copies: a CUDA update writes the moments in place (adamw_cuda.rs)
+                Moments::Device { m, v } => (m.flatten_all()?.copy()?, v.flatten_all()?.copy()?),
             };
             out.insert(format!("{}.m", p.name), m);
             out.insert(format!("{}.v", p.name), v);
@@ -239,7 +260,8 @@ impl AdamW {
                     let place = |t: &Tensor| {
                         t.to_dtype(candle_core::DType::F32)?
                             .to_device(p.var.device())?
-                            .reshape(p.var.shape())
+                            .reshape(p.var.shape())?
+                            .copy()
                     };
                     *dm = place(m)?;
                     *dv = place(v)?;
