@@ -1,8 +1,9 @@
 //! AdamW's update and the gradients' squared norm on a CUDA device, one kernel launch a parameter.
 //! As tensor ops the update took ~17 launches and as many allocations a parameter (~1,700 a step
 //! for MiniLM's 101 parameters) and the norm ~3 more, in a training step whose time goes to
-//! launches, not arithmetic (docs/results/gpu.md: ~5,700 launches a step). The kernels are
-//! compiled by NVRTC once a process (the driver's libraries are on the machine with CUDA).
+//! launches, not arithmetic (benches/README.md, "GPU checks": ~5,700 launches a step). The
+//! kernels are compiled by NVRTC once a process (NVRTC is among the CUDA libraries the `cuda`
+//! build already loads).
 use super::adamw_host::Coefficients;
 use candle_core::cuda::cudarc::driver::{CudaFunction, DevicePtr, LaunchConfig, PushKernelArg};
 use candle_core::cuda::{CudaDevice, WrapErr};
