@@ -31,23 +31,42 @@ pub fn blas() -> Option<&'static Blas> {
     BLAS.get_or_init(load::load).as_ref()
 }
 
+/// Serial scopes open in this process, and the library's thread count to restore when the last
+/// closes. The count is process-wide, so scopes on two threads at once (two encodes in one
+/// process; tests running side by side) must not restore it under each other: one scope's
+/// restore while another still ran let the library split that one's GEMMs, and its bits changed
+/// (tests/engine.rs `inference_is_the_same_bits_on_any_thread_count` failed once in CI so).
+static SCOPES: std::sync::Mutex<(usize, i32)> = std::sync::Mutex::new((0, 0));
+
 /// Run `f` with OpenBLAS single-threaded, for callers that run matmuls on several threads of
-/// their own at once (OpenBLAS's own workers would oversubscribe the cores); restored after.
+/// their own at once (OpenBLAS's own workers would oversubscribe the cores); the thread count is
+/// restored when the last scope open in the process closes.
 pub fn serial<R>(f: impl FnOnce() -> R) -> R {
     let Some((set, get)) = blas().and_then(|b| b.threads) else {
         return f();
     };
-    /// Restores the thread count when dropped: after `f` returns and when it panics.
-    struct Restore(SetThreads, i32);
-    impl Drop for Restore {
+    /// Closes the scope when dropped: after `f` returns and when it panics.
+    struct Scope(SetThreads);
+    impl Drop for Scope {
         fn drop(&mut self) {
-            // SAFETY: the library's thread-count call; no matmul of ours runs at this point
-            unsafe { (self.0)(self.1) }
+            let mut open = SCOPES.lock().unwrap_or_else(|e| e.into_inner());
+            open.0 -= 1;
+            if open.0 == 0 {
+                // SAFETY: the library's thread-count call, under SCOPES' lock
+                unsafe { (self.0)(open.1) }
+            }
         }
     }
-    // SAFETY: the library's thread-count calls, made from this thread while no matmul runs.
-    let _restore = Restore(set, unsafe { get() });
-    unsafe { set(1) };
+    {
+        let mut open = SCOPES.lock().unwrap_or_else(|e| e.into_inner());
+        if open.0 == 0 {
+            // SAFETY: the library's thread-count calls, under SCOPES' lock
+            open.1 = unsafe { get() };
+            unsafe { set(1) };
+        }
+        open.0 += 1;
+    }
+    let _scope = Scope(set);
     f()
 }
 
@@ -69,5 +88,42 @@ pub fn describe() -> String {
             }
         }
         None => "candle's gemm".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Barrier;
+
+    /// Two serial scopes on two threads, the first closing while the second is open: the library
+    /// stays single-threaded until the second closes, then gets its count back.
+    #[test]
+    fn overlapping_serial_scopes_keep_the_library_serial_until_the_last_closes() {
+        let Some((_, get)) = blas().and_then(|b| b.threads) else {
+            eprintln!("skipped: no BLAS with a thread-count call here");
+            return;
+        };
+        // SAFETY: the library's thread-count query
+        let before = unsafe { get() };
+        let (opened, first_closed) = (Barrier::new(2), Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                serial(|| opened.wait());
+                first_closed.wait();
+            });
+            serial(|| {
+                opened.wait();
+                first_closed.wait();
+                // SAFETY: as above
+                assert_eq!(
+                    unsafe { get() },
+                    1,
+                    "the other scope's close restored the count"
+                );
+            });
+        });
+        // SAFETY: as above
+        assert_eq!(unsafe { get() }, before);
     }
 }
