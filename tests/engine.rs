@@ -323,6 +323,76 @@ fn inference_on_the_engine_equals_candle_in_input_order() {
     assert!(worst < 1e-5, "cross-encoder: worst difference {worst}");
 }
 
+/// The last layer at each item's first token alone (engine/first_token.rs: what the
+/// cross-encoder's head and CLS pooling read) equals the full forward's first rows, for
+/// sequences of one token up to 42 with token types 0 and 1; and a CLS-pooled sentence encoder
+/// on the engine equals candle's padded forward, text by text.
+#[test]
+fn first_token_forward_equals_the_full_forward_at_cls() {
+    use condenser::model::{Pooling, SentenceEncoder};
+    let (t, tok) = minilm();
+    let mut seqs = sentences(&tok, 24);
+    seqs.push(vec![101]);
+    let types: Vec<Vec<u32>> = seqs
+        .iter()
+        .map(|s| (0..s.len()).map(|j| (j >= s.len() / 2) as u32).collect())
+        .collect();
+    let ids: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let ty: Vec<&[u32]> = types.iter().map(Vec::as_slice).collect();
+    let eng = Engine::for_bert(&t.model).unwrap();
+    let (full, first) = eng
+        .infer(|run| {
+            Ok((
+                run.forward(&ids, Some(&ty))?,
+                run.forward_first(&ids, Some(&ty))?,
+            ))
+        })
+        .unwrap();
+    let h = 384;
+    assert_eq!(first.len(), seqs.len() * h);
+    let mut worst = 0f32;
+    for (item, &off) in full.packed.offsets().iter().enumerate() {
+        let want = &full.hidden[off * h..(off + 1) * h];
+        let got = &first[item * h..(item + 1) * h];
+        worst = want
+            .iter()
+            .zip(got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(worst, f32::max);
+    }
+    assert!(worst < 1e-5, "first-token rows: worst difference {worst}");
+    assert!(
+        worst > 0.0 || first.iter().any(|v| *v != 0.0),
+        "rows computed"
+    );
+
+    let mut enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+    enc.pooling = Pooling::CLS;
+    let stsb = stsb_dev();
+    let texts: Vec<&str> = stsb.sentence2.iter().take(30).map(String::as_str).collect();
+    let got = enc
+        .encode(&texts, 4, &indicatif::ProgressBar::hidden())
+        .unwrap();
+    let mut worst = 0f32;
+    for (i, text) in texts.iter().enumerate() {
+        let ids = enc.token_ids(text).unwrap();
+        let want: Vec<f32> = enc
+            .embed_t(&[&ids], None)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let row = &got.data[i * got.dim..(i + 1) * got.dim];
+        worst = row
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(worst, f32::max);
+    }
+    assert!(worst < 1e-5, "CLS-pooled encoder: worst difference {worst}");
+}
+
 /// Inference does not change with the thread count: 1, 2 and 3 threads run the same batches
 /// (the cut never depends on the thread count) on different threads, and every embedding and
 /// every cross-encoder score is the same bits. It failed before each batch's products ran on a

@@ -1,8 +1,9 @@
 //! A trained cross-encoder ready to score pairs. On the CPU the engine runs BERT (packed batches
-//! to a token budget, on every thread, as the sentence encoder does) and candle the small head
-//! (pooler, tanh, classifier) on the `[CLS]` rows; elsewhere candle's padded graph runs it all.
+//! to a token budget, on every thread, as the sentence encoder does; its last layer at the
+//! `[CLS]` rows only, all the head reads) and candle the small head (pooler, tanh, classifier)
+//! on those rows; elsewhere candle's padded graph runs it all.
 use crate::error::{Context, Error, Result};
-use crate::model::engine::{run_batches, Engine, Forward};
+use crate::model::engine::{run_batches, Engine};
 use crate::model::layers::batch::by_length;
 use crate::model::layers::cross_encoder::activate;
 use crate::model::{CrossEncoder, PairTokenizer};
@@ -38,10 +39,10 @@ impl CrossEncoderModel {
                         let ids: Vec<&[u32]> = chunk.iter().map(|&i| enc[i].0.as_slice()).collect();
                         let types: Vec<&[u32]> =
                             chunk.iter().map(|&i| enc[i].1.as_slice()).collect();
-                        let fwd = run
-                            .forward(&ids, Some(&types))
+                        let cls = run
+                            .forward_first(&ids, Some(&types))
                             .doing("cross-encoder forward")?;
-                        self.head_scores(&fwd).doing("cross-encoder head")
+                        self.head_scores(cls, ids.len()).doing("cross-encoder head")
                     }))
                 })
                 .doing("cross-encoder forward")?;
@@ -57,15 +58,10 @@ impl CrossEncoderModel {
         })
     }
 
-    /// Scores from the engine's packed rows: each item's `[CLS]` row through the head.
-    fn head_scores(&self, fwd: &Forward) -> candle_core::Result<Vec<Vec<f32>>> {
-        let p = &fwd.packed;
-        let h = fwd.hidden.len() / p.rows().max(1);
-        let mut cls = Vec::with_capacity(p.lens().len() * h);
-        for &off in p.offsets() {
-            cls.extend_from_slice(&fwd.hidden[off * h..(off + 1) * h]);
-        }
-        let cls = Tensor::from_vec(cls, (p.lens().len(), h), &Device::Cpu)?;
+    /// Scores from the engine's `[CLS]` rows (items x hidden) through the head.
+    fn head_scores(&self, cls: Vec<f32>, items: usize) -> candle_core::Result<Vec<Vec<f32>>> {
+        let h = cls.len() / items.max(1);
+        let cls = Tensor::from_vec(cls, (items, h), &Device::Cpu)?;
         activate(&self.model.head(&cls, None)?)?.to_vec2()
     }
 

@@ -134,6 +134,11 @@ impl SentenceEncoder {
                         Ok(run_batches(&lens, budget, threads, progress, |batch| {
                             let b: Vec<&[u32]> =
                                 batch.iter().map(|&i| seqs[i].as_slice()).collect();
+                            if self.pooling.first_token_only() {
+                                // the last layer at the [CLS] rows only (engine/first_token.rs)
+                                let cls = run.forward_first(&b, None).doing("model forward")?;
+                                return Ok(self.cls_rows(cls, b.len()));
+                            }
                             let fwd = run.forward(&b, None).doing("model forward")?;
                             Ok(self.pool_packed(&fwd))
                         }))
@@ -151,6 +156,20 @@ impl SentenceEncoder {
         };
         let data = rows.concat();
         Ok(Embeddings { dim, data })
+    }
+
+    /// Each item's embedding from its `[CLS]` row (items rows of cls).
+    fn cls_rows(&self, cls: Vec<f32>, items: usize) -> Vec<Vec<f32>> {
+        let h = cls.len() / items.max(1);
+        cls.chunks_exact(h.max(1))
+            .map(|r| {
+                let mut e = r.to_vec();
+                if self.normalize {
+                    l2_normalize_row(&mut e);
+                }
+                e
+            })
+            .collect()
     }
 
     /// Each item's embedding from the engine's packed last-layer rows.

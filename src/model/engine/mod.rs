@@ -16,6 +16,7 @@
 //! the candle path's (tests/engine.rs) except for dropout's draws (hashed here, a stream there).
 mod batches;
 mod embeddings;
+mod first_token;
 mod gemm;
 mod layer;
 mod leaf;

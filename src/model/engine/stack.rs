@@ -1,6 +1,7 @@
 //! The engine proper: a stack of BERT layers (with the embeddings in front, or fed rows directly:
 //! a Condenser head), its forward with an optional tape, and its backward into gradient buffers.
 use super::embeddings::{self, EmbGrads};
+use super::first_token;
 use super::gemm::Gemm;
 use super::layer::{self, LayerGrads, LayerTape, Sites};
 use super::packed::Packed;
@@ -65,6 +66,26 @@ impl Infer<'_> {
     /// The last layer's rows for token sequences (`types`: token types, 0 where None).
     pub fn forward(&self, ids: &[&[u32]], types: Option<&[&[u32]]>) -> Result<Forward> {
         self.forward_t(ids, types, None, None, false)
+    }
+
+    /// The last layer's rows at each sequence's first token only (items x hidden), for heads that
+    /// read `[CLS]` alone: the last layer skips every other row (first_token.rs). Equal to
+    /// `forward`'s first rows up to the products' rounding.
+    pub fn forward_first(&self, ids: &[&[u32]], types: Option<&[&[u32]]>) -> Result<Vec<f32>> {
+        let Some((last, rest)) = self.layers.split_last() else {
+            let fwd = self.forward(ids, types)?;
+            let h = fwd.hidden.len() / fwd.packed.rows().max(1);
+            let rows = fwd.packed.offsets().iter();
+            return Ok(rows
+                .flat_map(|&o| fwd.hidden[o * h..(o + 1) * h].to_vec())
+                .collect());
+        };
+        let packed = Packed::of(ids, None)?;
+        embeddings::check(&self.emb, ids, types)?;
+        let (x, _) = embeddings::forward(&self.emb, ids, types, &packed, None, false);
+        let e = self.engine;
+        let fwd = e.run_layers(rest, x, None, packed, None, false)?;
+        first_token::forward(e.gemm(), last, &fwd.hidden, &fwd.packed, e.heads)
     }
 
     /// `Engine::forward` on these weights.
