@@ -20,16 +20,12 @@ pub fn forward(g: Gemm, w: &LayerW, x: &[f32], p: &Packed, heads: Heads) -> Resu
     let (t, h, i) = (p.rows(), w.g1.len(), w.bi.len());
     let n = p.lens().len();
     let pk = |j: usize| w.packed.as_ref().map(|p| p[j].as_ref());
-    // keys and values of every token: rows h..3h of Wqkv, into kv's two halves
+    // keys and values of every token: rows h..3h of Wqkv, into kv's two halves, one product
+    // each (so that f32 and bf16, whose ready weights are per projection, run the same code)
     let mut kv = bias_rows(&w.bqkv[h..], t);
-    match &w.packed {
-        Some(_) => {
-            for j in 0..2 {
-                let part = &w.wqkv[(j + 1) * h * h..(j + 2) * h * h];
-                g.forward(x, part, pk(j + 1), (t, h, h), &mut kv[j * h..], 2 * h)?;
-            }
-        }
-        None => g.forward(x, &w.wqkv[h * h..], None, (t, 2 * h, h), &mut kv, 2 * h)?,
+    for j in 0..2 {
+        let part = &w.wqkv[(j + 1) * h * h..(j + 2) * h * h];
+        g.forward(x, part, pk(j + 1), (t, h, h), &mut kv[j * h..], 2 * h)?;
     }
     let first: Vec<u64> = p.offsets().iter().map(|&o| p.row_ids()[o]).collect();
     let mut xf = Vec::with_capacity(n * h);
