@@ -63,12 +63,12 @@ impl Pooling {
         mean_sqrt_len: false,
     };
 
-    /// How many modes are on (the embedding is hidden size times this).
     /// Whether the embedding reads each text's first token alone (`[CLS]` pooling only).
     pub fn first_token_only(&self) -> bool {
         self.cls && !self.max && !self.mean && !self.mean_sqrt_len
     }
 
+    /// How many modes are on (the embedding is hidden size times this).
     pub fn modes(&self) -> usize {
         [self.cls, self.max, self.mean, self.mean_sqrt_len]
             .iter()
