@@ -28,10 +28,7 @@ pub fn forward(g: Gemm, w: &LayerW, x: &[f32], p: &Packed, heads: Heads) -> Resu
         g.forward(x, part, pk(j + 1), (t, h, h), &mut kv[j * h..], 2 * h)?;
     }
     let first: Vec<u64> = p.offsets().iter().map(|&o| p.row_ids()[o]).collect();
-    let mut xf = Vec::with_capacity(n * h);
-    for &o in p.offsets() {
-        xf.extend_from_slice(&x[o * h..(o + 1) * h]);
-    }
+    let xf = p.first_rows(x);
     let mut q = bias_rows(&w.bqkv[..h], n);
     g.forward(&xf, &w.wqkv[..h * h], pk(0), (n, h, h), &mut q, h)?;
     let mut ctx = vec![0f32; n * h];

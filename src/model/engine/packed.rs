@@ -69,4 +69,14 @@ impl Packed {
     pub fn row_ids(&self) -> &[u64] {
         &self.row_ids
     }
+
+    /// Each item's first row of `x` (rows x width), gathered: items x width.
+    pub fn first_rows(&self, x: &[f32]) -> Vec<f32> {
+        let w = x.len() / self.rows.max(1);
+        let mut out = Vec::with_capacity(self.offsets.len() * w);
+        for &o in &self.offsets {
+            out.extend_from_slice(&x[o * w..(o + 1) * w]);
+        }
+        out
+    }
 }

@@ -74,11 +74,7 @@ impl Infer<'_> {
     pub fn forward_first(&self, ids: &[&[u32]], types: Option<&[&[u32]]>) -> Result<Vec<f32>> {
         let Some((last, rest)) = self.layers.split_last() else {
             let fwd = self.forward(ids, types)?;
-            let h = fwd.hidden.len() / fwd.packed.rows().max(1);
-            let rows = fwd.packed.offsets().iter();
-            return Ok(rows
-                .flat_map(|&o| fwd.hidden[o * h..(o + 1) * h].to_vec())
-                .collect());
+            return Ok(fwd.packed.first_rows(&fwd.hidden));
         };
         let packed = Packed::of(ids, None)?;
         embeddings::check(&self.emb, ids, types)?;
