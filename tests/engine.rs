@@ -250,19 +250,12 @@ fn packed_batches_and_rows_are_checked() {
     assert!(e.contains("for 5 rows of 384"), "{e}");
 }
 
-/// Inference through the engine (token-budget batches on every thread, packed pooling, the
-/// cross-encoder's head on the `[CLS]` rows) gives candle's padded forward, text by text, in
-/// input order: a budget of 2 texts at max length cuts STSb dev into many batches.
-#[test]
-fn inference_on_the_engine_equals_candle_in_input_order() {
-    use condenser::model::layers::cross_encoder::activate;
-    use condenser::model::{CrossEncoderModel, SentenceEncoder};
-    let stsb = stsb_dev();
-    let n = 60;
-    let bar = indicatif::ProgressBar::hidden();
-    let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
-    let texts: Vec<&str> = stsb.sentence1.iter().take(n).map(String::as_str).collect();
-    let got = enc.encode(&texts, 2, &bar).unwrap();
+/// The worst |difference| between `enc.encode` (the engine, batches of `batch` texts' worth of
+/// tokens) and candle's padded forward of each text alone.
+fn encode_vs_candle(enc: &condenser::model::SentenceEncoder, texts: &[&str], batch: usize) -> f32 {
+    let got = enc
+        .encode(texts, batch, &indicatif::ProgressBar::hidden())
+        .unwrap();
     let mut worst = 0f32;
     for (i, t) in texts.iter().enumerate() {
         let ids = enc.token_ids(t).unwrap();
@@ -280,6 +273,22 @@ fn inference_on_the_engine_equals_candle_in_input_order() {
             .map(|(a, b)| (a - b).abs())
             .fold(worst, f32::max);
     }
+    worst
+}
+
+/// Inference through the engine (token-budget batches on every thread, packed pooling, the
+/// cross-encoder's head on the `[CLS]` rows) gives candle's padded forward, text by text, in
+/// input order: a budget of 2 texts at max length cuts STSb dev into many batches.
+#[test]
+fn inference_on_the_engine_equals_candle_in_input_order() {
+    use condenser::model::layers::cross_encoder::activate;
+    use condenser::model::{CrossEncoderModel, SentenceEncoder};
+    let stsb = stsb_dev();
+    let n = 60;
+    let bar = indicatif::ProgressBar::hidden();
+    let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+    let texts: Vec<&str> = stsb.sentence1.iter().take(n).map(String::as_str).collect();
+    let worst = encode_vs_candle(&enc, &texts, 2);
     assert!(worst < 1e-5, "encoder: worst difference {worst}");
 
     let d = tempfile::tempdir().unwrap();
@@ -361,35 +370,12 @@ fn first_token_forward_equals_the_full_forward_at_cls() {
             .fold(worst, f32::max);
     }
     assert!(worst < 1e-5, "first-token rows: worst difference {worst}");
-    assert!(
-        worst > 0.0 || first.iter().any(|v| *v != 0.0),
-        "rows computed"
-    );
 
     let mut enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
     enc.pooling = Pooling::CLS;
     let stsb = stsb_dev();
     let texts: Vec<&str> = stsb.sentence2.iter().take(30).map(String::as_str).collect();
-    let got = enc
-        .encode(&texts, 4, &indicatif::ProgressBar::hidden())
-        .unwrap();
-    let mut worst = 0f32;
-    for (i, text) in texts.iter().enumerate() {
-        let ids = enc.token_ids(text).unwrap();
-        let want: Vec<f32> = enc
-            .embed_t(&[&ids], None)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1()
-            .unwrap();
-        let row = &got.data[i * got.dim..(i + 1) * got.dim];
-        worst = row
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (a - b).abs())
-            .fold(worst, f32::max);
-    }
+    let worst = encode_vs_candle(&enc, &texts, 4);
     assert!(worst < 1e-5, "CLS-pooled encoder: worst difference {worst}");
 }
 
