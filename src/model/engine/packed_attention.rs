@@ -11,6 +11,7 @@ use super::packed::Packed;
 use super::threads::parallel;
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
 use crate::model::kernels::dropout_hash::{self as mask, head_row_id, Mask};
+use crate::model::kernels::head_attention::{self, HeadIn};
 use crate::model::kernels::softmax;
 use candle_core::Result;
 use rayon::prelude::*;
@@ -91,6 +92,8 @@ pub fn forward(
 ) -> Result<()> {
     let (h3, h) = (3 * a.hidden(), a.hidden());
     let (cp, lp) = (Shared(ctx.as_mut_ptr()), Shared(lse.as_mut_ptr()));
+    // without dropout one kernel does the head (kernels/head_attention.rs), where it serves
+    let fused = mask.is_none() && head_attention::serves(a.dim);
     let task = |(item, head): (usize, usize)| -> Result<()> {
         let (r0, n) = (p.offsets()[item], p.lens()[item]);
         let c = head * a.dim;
@@ -99,6 +102,36 @@ pub fn forward(
             &qkv[r0 * h3 + h + c..],
             &qkv[r0 * h3 + 2 * h + c..],
         );
+        if fused {
+            return with_scratch(
+                &[head_attention::scratch_len(n, a.dim), n * a.dim, n],
+                |bufs| {
+                    let [scratch, out, l] = bufs else {
+                        unreachable!()
+                    };
+                    let (out, l) = (&mut out[..n * a.dim], &mut l[..n]);
+                    let x = HeadIn {
+                        q,
+                        k,
+                        v,
+                        ld: h3,
+                        n,
+                        d: a.dim,
+                        scale: a.scale,
+                    };
+                    head_attention::head_forward(x, scratch, out, l);
+                    // SAFETY: this task alone owns rows r0..r0+n of columns c..c+dim, and of lse's
+                    // column `head`
+                    unsafe {
+                        cp.put(out, r0, c, a.dim, h);
+                        for (i, &li) in l.iter().enumerate() {
+                            *lp.at((r0 + i) * a.heads + head) = li;
+                        }
+                    }
+                    Ok(())
+                },
+            );
+        }
         with_scratch(&[n * n, n * a.dim], |bufs| {
             let [s, out] = bufs else { unreachable!() };
             let (s, out) = (&mut s[..n * n], &mut out[..n * a.dim]);

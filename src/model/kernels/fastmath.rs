@@ -19,7 +19,43 @@ const MAX_ARG: f32 = 88.722_83;
 
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
-    let xc = x.clamp(-87.0, MAX_ARG);
+    let (p, n) = reduced(x.clamp(-87.0, MAX_ARG));
+    // 2^n in two halves: n reaches 128 near the top, whose single power of two is not an f32
+    let half = n >> 1;
+    let scaled = p * pow2(half) * pow2(n - half);
+    if x < -87.0 {
+        0.0
+    } else if x > MAX_ARG {
+        f32::INFINITY
+    } else {
+        scaled
+    }
+}
+
+/// exp for arguments at most a few units above 0, as a softmax's x - max (a rounding's width
+/// above 0 at most): nothing can overflow, so 2^n is one power (n >= -126 after the clamp at
+/// -87) with no upper clamp or select: a fifth fewer instructions than `exp_f32`, the same
+/// floats (2 ulp of expf). Below -87 exactly 0; NaN stays NaN.
+#[inline(always)]
+pub fn exp_f32_small(x: f32) -> f32 {
+    debug_assert!(
+        !(x > 80.0),
+        "exp_f32_small({x}): the argument must stay small"
+    );
+    // `if`, not `max`: max(NaN, -87) would turn a NaN into a number
+    let xc = if x < -87.0 { -87.0 } else { x };
+    let (p, n) = reduced(xc);
+    let y = p * pow2(n);
+    if x < -87.0 {
+        0.0
+    } else {
+        y
+    }
+}
+
+/// exp(xc) = p 2^n: n = round(xc / ln 2) and p = exp(xc - n ln 2) by the polynomial.
+#[inline(always)]
+fn reduced(xc: f32) -> (f32, i32) {
     let t = xc.mul_add(LOG2E, ROUND);
     let n = t - ROUND;
     let r = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, xc));
@@ -30,20 +66,15 @@ pub fn exp_f32(x: f32) -> f32 {
         .mul_add(r, 1.666_666_5e-1)
         .mul_add(r, 0.5);
     let p = (p * r).mul_add(r, r) + 1.0;
-    // 2^n in two halves: n reaches 128 near the top, whose single power of two is not an f32.
     // n read from t's bits (t = 1.5 * 2^23 + n, one unit a step), not by `as i32`: Rust's
     // saturating float-to-int cast kept the loops calling this scalar (issue 35's profile)
-    let n = t.to_bits() as i32 - ROUND.to_bits() as i32;
-    let half = n >> 1;
-    let pow = |k: i32| f32::from_bits(((k + 127) << 23) as u32);
-    let scaled = p * pow(half) * pow(n - half);
-    if x < -87.0 {
-        0.0
-    } else if x > MAX_ARG {
-        f32::INFINITY
-    } else {
-        scaled
-    }
+    (p, t.to_bits() as i32 - ROUND.to_bits() as i32)
+}
+
+/// 2^k as an f32, for -126 <= k <= 127.
+#[inline(always)]
+fn pow2(k: i32) -> f32 {
+    f32::from_bits(((k + 127) << 23) as u32)
 }
 
 #[cfg(test)]
@@ -60,6 +91,22 @@ mod tests {
         assert_eq!(super::exp_f32(-1e30), 0.0);
         assert_eq!(super::exp_f32(f32::MIN), 0.0);
         assert_eq!(super::exp_f32(0.0), 1.0);
+    }
+
+    /// The small-argument exp gives exp_f32's floats over softmax's range, 0 below it, NaN for NaN.
+    #[test]
+    fn small_argument_exp_equals_the_general_one() {
+        let mut x = -90.0f32;
+        while x < 4.0 {
+            assert_eq!(
+                super::exp_f32_small(x).to_bits(),
+                super::exp_f32(x).to_bits(),
+                "x {x}"
+            );
+            x += 0.003_1;
+        }
+        assert_eq!(super::exp_f32_small(-1e30), 0.0);
+        assert!(super::exp_f32_small(f32::NAN).is_nan());
     }
 
     /// Overflow is infinity, not a cap at e^88, and NaN stays NaN: a loss that overflows shows.

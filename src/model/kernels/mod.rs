@@ -12,6 +12,7 @@ pub mod dropout;
 pub mod dropout_hash;
 pub mod fastmath;
 pub mod gelu;
+pub mod head_attention;
 pub mod isa;
 pub mod layer_norm;
 pub mod linear;
