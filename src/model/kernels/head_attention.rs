@@ -25,7 +25,7 @@ const R: usize = 6;
 /// registers, with two for a row of the right operand and one for the broadcast left element.
 const C: usize = 16;
 // a score row padded to whole panels is whole vectors of the row kernels' lanes
-const _: () = assert!(C % LANES == 0);
+const _: () = assert!(C.is_multiple_of(LANES));
 
 /// One text's head: `q`, `k`, `v` start at the text's first row at this head's columns, rows
 /// `ld` floats apart (the packed qkv buffer); `n` tokens, `d` wide.
@@ -44,7 +44,7 @@ pub struct HeadIn<'a> {
 /// it was measured on (AVX2 + FMA: Zen 3, issue 35). AVX-512 keeps the BLAS route until measured
 /// there (a C-wide row is one register of that class: the tile would fill half its registers).
 pub fn serves(d: usize) -> bool {
-    d > 0 && d % C == 0 && active() == Isa::Avx2
+    d > 0 && d.is_multiple_of(C) && active() == Isa::Avx2
 }
 
 /// Scratch floats `head_forward` needs for `n` tokens `d` wide: the keys' panels, a block's
@@ -108,7 +108,7 @@ dispatch! {
     /// `scratch_len(n, d)` floats; d is a multiple of C (`serves`).
     pub fn head_forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], lse: &mut [f32]) {
         let HeadIn { q, k, v, ld, n, d, scale } = x;
-        assert!(d % C == 0 && ctx.len() >= n * d && lse.len() >= n);
+        assert!(d.is_multiple_of(C) && ctx.len() >= n * d && lse.len() >= n);
         let np = n.div_ceil(C) * C;
         let (kt, rest) = scratch.split_at_mut(np * d);
         let (s, qb) = rest.split_at_mut(R * np);
