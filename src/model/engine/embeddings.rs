@@ -3,7 +3,7 @@
 use super::packed::Packed;
 use super::weights::EmbW;
 use crate::model::kernels::dropout_hash::{dropout_row, Mask};
-use crate::model::kernels::layer_norm::{residual_norm, residual_norm_backward};
+use crate::model::kernels::layer_norm::{norm_buffers, residual_norm, residual_norm_backward};
 use crate::model::kernels::vector::add_into;
 
 /// What forward keeps: each row's token, position and type, and the LayerNorm's xhat and 1/std.
@@ -99,7 +99,8 @@ pub fn forward(
             index.push((id, pos as u32, typ));
         }
     }
-    let (mut out, mut xhat, mut rstd) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
+    let mut out = vec![0f32; t * h];
+    let (mut xhat, mut rstd) = norm_buffers(t, h, keep);
     residual_norm(
         &e,
         None,

@@ -10,7 +10,7 @@ use super::packed_attention::Heads;
 use super::weights::LayerW;
 use crate::model::kernels::blas::{NO_TRANS, TRANS};
 use crate::model::kernels::gelu::gelu_in_place;
-use crate::model::kernels::layer_norm::residual_norm;
+use crate::model::kernels::layer_norm::{norm_buffers, residual_norm};
 use crate::model::kernels::softmax;
 use crate::model::kernels::vector::bias_rows;
 use candle_core::Result;
@@ -73,7 +73,9 @@ pub fn forward(g: Gemm, w: &LayerW, x: &[f32], p: &Packed, heads: Heads) -> Resu
     }
     let mut ao = bias_rows(w.bo, n);
     g.forward(&ctx, w.wo, pk(3), (n, h, h), &mut ao, h)?;
-    let (mut a, mut xhat, mut rstd) = (vec![0f32; n * h], vec![0f32; n * h], vec![0f32; n]);
+    let mut a = vec![0f32; n * h];
+    // inference only: nothing kept for backward
+    let (mut xhat, mut rstd) = norm_buffers(n, h, false);
     residual_norm(
         &ao,
         Some(&xf),

@@ -14,7 +14,7 @@ use super::packed_attention::{self, Heads};
 use super::weights::LayerW;
 use crate::model::kernels::dropout_hash::Mask;
 use crate::model::kernels::gelu::{gelu_backward, gelu_in_place, gelu_into};
-use crate::model::kernels::layer_norm::{residual_norm, residual_norm_backward};
+use crate::model::kernels::layer_norm::{norm_buffers, residual_norm, residual_norm_backward};
 use crate::model::kernels::vector::{add_column_sums, bias_rows};
 use candle_core::Result;
 
@@ -110,7 +110,8 @@ pub fn forward(
     )?;
     let mut ao = bias_rows(w.bo, t);
     g.forward(&ctx, w.wo, pk(3), (t, h, h), &mut ao, h)?;
-    let (mut a, mut xhat1, mut rstd1) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
+    let mut a = vec![0f32; t * h];
+    let (mut xhat1, mut rstd1) = norm_buffers(t, h, keep);
     let m1 = sites.attention_out.as_ref();
     residual_norm(
         &ao,
@@ -139,7 +140,8 @@ pub fn forward(
     let mut f = bias_rows(w.bd, t);
     g.forward(gl.as_ref().unwrap_or(&u), w.wd, pk(5), (t, h, i), &mut f, h)?;
     drop(gl);
-    let (mut out, mut xhat2, mut rstd2) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
+    let mut out = vec![0f32; t * h];
+    let (mut xhat2, mut rstd2) = norm_buffers(t, h, keep);
     let m2 = sites.ffn_out.as_ref();
     residual_norm(
         &f,

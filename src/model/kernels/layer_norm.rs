@@ -23,9 +23,21 @@ fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
     }
 }
 
+/// The `xhat` and `rstd` buffers `residual_norm` writes for `rows` rows of width `h`: whole
+/// where backward will read them (`keep`), else one row of scratch and no rstd (inference: the
+/// whole pair was two more buffers a LayerNorm to allocate, zero and write, ~1.5% of an encode).
+pub fn norm_buffers(rows: usize, h: usize, keep: bool) -> (Vec<f32>, Vec<f32>) {
+    if keep {
+        (vec![0f32; rows * h], vec![0f32; rows])
+    } else {
+        (vec![0f32; h], Vec::new())
+    }
+}
+
 dispatch! {
     /// Forward of `out = LayerNorm(drop(a) + res)` over rows of width h, keeping what backward
-    /// needs: xhat (normalised input) and 1/std per row. `row_ids` are the rows' dropout
+    /// needs: xhat (normalised input) and 1/std per row, or, where `rstd` is empty, nothing
+    /// (`xhat` is then one row of scratch: `norm_buffers`). `row_ids` are the rows' dropout
     /// identities (read only with a mask). `res` may be None: then z = drop(a).
     #[allow(clippy::too_many_arguments)]
     pub fn residual_norm(
@@ -41,27 +53,42 @@ dispatch! {
         rstd: &mut [f32],
     ) {
         let h = gamma.len();
-        for (r, ((o, xh), rs)) in out
-            .chunks_exact_mut(h)
-            .zip(xhat.chunks_exact_mut(h))
-            .zip(rstd.iter_mut())
-            .enumerate()
-        {
+        let keep = !rstd.is_empty();
+        assert!(
+            out.is_empty()
+                || if keep {
+                    xhat.len() == out.len() && rstd.len() * h == out.len()
+                } else {
+                    xhat.len() >= h
+                }
+        );
+        for (r, o) in out.chunks_exact_mut(h).enumerate() {
+            let xh = if keep {
+                &mut xhat[r * h..(r + 1) * h]
+            } else {
+                &mut xhat[..h]
+            };
             let ar = &a[r * h..(r + 1) * h];
+            let rr = res.map(|s| &s[r * h..(r + 1) * h]);
             // z into xhat's row, then normalised in place
-            match mask {
-                Some(m) => {
+            match (mask, rr) {
+                (Some(m), _) => {
                     let key = m.row_key(row_ids[r]);
                     for j in 0..h {
                         xh[j] = ar[j] * m.factor(key, j as u32);
                     }
+                    if let Some(rr) = rr {
+                        for (x, v) in xh.iter_mut().zip(rr) {
+                            *x += v;
+                        }
+                    }
                 }
-                None => xh.copy_from_slice(ar),
-            }
-            if let Some(res) = res {
-                for (x, v) in xh.iter_mut().zip(&res[r * h..(r + 1) * h]) {
-                    *x += v;
+                (None, Some(rr)) => {
+                    for ((x, &u), &v) in xh.iter_mut().zip(ar).zip(rr) {
+                        *x = u + v;
+                    }
                 }
+                (None, None) => xh.copy_from_slice(ar),
             }
             let mean = sum(xh) / h as f32;
             for x in xh.iter_mut() {
@@ -69,7 +96,9 @@ dispatch! {
             }
             let var = dot(xh, xh) / h as f32;
             let inv = 1.0 / (var + eps).sqrt();
-            *rs = inv;
+            if keep {
+                rstd[r] = inv;
+            }
             for j in 0..h {
                 xh[j] *= inv;
                 o[j] = xh[j] * gamma[j] + beta[j];
