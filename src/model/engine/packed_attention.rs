@@ -92,54 +92,58 @@ pub fn forward(
 ) -> Result<()> {
     let (h3, h) = (3 * a.hidden(), a.hidden());
     let (cp, lp) = (Shared(ctx.as_mut_ptr()), Shared(lse.as_mut_ptr()));
+    // item's rows of head's q, k and v
+    let head_in = |item: usize, head: usize| {
+        let (r0, c) = (p.offsets()[item], head * a.dim);
+        HeadIn {
+            q: &qkv[r0 * h3 + c..],
+            k: &qkv[r0 * h3 + h + c..],
+            v: &qkv[r0 * h3 + 2 * h + c..],
+            ld: h3,
+            n: p.lens()[item],
+            d: a.dim,
+            scale: a.scale,
+        }
+    };
     // without dropout one kernel does the head (kernels/head_attention.rs), where it serves
     let fused = mask.is_none() && head_attention::serves(a.dim);
     let task = |(item, head): (usize, usize)| -> Result<()> {
-        let (r0, n) = (p.offsets()[item], p.lens()[item]);
-        let c = head * a.dim;
-        let (q, k, v) = (
-            &qkv[r0 * h3 + c..],
-            &qkv[r0 * h3 + h + c..],
-            &qkv[r0 * h3 + 2 * h + c..],
-        );
+        let x = head_in(item, head);
+        let (r0, n, c) = (p.offsets()[item], x.n, head * a.dim);
+        // SAFETY (both routes' writes): this task alone owns rows r0..r0+n of ctx's columns
+        // c..c+dim and of lse's column `head`
+        let put_lse = |i: usize, l: f32| unsafe { *lp.at((r0 + i) * a.heads + head) = l };
         if fused {
+            // the next task (the next head, or the next item's first) on this thread, as `run`
+            // deals them serially; in parallel it may be another thread's, and the hint is lost
+            let next = if head + 1 < a.heads {
+                Some((item, head + 1))
+            } else {
+                (item + 1 < p.lens().len()).then_some((item + 1, 0))
+            };
+            if let Some((ni, nh)) = next {
+                head_attention::prefetch_next(&head_in(ni, nh));
+            }
             return with_scratch(
                 &[head_attention::scratch_len(n, a.dim), n * a.dim, n],
-                |bufs| {
-                    let [scratch, out, l] = bufs else {
-                        unreachable!()
-                    };
+                |b| {
+                    let [scratch, out, l] = b else { unreachable!() };
                     let (out, l) = (&mut out[..n * a.dim], &mut l[..n]);
-                    let x = HeadIn {
-                        q,
-                        k,
-                        v,
-                        ld: h3,
-                        n,
-                        d: a.dim,
-                        scale: a.scale,
-                    };
                     head_attention::head_forward(x, scratch, out, l);
-                    // SAFETY: this task alone owns rows r0..r0+n of columns c..c+dim, and of lse's
-                    // column `head`
-                    unsafe {
-                        cp.put(out, r0, c, a.dim, h);
-                        for (i, &li) in l.iter().enumerate() {
-                            *lp.at((r0 + i) * a.heads + head) = li;
-                        }
-                    }
+                    // SAFETY: as above
+                    unsafe { cp.put(out, r0, c, a.dim, h) };
+                    l.iter().enumerate().for_each(|(i, &li)| put_lse(i, li));
                     Ok(())
                 },
             );
         }
+        let HeadIn { q, k, v, .. } = x;
         with_scratch(&[n * n, n * a.dim], |bufs| {
             let [s, out] = bufs else { unreachable!() };
             let (s, out) = (&mut s[..n * n], &mut out[..n * a.dim]);
             blas.gemm(NO_TRANS, TRANS, n, n, a.dim, q, h3, k, h3, 0.0, s, n)?;
             for (i, row) in s.chunks_exact_mut(n).enumerate() {
-                let l = softmax::softmax_row(row, a.scale);
-                // SAFETY: this task alone owns lse's rows r0..r0+n in column `head`
-                unsafe { *lp.at((r0 + i) * a.heads + head) = l };
+                put_lse(i, softmax::softmax_row(row, a.scale));
                 if let Some(m) = mask {
                     mask::dropout_row(m, head_row_id(p.row_ids()[r0 + i], head), row);
                 }
@@ -147,7 +151,7 @@ pub fn forward(
             blas.gemm(
                 NO_TRANS, NO_TRANS, n, a.dim, n, s, n, v, h3, 0.0, out, a.dim,
             )?;
-            // SAFETY: this task alone owns rows r0..r0+n of columns c..c+dim
+            // SAFETY: as above
             unsafe { cp.put(out, r0, c, a.dim, h) };
             Ok(())
         })

@@ -78,28 +78,33 @@ fn tile(a: &[f32], lda: usize, b: &[f32], ldb: usize, kc: usize) -> [[f32; C]; R
     acc
 }
 
-/// Ask for every row of the head's q, k and v at once. They were written by the qkv product,
+/// Ask for every row of the head's q, k and v at once, into L1 (`T0`) for the head about to run
+/// or into L2 (`T1`) for the next one (`prefetch_next`). They were written by the qkv product,
 /// whose output (tokens x 3 hidden) has left the caches, and a head's part of a row is a cache
-/// line or two 3 hidden floats from the next: read one row at a time, each waited on memory
-/// (the keys' transposition was a tenth of this kernel in a profile, nearly all of it on loads).
+/// line or two 3 hidden floats from the next: read as the kernel needs them, each row waited on
+/// memory (the keys' transposition, the first reader, was a quarter of this kernel on short
+/// texts in a profile, nearly all of it on loads).
 #[inline(always)]
-fn prefetch_rows(q: &[f32], k: &[f32], v: &[f32], ld: usize, n: usize, d: usize) {
+fn prefetch_rows<const HINT: i32>(x: &HeadIn<'_>) {
     #[cfg(target_arch = "x86_64")]
-    for m in [q, k, v] {
-        for i in 0..n {
-            for c in (0..d).step_by(16) {
-                if let Some(x) = m.get(i * ld + c) {
+    for m in [x.q, x.k, x.v] {
+        for i in 0..x.n {
+            for c in (0..x.d).step_by(16) {
+                if let Some(e) = m.get(i * x.ld + c) {
                     // SAFETY: a prefetch reads nothing a program can see and cannot fault; the
                     // address is inside the slice
-                    unsafe {
-                        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                            (x as *const f32).cast(),
-                        )
-                    }
+                    unsafe { std::arch::x86_64::_mm_prefetch::<HINT>((e as *const f32).cast()) }
                 }
             }
         }
     }
+}
+
+/// Start bringing the head that runs after this one into L2, so that its rows arrive while this
+/// one computes.
+pub fn prefetch_next(x: &HeadIn<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    prefetch_rows::<{ std::arch::x86_64::_MM_HINT_T1 }>(x);
 }
 
 dispatch! {
@@ -113,7 +118,8 @@ dispatch! {
         let (kt, rest) = scratch.split_at_mut(np * d);
         let (s, qb) = rest.split_at_mut(R * np);
         let qb = &mut qb[..R * d];
-        prefetch_rows(q, k, v, ld, n, d);
+        #[cfg(target_arch = "x86_64")]
+        prefetch_rows::<{ std::arch::x86_64::_MM_HINT_T0 }>(&x);
         // K^T in panels of C keys: panel p holds, column by column, keys pC .. pC + C (zeros
         // past the text's end)
         for (p, panel) in kt.chunks_exact_mut(C * d).enumerate() {
