@@ -6,7 +6,8 @@
 //! dropout, C = (P * mask) V, so sum_j dPd_ij Pd_ij = dC_i . C_i), as FlashAttention does:
 //!   dV = Pd^T dC,  dPd = dC V^T,  dS = P * (dPd * mask - D),  dQ = scale dS K,  dK = scale dS^T Q.
 //! Each (item, head) is one task with a scratch of 2 n x n; tasks run in parallel unless the
-//! caller is already one of several training threads.
+//! caller is already one of several training threads. Without dropout, where it serves, a task's
+//! forward is one kernel instead (kernels/head_attention.rs: no n x n buffer, no BLAS call).
 use super::packed::Packed;
 use super::threads::parallel;
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};

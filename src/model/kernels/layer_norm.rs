@@ -193,7 +193,8 @@ impl CustomOp3 for Fwd {
         let mut y = vec![0f32; x.len()];
         rows_of(&mut y, h, |first, out| {
             let n = out.len() / h;
-            let (mut xhat, mut rstd) = (vec![0f32; n * h], vec![0f32; n]);
+            // backward recomputes them from x (below)
+            let (mut xhat, mut rstd) = norm_buffers(n, h, false);
             let xs = &x[first * h..(first + n) * h];
             residual_norm(
                 xs,
