@@ -108,7 +108,7 @@ pub fn prefetch_next(x: &HeadIn<'_>) {
 }
 
 dispatch! {
-    /// ctx (n x d, packed) = softmax(q k^T * scale) v and lse[i] = row i's log-sum-exp of the
+    /// ctx (n x d, packed) = softmax(q k^T * scale) v and `lse[i]` = row i's log-sum-exp of the
     /// scaled scores, as packed_attention's forward keeps it. `scratch` holds at least
     /// `scratch_len(n, d)` floats; d is a multiple of C (`serves`).
     pub fn head_forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], lse: &mut [f32]) {
