@@ -3,13 +3,8 @@ use super::dropout_hash::{dropout_row, row_id, Mask};
 use super::gelu::{gelu_backward, gelu_in_place, gelu_into};
 use super::isa::{detected, Isa};
 use super::layer_norm::{residual_norm, residual_norm_backward};
+use super::test_data as data;
 use super::vector::add_column_sums;
-
-fn data(n: usize, seed: u32) -> Vec<f32> {
-    (0..n as u32)
-        .map(|i| ((i.wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0)
-        .collect()
-}
 
 /// Every copy of every row kernel this CPU can run gives the baseline copy's floats exactly
 /// (same operations in the same order, only wider registers); a class the CPU lacks is named.

@@ -185,9 +185,11 @@ mod tests {
     use super::*;
     use crate::model::kernels::isa::detected;
 
+    /// Values in [-2, 2], so that scores spread enough for the softmax to matter.
     fn data(n: usize, seed: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| ((i.wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 500.0 - 2.0)
+        crate::model::kernels::test_data(n, seed)
+            .into_iter()
+            .map(|x| 2.0 * x)
             .collect()
     }
 

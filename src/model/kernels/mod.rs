@@ -34,5 +34,13 @@ pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
         .to_scalar::<f32>()
 }
 
+/// Deterministic values in [-1, 1] (steps of 0.001) for the kernels' tests.
+#[cfg(test)]
+pub(crate) fn test_data(n: usize, seed: u32) -> Vec<f32> {
+    (0..n as u32)
+        .map(|i| ((i.wrapping_mul(2654435761) ^ seed) % 2001) as f32 / 1000.0 - 1.0)
+        .collect()
+}
+
 #[cfg(test)]
 mod classes_test;
