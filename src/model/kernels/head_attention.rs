@@ -2,19 +2,20 @@
 //! row's log-sum-exp, made `R` query rows at a time, so a block's scores are computed, turned
 //! into probabilities and multiplied into the context while they sit in L1.
 //!
-//! Why not two BLAS calls and a softmax between them (packed_attention.rs's general route): with
-//! a head 32 wide the scores' product has k = 32, and per (text, head) the library zero-fills the
-//! n x n scores (beta = 0), packs both operands of each product (the n x n probabilities
-//! included) and the softmax takes five passes over the buffer. On Cranfield's 256-token
-//! abstracts that made the attention ~19% of the encode for ~8% of its FLOPs (perf, Zen 3,
-//! issue 35). Here both products are one register tile (R rows x C columns, 12 AVX2 registers),
-//! the keys are transposed once into panels of C keys, the values are read in place, the scale
-//! rides in the exponent's fused multiply-add and the 1 / sum is applied to the R x d context
+//! Why not two BLAS calls and a softmax between them (packed_attention.rs's general route): with a
+//! head 32 wide the scores' product has k = 32, and per (text, head) the library zero-fills the n x
+//! n scores (beta = 0), packs both operands of each product (the n x n probabilities included) and
+//! the softmax takes five passes over the buffer. On Cranfield's 256-token abstracts that made the
+//! attention ~19% of the encode for ~8% of its FLOPs (perf, Zen 3, issue 35). Here both products
+//! are one register tile (R rows x C columns, 12 AVX2 registers), the keys are transposed once into
+//! panels of C keys, the values are read in place, the scale rides in the exponent's fused
+//! multiply-add (in base 2: `fastmath::exp2_small`) and the 1 / sum is applied to the R x d context
 //! rows instead of the R x n probabilities.
 //!
-//! Numbers differ from the BLAS route's by summation order only (tests/engine.rs and the test
-//! below hold both to 1e-5); the result does not depend on the thread count (one call, one text).
-use super::fastmath::exp_f32_small;
+//! Numbers differ from the BLAS route's by summation order and the exp's polynomial
+//! (tests/engine.rs and the test below hold both to 1e-5); the result does not depend on the
+//! thread count (one call, one text).
+use super::fastmath::exp2_small;
 use super::isa::{active, Isa};
 use super::vector::{max, LANES};
 use crate::dispatch;
@@ -115,6 +116,7 @@ dispatch! {
         let HeadIn { q, k, v, ld, n, d, scale } = x;
         assert!(d.is_multiple_of(C) && ctx.len() >= n * d && lse.len() >= n);
         let np = n.div_ceil(C) * C;
+        let scale2 = scale * std::f32::consts::LOG2_E;
         let (kt, rest) = scratch.split_at_mut(np * d);
         let (s, qb) = rest.split_at_mut(R * np);
         let qb = &mut qb[..R * d];
@@ -148,24 +150,27 @@ dispatch! {
                     s[r * np + p * C..r * np + (p + 1) * C].copy_from_slice(a);
                 }
             }
-            // probabilities unnormalised, exp(s scale - max), and their sums; the padding keys'
-            // scores become -inf (probability 0), so every pass runs over whole vectors
+            // probabilities unnormalised, exp((s - max) scale) = 2^((s - max) scale log2 e), and
+            // their sums; the padding keys' scores become -inf (probability 0), so every pass
+            // runs over whole vectors
             let mut inv = [0f32; R];
             for r in 0..rows {
                 let row = &mut s[r * np..(r + 1) * np];
                 row[n..].fill(f32::NEG_INFINITY);
-                // scale > 0, so the scaled maximum is the maximum scaled (rounding is monotonic)
-                let m = max(row) * scale;
+                // scale > 0, so the scaled maximum is the maximum scaled (rounding is monotonic);
+                // m2's rounding shifts every exponent of the row alike, which the 1 / sum undoes
+                let mx = max(row);
+                let m2 = mx * scale2;
                 let mut acc = [0f32; LANES];
                 for c in row.chunks_exact_mut(LANES) {
                     for (a, e) in acc.iter_mut().zip(c.iter_mut()) {
-                        *e = exp_f32_small(e.mul_add(scale, -m));
+                        *e = exp2_small(e.mul_add(scale2, -m2));
                         *a += *e;
                     }
                 }
                 let total: f32 = acc.iter().sum();
                 inv[r] = 1.0 / total;
-                lse[i0 + r] = m + total.ln();
+                lse[i0 + r] = m2.mul_add(std::f32::consts::LN_2, total.ln());
             }
             for c0 in (0..d).step_by(C) {
                 let acc = tile(s, np, &v[c0..], ld, n);
