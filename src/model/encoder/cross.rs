@@ -17,8 +17,8 @@ pub struct CrossEncoderModel {
 
 impl CrossEncoderModel {
     /// Scores per pair (sigmoid for one label, class probabilities otherwise), in length-sorted
-    /// batches (on the engine: up to `batch` pairs' worth of tokens at the model's max length);
-    /// rows in input order.
+    /// batches (on the engine: up to `batch` pairs' worth of tokens at the model's max length, at
+    /// most `super::MAX_BATCH_TOKENS`); rows in input order.
     pub fn predict(
         &self,
         pairs: &[(&str, &str)],

@@ -111,8 +111,8 @@ impl SentenceEncoder {
     }
 
     /// Encode texts in length-sorted batches; rows come back in input order. On the engine a
-    /// batch holds up to `batch_size` sequences' worth of tokens at max_seq_length (the padded
-    /// batch's memory), filled with as many texts as fit.
+    /// batch holds up to `batch_size` sequences' worth of tokens at max_seq_length, at most
+    /// `MAX_BATCH_TOKENS`, filled with as many texts as fit.
     pub fn encode(
         &self,
         texts: &[&str],
@@ -192,8 +192,17 @@ impl SentenceEncoder {
     }
 }
 
-/// The engine's token budget a batch: `batch_size` sequences at `max_len` tokens, the memory of
-/// the padded batch a user of `--batch-size` asks for, packed with as many texts as fit.
+/// The engine's token budget a batch: `batch_size` sequences at `max_len` tokens (the padded
+/// batch a user of `--batch-size` asks for), packed with as many texts as fit, and at most
+/// `MAX_BATCH_TOKENS` (or one text at `max_len`, where longer).
 pub fn token_budget(batch_size: usize, max_len: usize) -> usize {
-    batch_size.max(1) * max_len.max(1)
+    (batch_size.max(1) * max_len.max(1)).min(MAX_BATCH_TOKENS.max(max_len))
 }
+
+/// Tokens an inference batch holds at most, whatever `--batch-size` asks. Larger batches bought
+/// no speed, only memory (a batch's activations are ~2,700 floats a token for MiniLM, the FFN's
+/// 1,536 the widest): on a 2-core Zen 3 (OpenBLAS, f32), 1,024 tokens against 32 x max length ran
+/// STSb at 554-559 against 536-554 sentences/s (peak RSS 228-239 against 450 MB), Cranfield at 38.3
+/// against 37.0 documents/s (203 against 559 MB) and cross-encoder pairs at 320 against 319-323
+/// pairs/s (220 against 868 MB) (benches/README.md, issue 35).
+pub const MAX_BATCH_TOKENS: usize = 1024;
