@@ -203,6 +203,6 @@ pub fn token_budget(batch_size: usize, max_len: usize) -> usize {
 /// no speed, only memory (a batch's activations are ~2,700 floats a token for MiniLM, the FFN's
 /// 1,536 the widest): on a 2-core Zen 3 (OpenBLAS, f32), 1,024 tokens against 32 x max length ran
 /// STSb at 554-559 against 536-554 sentences/s (peak RSS 228-239 against 450 MB), Cranfield at 38.3
-/// against 37.0 documents/s (203 against 559 MB) and cross-encoder pairs at 320 against 319-323
-/// pairs/s (220 against 868 MB) (benches/README.md, issue 35).
+/// against 37.0 documents/s (203 against 559 MB) and cross-encoder pairs at 321 against 318-323
+/// pairs/s (193 against 868 MB) (benches/README.md, issue 35).
 pub const MAX_BATCH_TOKENS: usize = 1024;
