@@ -6,12 +6,14 @@
 //!   folder; benches/encode_bench.py makes one from MiniLM's weights, out/bench/ce-minilm).
 //!
 //! Each reports the best of 3 passes after a warm-up: items/s, the model's FLOPs over the real
-//! (packed) tokens per second over the whole encode (the cross-encoder's last layer counted as
-//! run: at `[CLS]` only, but for its keys and values), the GEMMs alone at the encode's shapes (one
-//! serial GEMM a thread, as encode runs them), and the CPU class's peak: threads x FLOPs a cycle x
-//! the clock /proc/cpuinfo reports (nominal), and in f32 the FMA units' rate measured on every
-//! thread at once (`fma_peak_gflops`, the boost clock included) with the encode's share of it. Run by benches/encode_bench.py beside sentence-transformers,
-//! or alone: `cargo bench --bench encode` (WORKLOAD=stsb,cranfield,ce DTYPE=f32|bf16 BATCH=32).
+//! (packed) tokens per second over the whole encode (the cross-encoder's last layer counted as run:
+//! at `[CLS]` only, but for its attention's two products over the layer's input rows), the GEMMs
+//! alone at the encode's shapes (one serial GEMM a thread, as encode runs them), and the CPU
+//! class's peak: threads x FLOPs a cycle x the clock /proc/cpuinfo reports (nominal), and in f32
+//! the FMA units' rate measured on every thread at once (`fma_peak_gflops`, the boost clock
+//! included) with the encode's share of it. Run by benches/encode_bench.py beside
+//! sentence-transformers, or alone: `cargo bench --bench encode` (WORKLOAD=stsb,cranfield,ce
+//! DTYPE=f32|bf16 BATCH=32).
 use candle_core::Device;
 use condenser::data::{retrieval, PairColumns, Pairs};
 use condenser::model::engine::{in_threads, Gemm};
@@ -151,18 +153,20 @@ fn seq_flops(c: &BertConfig, n: usize) -> f64 {
     l * (2.0 * n * (4.0 * h * h + 2.0 * h * i) + 4.0 * n * n * h)
 }
 
-/// `seq_flops` as a `[CLS]`-only head runs it (engine/first_token.rs): the last layer's keys and
-/// values for every token, the rest of it for the first token alone. The figure is the work
-/// done, so that GFLOP/s stays a rate comparable with the GEMMs' (sentence-transformers does the
-/// whole last layer: its items/s, not FLOPs, are what the ratio compares).
+/// `seq_flops` as a `[CLS]`-only head runs it (engine/first_token.rs): the last layer's
+/// attention scores and probability-weighted input rows for every token (heads x h each), the
+/// rest of it (q, Wk^T q, the values' projection of the weighted rows, o, FFN) for the first
+/// token alone. The figure is the work done, so that GFLOP/s stays a rate comparable with the
+/// GEMMs' (sentence-transformers does the whole last layer: its items/s, not FLOPs, are what the
+/// ratio compares).
 fn cls_flops(c: &BertConfig, n: usize) -> f64 {
-    let (h, i, l) = (
+    let (h, i, l, heads) = (
         c.hidden_size as f64,
         c.intermediate_size as f64,
         c.num_hidden_layers,
+        c.num_attention_heads as f64,
     );
-    let last =
-        2.0 * n as f64 * 2.0 * h * h + 2.0 * (2.0 * h * h + 2.0 * h * i) + 4.0 * n as f64 * h;
+    let last = 2.0 * (5.0 * h * h + 2.0 * h * i) + 4.0 * n as f64 * heads * h;
     seq_flops(
         &BertConfig {
             num_hidden_layers: l - 1,
