@@ -32,8 +32,8 @@ pub fn forward(g: Gemm, w: &LayerW, x: &[f32], p: &Packed, heads: Heads) -> Resu
     let wv = |c: usize| &w.wqkv[(2 * h + c) * h..];
     // no keys or values: a head's score of token j is q . (Wk x_j + bk) = (Wk^T q) . x_j + q . bk,
     // and the last term, the same for every j, leaves the softmax unchanged; so u = Wk^T q (h
-    // wide, a head) is scored against the layer's input rows directly (per item: n x h against
-    // t x h^2 multiply-adds for the keys)
+    // wide, a head) is scored against the layer's input rows directly: heads x h multiply-adds
+    // a token, where the keys cost h^2
     let mut u = vec![0f32; n * hd * h];
     for head in 0..hd {
         let c = head * dh;
