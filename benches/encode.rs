@@ -62,10 +62,10 @@ fn flops_per_cycle(p: Precision) -> (f64, &'static str) {
 }
 
 /// f32 GFLOP/s of the FMA units, measured: every thread at once runs 12 independent chains of
-/// vector FMAs (enough to hide the latency on two ports) for ~0.3 s; all threads' FLOPs over the
-/// slowest one's time, best of 3. The nominal figure (`flops_per_cycle` x /proc/cpuinfo's clock) misses the
-/// boost clock a VM runs at: on a Zen 3 the GEMMs alone ran above it (183 against 156.5 GFLOP/s).
-/// None where the class has no vector FMA this bench can run.
+/// vector FMAs (enough to hide the latency on two ports) for ~0.3 s (`threads_gflops`), best of
+/// 3. The nominal figure (`flops_per_cycle` x /proc/cpuinfo's clock) misses the boost clock a VM
+/// runs at: on a Zen 3 the GEMMs alone ran above it (183 against 156.5 GFLOP/s). None where the
+/// class has no vector FMA this bench can run.
 fn fma_peak_gflops(threads: usize) -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
     {
@@ -73,30 +73,30 @@ fn fma_peak_gflops(threads: usize) -> Option<f64> {
         if isa::active() < isa::Isa::Avx2 {
             return None;
         }
+        // a 512-bit FMA does twice the lanes in about twice a 256-bit one's slots (Zen 4): half
+        // the iterations keep the time alike
+        let (lanes, iters) = if wide {
+            (16.0, 75_000_000usize)
+        } else {
+            (8.0, 150_000_000)
+        };
         let run = |_| -> Result<(f64, f64), candle_core::Error> {
-            let iters = 150_000_000usize;
             let t = Instant::now();
             // SAFETY: the class was detected above (AVX2 + FMA, or AVX-512F)
             let sink = unsafe {
                 if wide {
-                    fma_chains_avx512(iters / 2)
+                    fma_chains_avx512(iters)
                 } else {
                     fma_chains_avx2(iters)
                 }
             };
             std::hint::black_box(sink);
-            let lanes = if wide { 16.0 } else { 8.0 };
-            let n = if wide { iters / 2 } else { iters };
-            Ok((2.0 * 12.0 * lanes * n as f64, t.elapsed().as_secs_f64()))
+            Ok((2.0 * 12.0 * lanes * iters as f64, t.elapsed().as_secs_f64()))
         };
         // best of 3: a round another process shares a core with reads low, none reads high
-        let rate = || -> Option<f64> {
-            let done = in_threads(threads, run).ok()?;
-            let flops: f64 = done.iter().map(|d| d.0).sum();
-            let slowest = done.iter().map(|d| d.1).fold(0.0, f64::max);
-            Some(flops / slowest / 1e9)
-        };
-        (0..3).filter_map(|_| rate()).reduce(f64::max)
+        (0..3)
+            .map(|_| threads_gflops(threads, run))
+            .reduce(f64::max)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -216,6 +216,15 @@ fn gemm_gflops(c: &BertConfig, p: Precision, rows: usize, threads: usize) -> f64
         }
         Ok((flops, t.elapsed().as_secs_f64()))
     };
+    threads_gflops(threads, run)
+}
+
+/// `run` (FLOPs done, seconds) on `threads` threads at once: all threads' FLOPs over the slowest
+/// thread's time, in GFLOP/s.
+fn threads_gflops(
+    threads: usize,
+    run: impl Fn(usize) -> Result<(f64, f64), candle_core::Error> + Sync,
+) -> f64 {
     let done = in_threads(threads, run).unwrap();
     let flops: f64 = done.iter().map(|d| d.0).sum();
     let slowest = done.iter().map(|d| d.1).fold(0.0, f64::max);
@@ -260,7 +269,9 @@ fn main() {
     let peak = threads as f64 * fpc * mhz() / 1e3;
     // measured once, before the workloads, on every thread (f32's FMA units; bf16 keeps the
     // nominal figure, its pair products have no loop here)
-    let fma_peak = fma_peak_gflops(threads).filter(|_| precision == Precision::F32);
+    let fma_peak = (precision == Precision::F32)
+        .then(|| fma_peak_gflops(threads))
+        .flatten();
     let fma_json = fma_peak.map_or("null".to_string(), |g| format!("{g:.1}"));
     for w in workloads.split(',') {
         let (items, tokens, flops, seconds, rows, c) = match w {
