@@ -81,8 +81,10 @@ impl MaxSeqLength {
 /// memory do change.
 #[derive(Clone, Copy, Debug, clap::Args, serde::Serialize)]
 pub struct InferenceBatch {
-    /// A forward's size: N texts (or pairs) at max length; on the CPU the engine packs N x max
-    /// length tokens of length-sorted texts (results change with it by float rounding only)
+    /// A forward's size: N texts (or pairs) at max length; on the CPU the engine packs up to N x
+    /// max length tokens of length-sorted texts, at most 1,024 (larger batches were no faster,
+    /// only larger in memory) or one text at max length where longer (results change with it by
+    /// float rounding only)
     #[arg(long = BATCH_SIZE, default_value_t = 32,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub batch_size: usize,
