@@ -8,7 +8,8 @@
 //! Each reports the best of 3 passes after a warm-up: items/s, the model's FLOPs over the real
 //! (packed) tokens per second over the whole encode (the cross-encoder's last layer counted as run:
 //! at `[CLS]` only, but for its attention's two products over the layer's input rows), the GEMMs
-//! alone at the encode's shapes (one serial GEMM a thread, as encode runs them), and the CPU
+//! alone at the encode's shapes (one serial GEMM a thread, as encode runs them: in f32 on
+//! condenser's AVX2 kernel where it is chosen, CONDENSER_F32_GEMM=blas for the BLAS), and the CPU
 //! class's peak: threads x FLOPs a cycle x the clock /proc/cpuinfo reports (nominal), and in f32
 //! the FMA units' rate measured on every thread at once (`fma_peak_gflops`, the boost clock
 //! included) with the encode's share of it. Run by benches/encode_bench.py beside
@@ -18,7 +19,8 @@ use candle_core::Device;
 use condenser::data::{retrieval, PairColumns, Pairs};
 use condenser::model::engine::{in_threads, Gemm};
 use condenser::model::kernels::blas::blas;
-use condenser::model::kernels::precision::Precision;
+use condenser::model::kernels::f32_gemm::{self, PackedF32};
+use condenser::model::kernels::precision::{PackedWeight, Precision};
 use condenser::model::kernels::{isa, precision::bf16_route, precision::Bf16Route};
 use condenser::model::{BertConfig, CrossEncoderModel, SentenceEncoder};
 use indicatif::ProgressBar;
@@ -183,27 +185,37 @@ fn gemm_gflops(c: &BertConfig, p: Precision, rows: usize, threads: usize) -> f64
     let (h, i) = (c.hidden_size, c.intermediate_size);
     let shapes = [(3 * h, h), (h, h), (i, h), (h, i)]; // (out, in) of qkv, o, intermediate, output
     let run = |_| -> Result<(f64, f64), candle_core::Error> {
-        // the engine's own Linear product, as encode calls it (bf16 weights not made ready: the
-        // figure includes their conversion a call)
+        // the engine's own Linear product, as encode calls it: in f32 on condenser's kernel where
+        // encode takes it (weights packed once, outside the timing); bf16 weights not made ready
+        // (the figure includes their conversion a call)
         let g = Gemm {
             blas: blas().expect("a BLAS (datasets/fetch.sh)"),
             precision: p,
         };
-        // (out, in, x, w, y) a product
+        let own = p == Precision::F32 && f32_gemm::chosen();
+        // (out, in, x, w, b, w packed) a product
         #[allow(clippy::type_complexity)]
-        let mut ops: Vec<(usize, usize, Vec<f32>, Vec<f32>, Vec<f32>)> = shapes
+        let ops: Vec<(
+            usize,
+            usize,
+            Vec<f32>,
+            Vec<f32>,
+            Vec<f32>,
+            Option<PackedWeight>,
+        )> = shapes
             .iter()
             .map(|&(out, inp)| {
                 let x = (0..rows * inp).map(|v| (v % 7) as f32 * 0.1).collect();
-                let w = (0..out * inp).map(|v| (v % 5) as f32 * 0.01).collect();
-                (out, inp, x, w, vec![0f32; rows * out])
+                let w: Vec<f32> = (0..out * inp).map(|v| (v % 5) as f32 * 0.01).collect();
+                let packed = own.then(|| PackedWeight::F32(PackedF32::weight(&w, out, inp)));
+                (out, inp, x, w, vec![0.5f32; out], packed)
             })
             .collect();
-        let mut round = || -> Result<f64, candle_core::Error> {
+        let round = || -> Result<f64, candle_core::Error> {
             let mut flops = 0.0;
-            for (out, inp, x, w, y) in ops.iter_mut() {
+            for (out, inp, x, w, b, packed) in &ops {
                 let (out, inp) = (*out, *inp);
-                g.forward(x, w, None, (rows, out, inp), y, out)?;
+                std::hint::black_box(g.linear(x, w, b, packed.as_ref(), (rows, out, inp))?);
                 flops += 2.0 * (rows * out * inp) as f64;
             }
             Ok(flops)
@@ -363,7 +375,14 @@ fn main() {
             "{{\"workload\": {w:?}, \"cpu\": {:?}, \"class\": {:?}, \"matmul\": {:?}, \"precision\": {:?}, \"threads\": {threads}, \"batch\": {batch}, \"items\": {items}, \"tokens\": {tokens}, \"seconds\": {seconds:.4}, \"items_per_s\": {:.1}, \"gflops\": {:.1}, \"gemm_gflops\": {gemm:.1}, \"peak_gflops\": {peak:.1}, \"peak\": \"{threads} threads x {fpc} FLOPs/cycle ({how}) x {:.0} MHz\", \"fma_peak_gflops\": {fma_json}, \"of_fma_peak\": {}}}",
             condenser::runtime::cpu_model(),
             isa::describe(),
-            condenser::model::kernels::blas::describe(),
+            if precision == Precision::F32 && f32_gemm::chosen() {
+                format!(
+                    "condenser's AVX2 f32 kernel (Linears); {} (the rest)",
+                    condenser::model::kernels::blas::describe()
+                )
+            } else {
+                condenser::model::kernels::blas::describe()
+            },
             precision.name(),
             items as f64 / seconds,
             flops / seconds / 1e9,

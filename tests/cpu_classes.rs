@@ -120,3 +120,56 @@ fn every_class_trains_like_the_widest() {
         }
     }
 }
+
+/// Frozen Linears on condenser's AVX2 f32 kernel (CONDENSER_F32_GEMM=own) and on the BLAS
+/// (`blas`) both embed like sentence-transformers, and the summary says which ran.
+#[test]
+fn the_f32_kernel_and_the_blas_embed_alike() {
+    if !condenser::model::kernels::f32_gemm::supported() {
+        condenser::runtime::skipped(
+            "condenser's f32 kernel",
+            "avx2",
+            "this CPU has no AVX2 + FMA",
+        );
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let (input, want) = common::fixture_jsonl(d.path());
+    for route in ["own", "blas"] {
+        let out = d.path().join(format!("{route}.parquet"));
+        let o = common::condenser_env(
+            &[("CONDENSER_F32_GEMM", route)],
+            &[
+                "encode",
+                "--model",
+                common::model().to_str().unwrap(),
+                "--input",
+                input.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "{route}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            said.contains("condenser's AVX2 f32 kernel"),
+            route == "own",
+            "{route}: {said}"
+        );
+        let b = condenser::data::open(&out, &["embedding"])
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        let (worst, max_diff) =
+            common::worst_cosine_and_max_diff(&b.vectors("embedding").unwrap(), &want);
+        assert!(
+            worst > 0.999_999 && max_diff < 1e-5,
+            "{route}: worst cosine {worst}, max diff {max_diff}"
+        );
+    }
+}

@@ -42,6 +42,9 @@ impl ModelOpts {
             (DeviceSpec::Cpu, Some(ComputeType::F16)) => {
                 format!("{base}; Linear products on f16-rounded operands")
             }
+            (DeviceSpec::Cpu, _) if condenser::model::kernels::f32_gemm::chosen() => {
+                format!("{base}; frozen Linears on condenser's AVX2 f32 kernel")
+            }
             _ => base,
         }
     }

@@ -22,11 +22,10 @@ use candle_core::Result;
 pub fn forward(g: Gemm, w: &LayerW, x: &[f32], p: &Packed, heads: Heads) -> Result<Vec<f32>> {
     let (h, i) = (w.g1.len(), w.bi.len());
     let n = p.lens().len();
-    let pk = |j: usize| w.packed.as_ref().map(|p| p[j].as_ref());
+    let pk = |j: usize| w.packed[j].as_deref();
     let first: Vec<u64> = p.offsets().iter().map(|&o| p.row_ids()[o]).collect();
     let xf = p.first_rows(x);
-    let mut q = bias_rows(&w.bqkv[..h], n);
-    g.forward(&xf, &w.wqkv[..h * h], pk(0), (n, h, h), &mut q, h)?;
+    let q = g.linear(&xf, &w.wqkv[..h * h], &w.bqkv[..h], pk(0), (n, h, h))?;
     let (hd, dh) = (heads.heads, heads.dim);
     let wk = |c: usize| &w.wqkv[(h + c) * h..];
     let wv = |c: usize| &w.wqkv[(2 * h + c) * h..];
@@ -86,8 +85,7 @@ pub fn forward(g: Gemm, w: &LayerW, x: &[f32], p: &Packed, heads: Heads) -> Resu
             h,
         )?;
     }
-    let mut ao = bias_rows(w.bo, n);
-    g.forward(&ctx, w.wo, pk(3), (n, h, h), &mut ao, h)?;
+    let ao = g.linear(&ctx, w.wo, w.bo, pk(3), (n, h, h))?;
     let mut a = vec![0f32; n * h];
     // inference only: nothing kept for backward
     let (mut xhat, mut rstd) = norm_buffers(n, h, false);
@@ -103,11 +101,9 @@ pub fn forward(g: Gemm, w: &LayerW, x: &[f32], p: &Packed, heads: Heads) -> Resu
         &mut xhat,
         &mut rstd,
     );
-    let mut u = bias_rows(w.bi, n);
-    g.forward(&a, w.wi, pk(4), (n, i, h), &mut u, i)?;
+    let mut u = g.linear(&a, w.wi, w.bi, pk(4), (n, i, h))?;
     gelu_in_place(&mut u);
-    let mut f = bias_rows(w.bd, n);
-    g.forward(&u, w.wd, pk(5), (n, h, i), &mut f, h)?;
+    let f = g.linear(&u, w.wd, w.bd, pk(5), (n, h, i))?;
     let mut out = vec![0f32; n * h];
     residual_norm(
         &f,

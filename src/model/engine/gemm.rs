@@ -4,7 +4,9 @@
 //! accumulated by the GEMM itself (beta 1); in bf16 or f16 they run through `precision::gemm`.
 use crate::model::kernels::bf16::MatRef;
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
+use crate::model::kernels::f32_gemm;
 use crate::model::kernels::precision::{self, PackedWeight, Precision};
+use crate::model::kernels::vector::bias_rows;
 use candle_core::Result;
 
 #[derive(Clone, Copy)]
@@ -15,7 +17,7 @@ pub struct Gemm<'b> {
 
 impl Gemm<'_> {
     /// y (rows x out, row stride ldy) += x (rows x inp) W^T, W (out x inp); `packed`: W made
-    /// ready once for bf16 (a frozen weight), used instead of converting it again.
+    /// ready once (a frozen weight) for bf16 or for the f32 kernel, used instead of W.
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
@@ -27,9 +29,15 @@ impl Gemm<'_> {
         ldy: usize,
     ) -> Result<()> {
         match self.precision {
-            Precision::F32 => self
-                .blas
-                .gemm(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, y, ldy),
+            Precision::F32 => match packed {
+                Some(PackedWeight::F32(pw)) => {
+                    f32_gemm::gemm(x, inp, rows, pw, y, ldy);
+                    Ok(())
+                }
+                _ => self
+                    .blas
+                    .gemm(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, y, ldy),
+            },
             p => precision::gemm(
                 p,
                 MatRef::rows(x, inp),
@@ -41,6 +49,28 @@ impl Gemm<'_> {
                 true,
             ),
         }
+    }
+
+    /// A new y (rows x out) = x (rows x inp) W^T + b. On the f32 kernel y starts as the bias
+    /// inside the product (never filled first); elsewhere it is filled with b and `forward` adds.
+    pub fn linear(
+        &self,
+        x: &[f32],
+        w: &[f32],
+        b: &[f32],
+        packed: Option<&PackedWeight>,
+        (rows, out, inp): (usize, usize, usize),
+    ) -> Result<Vec<f32>> {
+        if let (Precision::F32, Some(PackedWeight::F32(pw))) = (self.precision, packed) {
+            let mut y = Vec::with_capacity(rows * out);
+            f32_gemm::gemm_bias(x, inp, rows, pw, b, y.spare_capacity_mut(), out);
+            // SAFETY: gemm_bias wrote all rows x out values
+            unsafe { y.set_len(rows * out) };
+            return Ok(y);
+        }
+        let mut y = bias_rows(b, rows);
+        self.forward(x, w, packed, (rows, out, inp), &mut y, out)?;
+        Ok(y)
     }
 
     /// dx (rows x inp) = dy (rows x out) W, or dx += dy W with `accumulate`.

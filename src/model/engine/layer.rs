@@ -86,18 +86,20 @@ pub fn forward(
     keep: bool,
 ) -> Result<(Vec<f32>, Option<LayerTape>)> {
     let (t, h, i) = (p.rows(), w.g1.len(), w.bi.len());
-    let mut qkv = bias_rows(&w.bqkv, t);
-    match &w.packed {
+    let qkv = match (&w.qkv, &w.packed) {
+        (Some(pq), _) => g.linear(&x, &w.wqkv, &w.bqkv, Some(pq), (t, 3 * h, h))?,
         // frozen bf16 weights: q, k and v each from its own ready weight, into qkv's columns
-        Some(pk) => {
-            for (j, wp) in pk[..3].iter().enumerate() {
+        (None, [Some(q), Some(k), Some(v), ..]) => {
+            let mut qkv = bias_rows(&w.bqkv, t);
+            for (j, wp) in [q, k, v].into_iter().enumerate() {
                 let part = &w.wqkv[j * h * h..(j + 1) * h * h];
                 g.forward(&x, part, Some(wp), (t, h, h), &mut qkv[j * h..], 3 * h)?;
             }
+            qkv
         }
-        None => g.forward(&x, &w.wqkv, None, (t, 3 * h, h), &mut qkv, 3 * h)?,
-    }
-    let pk = |j: usize| w.packed.as_ref().map(|p| p[j].as_ref());
+        _ => g.linear(&x, &w.wqkv, &w.bqkv, None, (t, 3 * h, h))?,
+    };
+    let pk = |j: usize| w.packed[j].as_deref();
     let (mut ctx, mut lse) = (vec![0f32; t * h], vec![0f32; t * heads.heads]);
     packed_attention::forward(
         g.blas,
@@ -108,8 +110,7 @@ pub fn forward(
         &mut ctx,
         &mut lse,
     )?;
-    let mut ao = bias_rows(w.bo, t);
-    g.forward(&ctx, w.wo, pk(3), (t, h, h), &mut ao, h)?;
+    let ao = g.linear(&ctx, w.wo, w.bo, pk(3), (t, h, h))?;
     let mut a = vec![0f32; t * h];
     let (mut xhat1, mut rstd1) = norm_buffers(t, h, keep);
     let m1 = sites.attention_out.as_ref();
@@ -126,8 +127,7 @@ pub fn forward(
         &mut rstd1,
     );
     drop(ao);
-    let mut u = bias_rows(w.bi, t);
-    g.forward(&a, w.wi, pk(4), (t, i, h), &mut u, i)?;
+    let mut u = g.linear(&a, w.wi, w.bi, pk(4), (t, i, h))?;
     // with a tape u stays for backward and the GELU goes to a buffer; without, in place
     let gl = if keep {
         let mut gl = vec![0f32; t * i];
@@ -137,8 +137,7 @@ pub fn forward(
         gelu_in_place(&mut u);
         None
     };
-    let mut f = bias_rows(w.bd, t);
-    g.forward(gl.as_ref().unwrap_or(&u), w.wd, pk(5), (t, h, i), &mut f, h)?;
+    let f = g.linear(gl.as_ref().unwrap_or(&u), w.wd, w.bd, pk(5), (t, h, i))?;
     drop(gl);
     let mut out = vec![0f32; t * h];
     let (mut xhat2, mut rstd2) = norm_buffers(t, h, keep);

@@ -9,9 +9,12 @@ use std::sync::Arc;
 
 /// One layer's weights (HF layout: a Linear's weight is (out, in)).
 pub struct LayerW<'s> {
-    /// The frozen weights made ready for bf16 products (inference in bf16: the Linears hold
-    /// them), in the order q, k, v, o, intermediate, output; None when training or in f32.
-    pub packed: Option<[Arc<PackedWeight>; 6]>,
+    /// The frozen weights made ready for their products (inference: the Linears hold them), in
+    /// the order q, k, v, o, intermediate, output; None when training, or in f32 where the BLAS
+    /// runs them (and q, k, v where `qkv` holds them as one).
+    pub packed: [Option<Arc<PackedWeight>>; 6],
+    /// q, k and v made ready as one (3h x h) weight (f32 on the AVX2 kernel), if they are.
+    pub qkv: Option<Arc<PackedWeight>>,
     pub wqkv: Vec<f32>,
     pub bqkv: Vec<f32>,
     pub wo: &'s [f32],
@@ -77,18 +80,18 @@ pub fn embedding_tensors(e: &BertEmbeddings) -> [&Tensor; 5] {
     ]
 }
 
-/// The six Linears' bf16-ready weights, where all have them.
-fn packed(l: &BertLayer) -> Option<[Arc<PackedWeight>; 6]> {
+/// The six Linears' ready weights, where they have them.
+fn packed(l: &BertLayer) -> [Option<Arc<PackedWeight>>; 6] {
     let a = &l.attention;
-    let p = |x: &crate::model::Linear| x.packed().cloned();
-    Some([
-        p(&a.query)?,
-        p(&a.key)?,
-        p(&a.value)?,
-        p(&a.out)?,
-        p(&l.intermediate)?,
-        p(&l.output)?,
-    ])
+    [
+        &a.query,
+        &a.key,
+        &a.value,
+        &a.out,
+        &l.intermediate,
+        &l.output,
+    ]
+    .map(|x| x.packed().cloned())
 }
 
 /// Run `f` on the f32 slices of `tensors` (CPU, f32, contiguous; anything else is an error).
@@ -140,6 +143,7 @@ pub fn with_weights<R>(
             .zip(layers)
             .map(|(w, l)| LayerW {
                 packed: packed(l),
+                qkv: l.attention.qkv_packed.clone(),
                 wqkv: [w[0], w[2], w[4]].concat(),
                 bqkv: [w[1], w[3], w[5]].concat(),
                 wo: w[6],

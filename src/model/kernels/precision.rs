@@ -10,6 +10,7 @@
 //! exact, so the numbers are an f16 GEMM's with f32 accumulation, at f32 speed.
 use super::bf16::{self, MatRef, PackedB};
 use super::blas::{blas, NO_TRANS};
+use super::f32_gemm::PackedF32;
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 
 #[derive(
@@ -109,12 +110,14 @@ pub fn bf16_backend() -> &'static str {
     }
 }
 
-/// A frozen weight (inference) made ready once for bf16 products on this CPU's route, instead
-/// of once a product: packed for condenser's kernel, or rounded to bf16 bits for oneMKL's GEMM.
+/// A frozen weight (inference) made ready once for its products on this CPU's route, instead
+/// of once a product: packed for condenser's bf16 kernel, rounded to bf16 bits for oneMKL's GEMM,
+/// or (f32) packed for condenser's AVX2 kernel (`super::f32_gemm`).
 pub enum PackedWeight {
     Own(PackedB),
     /// B = W^T (k x n, row-major) as bf16 bits.
     Mkl(Vec<u16>),
+    F32(PackedF32),
 }
 
 impl std::fmt::Debug for PackedWeight {
@@ -122,6 +125,7 @@ impl std::fmt::Debug for PackedWeight {
         match self {
             PackedWeight::Own(p) => write!(f, "{p:?}"),
             PackedWeight::Mkl(b) => write!(f, "Mkl({} bf16)", b.len()),
+            PackedWeight::F32(p) => write!(f, "{p:?}"),
         }
     }
 }

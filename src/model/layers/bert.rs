@@ -4,10 +4,12 @@ use super::config::{Activation, BertConfig};
 use super::linear::Linear;
 use super::norm::LayerNorm;
 use crate::model::kernels::dropout::{maybe, maybe_attention, Dropout};
-use crate::model::kernels::precision::Precision;
+use crate::model::kernels::f32_gemm::{self, PackedF32};
+use crate::model::kernels::precision::{PackedWeight, Precision};
 use crate::model::kernels::{blas, matmul::matmul, padded_attention, softmax::masked_softmax};
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, VarBuilder};
+use std::sync::Arc;
 
 pub struct BertEmbeddings {
     pub(crate) word: Embedding,
@@ -71,6 +73,9 @@ pub struct SelfAttention {
     pub(crate) norm: LayerNorm,
     pub(crate) heads: usize,
     pub(crate) head_dim: usize,
+    /// q, k and v's frozen f32 weights packed once as one (3 hidden x hidden) weight for the f32
+    /// kernel (kernels/f32_gemm.rs), where that route is taken; their Linears then hold none.
+    pub(crate) qkv_packed: Option<Arc<PackedWeight>>,
 }
 
 impl SelfAttention {
@@ -85,19 +90,29 @@ impl SelfAttention {
             norm: LayerNorm::load(vb.pp("output").pp("LayerNorm"), h, c.layer_norm_eps)?,
             heads: c.num_attention_heads,
             head_dim: c.head_dim(),
+            qkv_packed: None,
         })
     }
 
     pub fn set_precision(&mut self, p: Precision) -> Result<()> {
-        for l in [
-            &mut self.query,
-            &mut self.key,
-            &mut self.value,
-            &mut self.out,
-        ] {
-            l.set_precision(p)?;
+        self.qkv_packed = None;
+        let qkv = [&self.query, &self.key, &self.value];
+        if p == Precision::F32 && f32_gemm::chosen() && qkv.iter().all(|l| l.frozen_cpu()) {
+            let (h, k) = self.query.weight.dims2()?;
+            let w = Tensor::cat(&qkv.map(|l| &l.weight), 0)?
+                .flatten_all()?
+                .to_vec1::<f32>()?;
+            let packed = PackedF32::weight(&w, 3 * h, k);
+            self.qkv_packed = Some(Arc::new(PackedWeight::F32(packed)));
+            for l in [&mut self.query, &mut self.key, &mut self.value] {
+                l.set_precision_unpacked(p);
+            }
+        } else {
+            for l in [&mut self.query, &mut self.key, &mut self.value] {
+                l.set_precision(p)?;
+            }
         }
-        Ok(())
+        self.out.set_precision(p)
     }
 
     /// (b, s, h) -> (b, heads, s, head_dim)

@@ -1,4 +1,5 @@
 //! The Linear layer (HF's weight layout) over the fused op of kernels/linear.rs.
+use crate::model::kernels::f32_gemm::{self, PackedF32};
 use crate::model::kernels::linear::{fusable, lowp_usable, FusedLinear};
 use crate::model::kernels::matmul::{matmul, rows_of};
 use crate::model::kernels::precision::{PackedWeight, Precision};
@@ -13,8 +14,9 @@ pub struct Linear {
     pub weight: Tensor,
     pub bias: Option<Tensor>,
     precision: Precision,
-    /// The weight made ready for bf16 products, once, when it is frozen (inference); a trained
-    /// weight changes every step and is converted inside each product instead.
+    /// The weight made ready for bf16 products (or, on AVX2 CPUs, for the f32 kernel of
+    /// kernels/f32_gemm.rs), once, when it is frozen (inference); a trained weight changes every
+    /// step and is converted inside each product instead.
     packed: Option<Arc<PackedWeight>>,
 }
 
@@ -32,7 +34,8 @@ impl Linear {
         self.precision
     }
 
-    /// The frozen weight made ready for bf16 products (None: f32, or a trained weight).
+    /// The frozen weight made ready for its products (None: a trained weight, f16, or f32 where
+    /// the BLAS runs it).
     pub fn packed(&self) -> Option<&Arc<PackedWeight>> {
         self.packed.as_ref()
     }
@@ -42,12 +45,32 @@ impl Linear {
     pub fn set_precision(&mut self, p: Precision) -> Result<()> {
         self.precision = p;
         self.packed = None;
-        if p == Precision::Bf16 && !self.weight.is_variable() && lowp_usable(&self.weight) {
+        let route = match p {
+            Precision::Bf16 => true,
+            Precision::F32 => f32_gemm::chosen(),
+            Precision::F16 => false,
+        };
+        if route && self.frozen_cpu() {
             let (out, inp) = self.weight.dims2()?;
             let w = self.weight.flatten_all()?.to_vec1::<f32>()?;
-            self.packed = Some(Arc::new(PackedWeight::weight(&w, out, inp)));
+            self.packed = Some(Arc::new(match p {
+                Precision::F32 => PackedWeight::F32(PackedF32::weight(&w, out, inp)),
+                _ => PackedWeight::weight(&w, out, inp),
+            }));
         }
         Ok(())
+    }
+
+    /// `set_precision` without making the weight ready: for q, k and v, whose f32 weights the
+    /// attention packs once as one (3 hidden x hidden) product instead.
+    pub(crate) fn set_precision_unpacked(&mut self, p: Precision) {
+        self.precision = p;
+        self.packed = None;
+    }
+
+    /// A frozen (not trained) f32 weight on the CPU: one that can be made ready once.
+    pub(crate) fn frozen_cpu(&self) -> bool {
+        !self.weight.is_variable() && lowp_usable(&self.weight)
     }
 
     /// This layer with precision `p` (see `set_precision`).
