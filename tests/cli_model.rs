@@ -4,9 +4,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Float32Type;
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 use arrow_schema::{Field, Schema};
-use candle_core::Device;
 use condenser::data::{self, write_parquet};
-use condenser::model::SentenceEncoder;
+use condenser::model::InferenceOptions;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -55,7 +54,11 @@ fn encode_keeps_rows_and_adds_the_library_embeddings() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+    // the library's inference loader, with the CLI's defaults (f32 on the CPU: on AVX2 CPUs the
+    // frozen Linears on condenser's own kernel, as the CLI runs them)
+    let enc = InferenceOptions::default()
+        .encoder(&common::model())
+        .unwrap();
     let want = enc
         .encode(&texts, 8, &indicatif::ProgressBar::hidden())
         .unwrap();
