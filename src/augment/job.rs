@@ -3,6 +3,7 @@
 use super::{augment, AugmentSpec, AugmentSummary};
 use crate::error::Result;
 use crate::flags;
+use crate::model::kernels::precision::Precision;
 use crate::model::{CrossEncoderModel, SentenceEncoder};
 use crate::runtime::DeviceSpec;
 use crate::shard::{self, Settings};
@@ -44,11 +45,18 @@ impl AugmentJob {
             .cross_encoder
             .as_ref()
             .ok_or_else(|| crate::error::Error::msg("augment needs --cross-encoder"))?;
-        let labeler = CrossEncoderModel::load(ce, &device)?;
+        // frozen models in f32 (augment has no --dtype): on AVX2 CPUs their Linears are made ready
+        // once for condenser's f32 kernel, as encode's and evaluate's are
+        let mut labeler = CrossEncoderModel::load(ce, &device)?;
+        labeler.model.set_precision(Precision::F32)?;
         let sampler = self
             .model
             .as_ref()
-            .map(|m| SentenceEncoder::load(m, &device))
+            .map(|m| -> Result<SentenceEncoder> {
+                let mut enc = SentenceEncoder::load(m, &device)?;
+                enc.bert.set_precision(Precision::F32)?;
+                Ok(enc)
+            })
             .transpose()?;
         augment(&self.spec, &labeler, sampler.as_ref(), progress)
     }

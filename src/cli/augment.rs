@@ -1,4 +1,4 @@
-use super::model_opts::matmuls;
+use super::model_opts::inference_matmuls;
 use super::progress::{self, out};
 use super::shard_opts::{shard_note, ShardOpts};
 use condenser::augment::{
@@ -36,7 +36,7 @@ pub fn run(mut a: Args) -> Result<()> {
         s.labelled,
         s.out.display(),
         shard_note(a.job.spec.shard.as_ref(), rows, "pairs"),
-        matmuls(a.job.device)
+        inference_matmuls(a.job.device)
     ));
     Ok(())
 }

@@ -42,11 +42,19 @@ impl ModelOpts {
             (DeviceSpec::Cpu, Some(ComputeType::F16)) => {
                 format!("{base}; Linear products on f16-rounded operands")
             }
-            (DeviceSpec::Cpu, _) if condenser::model::kernels::f32_gemm::chosen() => {
-                format!("{base}; frozen Linears on condenser's AVX2 f32 kernel")
-            }
-            _ => base,
+            _ => inference_matmuls(self.device),
         }
+    }
+}
+
+/// What runs an f32 inference's matmuls on `device`: `matmuls`, and condenser's f32 kernel for
+/// the frozen Linears where it is chosen (kernels/f32_gemm.rs).
+pub fn inference_matmuls(device: DeviceSpec) -> String {
+    let base = matmuls(device);
+    if matches!(device, DeviceSpec::Cpu) && condenser::model::kernels::f32_gemm::chosen() {
+        format!("{base}; frozen Linears on condenser's AVX2 f32 kernel")
+    } else {
+        base
     }
 }
 

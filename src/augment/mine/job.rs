@@ -74,7 +74,13 @@ impl MineJob {
         let ce = self
             .cross_encoder
             .as_ref()
-            .map(|c| CrossEncoderModel::load(c, &inference.device))
+            .map(|c| -> Result<CrossEncoderModel> {
+                // as `evaluate` loads one: its products in the options' precision (on AVX2 in
+                // f32, the frozen Linears on condenser's kernel)
+                let mut ce = CrossEncoderModel::load(c, &inference.device)?;
+                ce.model.set_precision(inference.precision()?)?;
+                Ok(ce)
+            })
             .transpose()?;
         let stored = match (&self.corpus_embeddings, &encoder, &self.model) {
             (None, ..) => None,
