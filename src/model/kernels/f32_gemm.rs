@@ -5,7 +5,8 @@
 //! BERT's four products at ~89% of the FMA units' peak; the same 6 x 16 register tile with B
 //! packed in advance, A's rows read where they lie (a 6-row strip streams from L2 without a packing
 //! pass) and one k-block up to 1,536 (C is then written once, never reloaded from L3) ran at
-//! ~95%, and the bias copy a BLAS needs (beta = 1 over a C filled with the bias) goes. Not used on
+//! 92-97% (alone; ~92% inside an encode, where OpenBLAS's were ~90%), and the bias copy a BLAS
+//! needs (beta = 1 over a C filled with the bias) goes. Not used on
 //! AVX-512 CPUs: OpenBLAS's and oneMKL's AVX-512 kernels there have not been measured against it.
 //!
 //! Each output element is one k-ordered sum (in blocks of at most `KC_MAX`), single-threaded: the
