@@ -4,40 +4,7 @@
 //! must run bf16 products on oneMKL's bf16 GEMM (AMX where the CPU has it) with bf16's fidelity,
 //! and train as condenser's own bf16 kernel does.
 mod common;
-use common::condenser_env;
-
-/// Encode the fixture's sentences under `env`; the summary and the worst cosine / max difference
-/// against sentence-transformers' f32 embeddings.
-fn fixture_run(env: &[(&str, &str)], extra: &[&str]) -> (String, f64, f64) {
-    let d = tempfile::tempdir().unwrap();
-    let (input, want) = common::fixture_jsonl(d.path());
-    let out = d.path().join("e.parquet");
-    let model = common::model();
-    let mut args = vec![
-        "encode",
-        "--model",
-        model.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ];
-    args.extend(extra);
-    let o = condenser_env(env, &args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let b = condenser::data::open(&out, &["embedding"])
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap();
-    let (worst, max_diff) =
-        common::worst_cosine_and_max_diff(&b.vectors("embedding").unwrap(), &want);
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        worst,
-        max_diff,
-    )
-}
+use common::{condenser_env, fixture_run};
 
 #[test]
 fn mkl_encodes_the_fixture_within_1e5() {

@@ -39,31 +39,10 @@ fn condenser_at(isa: &str, blas: &str, args: &[&str]) -> String {
 
 #[test]
 fn every_class_embeds_like_sentence_transformers() {
-    let d = tempfile::tempdir().unwrap();
-    let (input, want) = common::fixture_jsonl(d.path());
     for (isa, blas) in classes() {
-        let out = d.path().join(format!("{isa}.parquet"));
-        let said = condenser_at(
-            isa,
-            blas,
-            &[
-                "encode",
-                "--model",
-                common::model().to_str().unwrap(),
-                "--input",
-                input.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-            ],
-        );
+        let env = [("CONDENSER_ISA", isa), ("CONDENSER_BLAS", blas)];
+        let (said, worst, max_diff) = common::fixture_run(&env, &[]);
         assert!(said.to_lowercase().contains(blas), "{isa}: {said}");
-        let b = condenser::data::open(&out, &["embedding"])
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap();
-        let got = b.vectors("embedding").unwrap();
-        let (worst, max_diff) = common::worst_cosine_and_max_diff(&got, &want);
         assert!(
             worst > 0.999_999 && max_diff < 1e-5,
             "{isa}: worst cosine {worst}, max diff {max_diff}"
@@ -133,40 +112,13 @@ fn the_f32_kernel_and_the_blas_embed_alike() {
         );
         return;
     }
-    let d = tempfile::tempdir().unwrap();
-    let (input, want) = common::fixture_jsonl(d.path());
     for route in ["own", "blas"] {
-        let out = d.path().join(format!("{route}.parquet"));
-        let o = common::condenser_env(
-            &[("CONDENSER_F32_GEMM", route)],
-            &[
-                "encode",
-                "--model",
-                common::model().to_str().unwrap(),
-                "--input",
-                input.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-            ],
-        );
-        assert!(
-            o.status.success(),
-            "{route}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let said = String::from_utf8_lossy(&o.stdout);
+        let (said, worst, max_diff) = common::fixture_run(&[("CONDENSER_F32_GEMM", route)], &[]);
         assert_eq!(
             said.contains("condenser's AVX2 f32 kernel"),
             route == "own",
             "{route}: {said}"
         );
-        let b = condenser::data::open(&out, &["embedding"])
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap();
-        let (worst, max_diff) =
-            common::worst_cosine_and_max_diff(&b.vectors("embedding").unwrap(), &want);
         assert!(
             worst > 0.999_999 && max_diff < 1e-5,
             "{route}: worst cosine {worst}, max diff {max_diff}"

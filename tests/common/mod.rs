@@ -357,3 +357,35 @@ pub fn fixture_jsonl(dir: &std::path::Path) -> (PathBuf, Vec<Vec<f64>>) {
     std::fs::write(&input, lines.join("\n")).unwrap();
     (input, want)
 }
+
+/// Encode the fixture's sentences under `env`; the summary and the worst cosine / max difference
+/// against sentence-transformers' f32 embeddings.
+pub fn fixture_run(env: &[(&str, &str)], extra: &[&str]) -> (String, f64, f64) {
+    let d = tempfile::tempdir().unwrap();
+    let (input, want) = fixture_jsonl(d.path());
+    let out = d.path().join("e.parquet");
+    let model = model();
+    let mut args = vec![
+        "encode",
+        "--model",
+        model.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let o = condenser_env(env, &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let b = condenser::data::open(&out, &["embedding"])
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let (worst, max_diff) = worst_cosine_and_max_diff(&b.vectors("embedding").unwrap(), &want);
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        worst,
+        max_diff,
+    )
+}
