@@ -17,7 +17,7 @@ pub struct Gemm<'b> {
 
 impl Gemm<'_> {
     /// y (rows x out, row stride ldy) += x (rows x inp) W^T, W (out x inp); `packed`: W made
-    /// ready once (a frozen weight) for bf16 or for the f32 kernel, used instead of W.
+    /// ready once for bf16 (a frozen weight), used instead of converting it again.
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
@@ -29,15 +29,10 @@ impl Gemm<'_> {
         ldy: usize,
     ) -> Result<()> {
         match self.precision {
-            Precision::F32 => match packed {
-                Some(PackedWeight::F32(pw)) => {
-                    f32_gemm::gemm(x, inp, rows, pw, y, ldy);
-                    Ok(())
-                }
-                _ => self
-                    .blas
-                    .gemm(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, y, ldy),
-            },
+            // the f32 kernel's packed weights are taken by `linear`, which starts y at the bias
+            Precision::F32 => self
+                .blas
+                .gemm(NO_TRANS, TRANS, rows, out, inp, x, inp, w, inp, 1.0, y, ldy),
             p => precision::gemm(
                 p,
                 MatRef::rows(x, inp),
