@@ -111,7 +111,16 @@ pub fn forward(
         &mut lse,
     )?;
     let ao = g.linear(&ctx, w.wo, w.bo, pk(3), (t, h, h))?;
-    let mut a = vec![0f32; t * h];
+    // Without a tape the norms write into buffers that are dead by then (qkv's, then x's):
+    // every element is written, so they need no zero-fill first (a fresh t x h buffer's memset
+    // was ~1% of a 256-token encode: issue 35, Zen 3).
+    let (qkv, mut a) = if keep {
+        (Some(qkv), vec![0f32; t * h])
+    } else {
+        let mut reuse = qkv;
+        reuse.truncate(t * h);
+        (None, reuse)
+    };
     let (mut xhat1, mut rstd1) = norm_buffers(t, h, keep);
     let m1 = sites.attention_out.as_ref();
     residual_norm(
@@ -139,7 +148,11 @@ pub fn forward(
     };
     let f = g.linear(gl.as_ref().unwrap_or(&u), w.wd, w.bd, pk(5), (t, h, i))?;
     drop(gl);
-    let mut out = vec![0f32; t * h];
+    let (x, mut out) = if keep {
+        (Some(x), vec![0f32; t * h])
+    } else {
+        (None, x)
+    };
     let (mut xhat2, mut rstd2) = norm_buffers(t, h, keep);
     let m2 = sites.ffn_out.as_ref();
     residual_norm(
@@ -154,9 +167,9 @@ pub fn forward(
         &mut xhat2,
         &mut rstd2,
     );
-    let tape = keep.then_some(LayerTape {
-        x,
-        qkv,
+    let tape = keep.then(|| LayerTape {
+        x: x.expect("kept with a tape"),
+        qkv: qkv.expect("kept with a tape"),
         ctx,
         lse,
         a,
