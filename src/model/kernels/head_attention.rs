@@ -8,9 +8,11 @@
 //! the softmax takes five passes over the buffer. On Cranfield's 256-token abstracts that made the
 //! attention ~19% of the encode for ~8% of its FLOPs (perf, Zen 3, issue 35). Here both products
 //! are one register tile (R rows x C columns, 12 AVX2 registers), the keys are transposed once into
-//! panels of C keys, the values are read in place, the scale rides in the exponent's fused
-//! multiply-add (in base 2: `fastmath::exp2_small`) and the 1 / sum is applied to the R x d context
-//! rows instead of the R x n probabilities.
+//! panels of C keys (8 x 8 register transposes), the values copied once into contiguous C-column
+//! chunks (read in place, each step's row was a new cache line 3 hidden floats on), a whole
+//! block's queries read in place, the scale rides in the exponent's fused multiply-add (in base 2:
+//! `fastmath::exp2_small`) and the 1 / sum is applied to the R x d context rows instead of the
+//! R x n probabilities.
 //!
 //! Numbers differ from the BLAS route's by summation order and the exp's polynomial
 //! (tests/engine.rs and the test below hold both to 1e-5); the result does not depend on the
@@ -50,8 +52,8 @@ pub fn serves(d: usize) -> bool {
     d > 0 && d.is_multiple_of(C) && active() == Isa::Avx2
 }
 
-/// Scratch floats `head_forward` needs for `n` tokens `d` wide: the keys' panels, a block's
-/// scores and its query rows.
+/// Scratch floats `head_forward` needs for `n` tokens `d` wide: the keys' panels, the values'
+/// chunks, a block's scores and its (partial) query rows.
 pub fn scratch_len(n: usize, d: usize) -> usize {
     let np = n.div_ceil(C) * C;
     2 * np * d + R * np + R * d
