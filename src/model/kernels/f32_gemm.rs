@@ -1,5 +1,6 @@
-//! condenser's own f32 GEMM for frozen weights (inference) on AVX2 + FMA CPUs: C (+)= A B with
-//! B = W^T packed once per model, A (activations) read in place, the bias as C's starting value.
+//! condenser's own f32 GEMM for frozen weights (inference) on AVX2 + FMA CPUs: C = bias + A B
+//! with B = W^T packed once per model, A (activations) read in place, the bias as C's starting
+//! value.
 //!
 //! Why not the BLAS: on a 2-core AMD EPYC Zen 3 (benches/README.md, issue 35) OpenBLAS's sgemm ran
 //! BERT's four products at ~89% of the FMA units' peak; the same 6 x 16 register tile with B
@@ -90,16 +91,10 @@ impl PackedF32 {
     }
 }
 
-/// C (m x n, row stride ldc) += A B; A is m x k with row stride lda. Panics where the slices are
-/// too short for the shapes or the CPU lacks AVX2 + FMA (callers check `supported`).
-pub fn gemm(a: &[f32], lda: usize, m: usize, b: &PackedF32, c: &mut [f32], ldc: usize) {
-    check(a, lda, m, b, c.len(), ldc);
-    // SAFETY: shapes, slices and CPU checked above
-    unsafe { run(a, lda, m, b, None, c.as_mut_ptr(), ldc) }
-}
-
-/// C (m x n, row stride ldc) = bias + A B, written without reading C: `c` may be uninitialised,
-/// and every element of its m x n region is written (a Linear's output needs no fill first).
+/// C (m x n, row stride ldc) = bias + A B; A is m x k with row stride lda. Written without reading
+/// C: `c` may be uninitialised, and every element of its m x n region is written (a Linear's
+/// output needs no fill first). Panics where the slices are too short for the shapes or the CPU
+/// lacks AVX2 + FMA (callers check `supported`).
 pub fn gemm_bias(
     a: &[f32],
     lda: usize,
@@ -112,7 +107,7 @@ pub fn gemm_bias(
     check(a, lda, m, b, c.len(), ldc);
     assert_eq!(bias.len(), b.n, "a bias of n values");
     // SAFETY: shapes, slices and CPU checked above; with a bias C is only written
-    unsafe { run(a, lda, m, b, Some(bias), c.as_mut_ptr().cast(), ldc) }
+    unsafe { run(a, lda, m, b, bias, c.as_mut_ptr().cast(), ldc) }
 }
 
 fn check(a: &[f32], lda: usize, m: usize, b: &PackedF32, c_len: usize, ldc: usize) {
@@ -130,7 +125,7 @@ unsafe fn run(
     lda: usize,
     m: usize,
     b: &PackedF32,
-    bias: Option<&[f32]>,
+    bias: &[f32],
     c: *mut f32,
     ldc: usize,
 ) {
@@ -138,10 +133,8 @@ unsafe fn run(
         return;
     }
     if b.k == 0 {
-        if let Some(v) = bias {
-            for r in 0..m {
-                std::ptr::copy_nonoverlapping(v.as_ptr(), c.add(r * ldc), b.n);
-            }
+        for r in 0..m {
+            std::ptr::copy_nonoverlapping(bias.as_ptr(), c.add(r * ldc), b.n);
         }
         return;
     }
@@ -149,8 +142,8 @@ unsafe fn run(
     blocks(a, lda, m, b, bias, c, ldc);
 }
 
-/// The tile loops: row blocks of MC, k-blocks, column panels, 6-row strips. With a bias the first
-/// k-block starts from it (C is not read); later blocks add to C.
+/// The tile loops: row blocks of MC, k-blocks, column panels, 6-row strips. The first k-block
+/// starts from the bias (C is not read); later blocks add to C.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn blocks(
@@ -158,7 +151,7 @@ unsafe fn blocks(
     lda: usize,
     m: usize,
     b: &PackedF32,
-    bias: Option<&[f32]>,
+    bias: &[f32],
     c: *mut f32,
     ldc: usize,
 ) {
@@ -171,7 +164,7 @@ unsafe fn blocks(
         let mut boff = 0;
         for p0 in (0..k).step_by(kc) {
             let kb = kc.min(k - p0);
-            let start = if p0 == 0 { bias } else { None };
+            let start = (p0 == 0).then_some(bias);
             for jp in 0..panels {
                 let bp = b.data[boff + jp * kb * NR..][..kb * NR].as_ptr();
                 let (j0, cols) = (jp * NR, NR.min(n - jp * NR));
@@ -303,7 +296,7 @@ mod tests {
     use crate::model::kernels::test_data;
 
     /// Against a plain f64 product, over shapes with edge rows and columns, several k-blocks
-    /// (k past KC_MAX), with and without a bias, and a C row stride wider than n.
+    /// (k past KC_MAX: the later blocks add to C) and a C row stride wider than n.
     #[test]
     fn packed_f32_gemm_matches_a_plain_product() {
         if !supported() {
@@ -324,35 +317,28 @@ mod tests {
             let w = test_data(n * k, 2);
             let bias = test_data(n, 3);
             let packed = PackedF32::weight(&w, n, k);
-            for with_bias in [true, false] {
-                let c0 = test_data(m * ldc, 4);
-                let mut c = c0.clone();
-                if with_bias {
-                    // SAFETY: f32 and MaybeUninit<f32> share a layout; c stays initialised
-                    let uninit =
-                        unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), c.len()) };
-                    gemm_bias(&a, lda, m, &packed, &bias, uninit, ldc);
-                } else {
-                    gemm(&a, lda, m, &packed, &mut c, ldc);
-                }
-                for i in 0..m {
-                    for j in 0..ldc {
-                        let got = c[i * ldc + j];
-                        if j >= n {
-                            assert_eq!(got, c0[i * ldc + j], "a column past n was written");
-                            continue;
-                        }
-                        let start = if with_bias { bias[j] } else { c0[i * ldc + j] } as f64;
-                        let terms = (0..k).map(|p| a[i * lda + p] as f64 * w[j * k + p] as f64);
-                        let want = start + terms.clone().sum::<f64>();
-                        // f32 rounding of a k-term sum: ~sqrt(k) eps of the terms' magnitudes
-                        let size = start.abs() + terms.map(f64::abs).sum::<f64>();
-                        let tol = 1e-6 * (k as f64).sqrt() * size.max(1.0);
-                        assert!(
-                            (got as f64 - want).abs() <= tol,
-                            "{m}x{n}x{k} bias {with_bias}: C[{i}][{j}] {got} against {want}"
-                        );
+            let c0 = test_data(m * ldc, 4);
+            let mut c = c0.clone();
+            // SAFETY: f32 and MaybeUninit<f32> share a layout; c stays initialised
+            let uninit = unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), c.len()) };
+            gemm_bias(&a, lda, m, &packed, &bias, uninit, ldc);
+            for i in 0..m {
+                for j in 0..ldc {
+                    let got = c[i * ldc + j];
+                    if j >= n {
+                        assert_eq!(got, c0[i * ldc + j], "a column past n was written");
+                        continue;
                     }
+                    let start = bias[j] as f64;
+                    let terms = (0..k).map(|p| a[i * lda + p] as f64 * w[j * k + p] as f64);
+                    let want = start + terms.clone().sum::<f64>();
+                    // f32 rounding of a k-term sum: ~sqrt(k) eps of the terms' magnitudes
+                    let size = start.abs() + terms.map(f64::abs).sum::<f64>();
+                    let tol = 1e-6 * (k as f64).sqrt() * size.max(1.0);
+                    assert!(
+                        (got as f64 - want).abs() <= tol,
+                        "{m}x{n}x{k}: C[{i}][{j}] {got} against {want}"
+                    );
                 }
             }
         }
