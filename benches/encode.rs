@@ -44,10 +44,7 @@ fn mhz() -> f64 {
 /// for f32 (AMD Zen 4 runs AVX-512 on 256-bit halves), twice that for AVX512-BF16's pair
 /// products, and AMX's tile unit (1,024 bf16 FLOPs a cycle) where oneMKL's GEMM runs bf16 on it.
 fn flops_per_cycle(p: Precision) -> (f64, &'static str) {
-    let amd_zen4 = condenser::runtime::cpu_vendor() == "AuthenticAMD"
-        && std::fs::read_to_string("/proc/cpuinfo")
-            .map(|t| t.contains("cpu family\t: 25"))
-            .unwrap_or(false);
+    let amd_zen4 = isa::amd_zen4();
     let f32_fpc = match isa::active() {
         isa::Isa::Avx512 if amd_zen4 => 32.0,
         isa::Isa::Avx512 => 64.0,
@@ -377,7 +374,8 @@ fn main() {
             isa::describe(),
             if precision == Precision::F32 && f32_gemm::chosen() {
                 format!(
-                    "condenser's AVX2 f32 kernel (Linears); {} (the rest)",
+                    "{} (Linears); {} (the rest)",
+                    f32_gemm::describe(),
                     condenser::model::kernels::blas::describe()
                 )
             } else {

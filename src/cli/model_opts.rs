@@ -48,11 +48,12 @@ impl ModelOpts {
 }
 
 /// What runs an f32 inference's matmuls on `device`: `matmuls`, and condenser's f32 kernel for
-/// the frozen Linears where it is chosen (kernels/f32_gemm.rs).
+/// the frozen Linears where it is chosen (kernels/f32_gemm/).
 pub fn inference_matmuls(device: DeviceSpec) -> String {
     let base = matmuls(device);
     if matches!(device, DeviceSpec::Cpu) && condenser::model::kernels::f32_gemm::chosen() {
-        format!("{base}; frozen Linears on condenser's AVX2 f32 kernel")
+        let own = condenser::model::kernels::f32_gemm::describe();
+        format!("{base}; frozen Linears on {own}")
     } else {
         base
     }

@@ -18,7 +18,7 @@
 //! (tests/engine.rs and the test below hold both to 1e-5); the result does not depend on the
 //! thread count (one call, one text).
 use super::fastmath::exp2_small;
-use super::isa::{active, Isa};
+use super::isa::{active, own_f32_kernels, Isa};
 use super::vector::{max, LANES};
 use crate::dispatch;
 
@@ -45,11 +45,11 @@ pub struct HeadIn<'a> {
     pub scale: f32,
 }
 
-/// Whether this kernel runs a head `d` wide on this CPU: whole tiles of C columns, on the class
-/// it was measured on (AVX2 + FMA: Zen 3, issue 35). AVX-512 keeps the BLAS route until measured
-/// there (a C-wide row is one register of that class: the tile would fill half its registers).
+/// Whether this kernel runs a head `d` wide on this CPU: whole tiles of C columns, where it was
+/// measured faster than the BLAS route (`isa::own_f32_kernels`: AVX2 + FMA on Zen 3, AVX-512 on
+/// Zen 4, whose AVX-512 copy ran as fast as the AVX2 one; issue 35).
 pub fn serves(d: usize) -> bool {
-    d > 0 && d.is_multiple_of(C) && active() == Isa::Avx2
+    d > 0 && d.is_multiple_of(C) && active() >= Isa::Avx2 && own_f32_kernels()
 }
 
 /// Scratch floats `head_forward` needs for `n` tokens `d` wide: the keys' panels, the values'
@@ -287,13 +287,25 @@ mod tests {
             .collect()
     }
 
-    /// The kernel against the definition in f64, for lengths around the tiles' edges and two
-    /// head widths, inside a qkv buffer with other heads' columns between the rows.
+    /// The kernel against the definition in f64, for lengths around the tiles' edges and three
+    /// head widths, inside a qkv buffer with other heads' columns between the rows; its AVX-512
+    /// copy (Zen 4 runs it) gives the AVX2 copy's bits.
     #[test]
     fn head_forward_equals_softmax_qk_v_in_f64() {
         if detected() < Isa::Avx2 {
-            eprintln!("skipped: this CPU has no AVX2 + FMA (the class the kernel serves)");
+            crate::runtime::skipped(
+                "the attention kernel's test",
+                "avx2",
+                "this CPU has no AVX2 + FMA (the class the kernel serves)",
+            );
             return;
+        }
+        if detected() < Isa::Avx512 {
+            crate::runtime::skipped(
+                "the attention kernel's AVX-512 copy",
+                "avx512",
+                "this CPU has no AVX-512",
+            );
         }
         for &d in &[16, 32, 64] {
             for &n in &[1, 5, 6, 7, 16, 17, 40, 131] {
@@ -313,6 +325,14 @@ mod tests {
                     scale,
                 };
                 head_forward::at(Isa::Avx2, x, &mut scratch, &mut ctx, &mut lse);
+                if detected() == Isa::Avx512 {
+                    let (mut ctx5, mut lse5) = (vec![0f32; n * d], vec![0f32; n]);
+                    head_forward::at(Isa::Avx512, x, &mut scratch, &mut ctx5, &mut lse5);
+                    assert!(
+                        ctx5 == ctx && lse5 == lse,
+                        "n {n} d {d}: AVX-512 copy differs"
+                    );
+                }
                 for i in 0..n {
                     let s: Vec<f64> = (0..n)
                         .map(|j| {

@@ -78,6 +78,41 @@ pub fn active() -> Isa {
     })
 }
 
+/// Whether this is an AMD Zen 4 (CPU family 25 with AVX-512; Zen 3, the same family, has none),
+/// which runs a 512-bit instruction as two 256-bit halves: its FMA peak is the AVX2 one.
+pub fn amd_zen4() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::__cpuid;
+        let v = __cpuid(0);
+        let amd = [v.ebx, v.edx, v.ecx] == [0x6874_7541, 0x6974_6e65, 0x444d_4163];
+        let eax = __cpuid(1).eax;
+        let family = ((eax >> 8) & 0xF)
+            + if (eax >> 8) & 0xF == 0xF {
+                (eax >> 20) & 0xFF
+            } else {
+                0
+            };
+        amd && family == 25 && detected() == Isa::Avx512
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether condenser's own f32 inference kernels (`f32_gemm` for the Linears, `head_attention`)
+/// are the default over the BLAS route: on the classes where they were measured faster (issue 35,
+/// benches/README.md): AVX2 + FMA (Zen 3) and AVX-512 on AMD Zen 4. Other AVX-512 CPUs (Intel,
+/// Zen 5: two full-width FMA ports) keep the BLAS until measured there.
+pub fn own_f32_kernels() -> bool {
+    match active() {
+        Isa::Avx2 => true,
+        Isa::Avx512 => amd_zen4(),
+        Isa::Baseline => false,
+    }
+}
+
 /// Whether the CPU has AMX with bf16 tiles (cpuid leaf 7, EDX bits 22 and 24).
 pub fn has_amx_bf16() -> bool {
     #[cfg(target_arch = "x86_64")]

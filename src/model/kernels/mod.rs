@@ -1,5 +1,5 @@
 //! Numeric kernels: the matmul libraries picked at run time (OpenBLAS, oneMKL) and condenser's own
-//! bf16 and AVX2 f32 kernels for frozen weights, the products in a chosen precision, the row kernels compiled per CPU class (vector
+//! bf16 and f32 kernels for frozen weights, the products in a chosen precision, the row kernels compiled per CPU class (vector
 //! sums, LayerNorm, GELU, softmax, hashed dropout masks) that both CPU paths run, and the fused
 //! ops with their own backward that candle's graph runs on them (Linear, padded attention,
 //! LayerNorm, GELU, masked softmax), stream-drawn dropout masks, fast exp. Nothing here knows

@@ -74,7 +74,7 @@ pub struct SelfAttention {
     pub(crate) heads: usize,
     pub(crate) head_dim: usize,
     /// q, k and v's frozen f32 weights packed once as one (3 hidden x hidden) weight for the f32
-    /// kernel (kernels/f32_gemm.rs), where that route is taken; their Linears then hold none.
+    /// kernel (kernels/f32_gemm/), where that route is taken; their Linears then hold none.
     pub(crate) qkv_packed: Option<Arc<PackedWeight>>,
 }
 

@@ -14,8 +14,8 @@ pub struct Linear {
     pub weight: Tensor,
     pub bias: Option<Tensor>,
     precision: Precision,
-    /// The weight made ready for bf16 products (or, on AVX2 CPUs, for the f32 kernel of
-    /// kernels/f32_gemm.rs), once, when it is frozen (inference); a trained weight changes every
+    /// The weight made ready for bf16 products (or, where it is chosen, for the f32 kernel of
+    /// kernels/f32_gemm/), once, when it is frozen (inference); a trained weight changes every
     /// step and is converted inside each product instead.
     packed: Option<Arc<PackedWeight>>,
 }

@@ -1,4 +1,4 @@
-//! condenser's own f32 GEMM for frozen weights (inference) on AVX2 + FMA CPUs: C = bias + A B
+//! condenser's own f32 GEMM for frozen weights (inference) on AVX2 + FMA and AVX-512 CPUs: C = bias + A B
 //! with B = W^T packed once per model, A (activations) read in place, the bias as C's starting
 //! value.
 //!
@@ -7,8 +7,10 @@
 //! packed in advance, A's rows read where they lie (a 6-row strip streams from L2 without a packing
 //! pass) and one k-block up to 1,536 (C is then written once, never reloaded from L3) ran at
 //! 92-97% (alone; ~92% inside an encode, where OpenBLAS's were ~90%), and the bias copy a BLAS
-//! needs (beta = 1 over a C filled with the bias) goes. Not used on
-//! AVX-512 CPUs: OpenBLAS's and oneMKL's AVX-512 kernels there have not been measured against it.
+//! needs (beta = 1 over a C filled with the bias) goes. On an AMD Zen 4 (AVX-512 on 256-bit halves)
+//! it ran MiniLM's encode 7-10% faster than OpenBLAS's SkylakeX kernel; on the AVX-512 class it runs
+//! a 12 x 32 tile (`tiles::tile_wide`, the same bits). Intel AVX-512 CPUs and Zen 5 keep the BLAS
+//! by default until it is measured there (`isa::own_f32_kernels`).
 //!
 //! Each output element is one k-ordered sum (in blocks of at most `KC_MAX`), single-threaded: the
 //! engine runs its batches on threads of its own, so the bits never depend on the thread count.
@@ -17,15 +19,23 @@
 pub const NR: usize = 16;
 /// Rows a tile covers: 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers.
 pub const MR: usize = 6;
+/// Rows the AVX-512 tile covers (against two panels): 24 accumulators + 2 B vectors + 1
+/// broadcast of the 32 zmm registers.
+pub const WR: usize = 12;
 /// The largest k-block: one block for BERT's products up to an intermediate of 1,536 (MiniLM's);
 /// B's 16-column panel of it (96 KiB) stays in L2 beside the A strips it meets.
 const KC_MAX: usize = 1536;
 /// Rows of A a block runs against all of B's panels before the next block: 96 rows of 1,536
-/// (576 KiB) at most; the measured optimum was flat from 24 to 96.
+/// (576 KiB) at most; the measured optimum was flat from 24 to 96. A multiple of MR and WR.
 const MC: usize = 96;
+const _: () = assert!(MC.is_multiple_of(MR) && MC.is_multiple_of(WR));
+
+mod tiles;
+#[cfg(target_arch = "x86_64")]
+use tiles::{tile, tile_wide};
 
 /// Whether frozen f32 weights are packed for this kernel (CONDENSER_F32_GEMM): `auto` (the
-/// default) on the AVX2 + FMA class only, where it was measured faster than the BLAS; `own` on any
+/// default) where it was measured faster than the BLAS (`isa::own_f32_kernels`); `own` on any
 /// CPU with AVX2 + FMA; `blas` never. An unknown value is refused loudly, as CONDENSER_ISA is (a
 /// typo must not silently measure the other path).
 pub fn chosen() -> bool {
@@ -33,12 +43,21 @@ pub fn chosen() -> bool {
     *CHOSEN.get_or_init(|| {
         let v = std::env::var("CONDENSER_F32_GEMM").unwrap_or_default();
         match v.to_ascii_lowercase().as_str() {
-            "" | "auto" => super::isa::active() == super::isa::Isa::Avx2 && supported(),
+            "" | "auto" => super::isa::own_f32_kernels() && supported(),
             "own" => supported(),
             "blas" => false,
             _ => panic!("CONDENSER_F32_GEMM={v}: expected auto, own or blas"),
         }
     })
+}
+
+/// The kernel as summaries and benchmarks name it, with the tile that runs on this CPU.
+pub fn describe() -> &'static str {
+    if wide_tile() {
+        "condenser's f32 kernel (AVX-512 12 x 32 tile)"
+    } else {
+        "condenser's f32 kernel (AVX2 6 x 16 tile)"
+    }
 }
 
 /// Whether this CPU runs the kernel (AVX2 and FMA).
@@ -107,7 +126,13 @@ pub fn gemm_bias(
     check(a, lda, m, b, c.len(), ldc);
     assert_eq!(bias.len(), b.n, "a bias of n values");
     // SAFETY: shapes, slices and CPU checked above; with a bias C is only written
-    unsafe { run(a, lda, m, b, bias, c.as_mut_ptr().cast(), ldc) }
+    unsafe { run(wide_tile(), a, lda, m, b, bias, c.as_mut_ptr().cast(), ldc) }
+}
+
+/// Whether the AVX-512 tile runs (the AVX-512 class is active); CONDENSER_ISA=avx2 keeps the
+/// AVX2 one, which gives the same bits.
+fn wide_tile() -> bool {
+    super::isa::active() == super::isa::Isa::Avx512
 }
 
 fn check(a: &[f32], lda: usize, m: usize, b: &PackedF32, c_len: usize, ldc: usize) {
@@ -120,7 +145,9 @@ fn check(a: &[f32], lda: usize, m: usize, b: &PackedF32, c_len: usize, ldc: usiz
 }
 
 /// Safety: `check` passed for these operands, and `c` points at C's m x n region (row stride ldc).
+#[allow(clippy::too_many_arguments)]
 unsafe fn run(
+    wide: bool,
     a: &[f32],
     lda: usize,
     m: usize,
@@ -139,14 +166,20 @@ unsafe fn run(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    blocks(a, lda, m, b, bias, c, ldc);
+    if wide {
+        blocks::<true>(a, lda, m, b, bias, c, ldc)
+    } else {
+        blocks::<false>(a, lda, m, b, bias, c, ldc)
+    }
 }
 
-/// The tile loops: row blocks of MC, k-blocks, column panels, 6-row strips. The first k-block
-/// starts from the bias (C is not read); later blocks add to C.
+/// The tile loops: row blocks of MC, k-blocks, column panels, row strips. The first k-block
+/// starts from the bias (C is not read); later blocks add to C. With `WIDE` (AVX-512) two whole
+/// panels at a time run as WR-row strips of the wide tile; what is left (a last single or
+/// partial panel, a last partial strip) runs on the AVX2 tile, which gives the same bits.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn blocks(
+unsafe fn blocks<const WIDE: bool>(
     a: &[f32],
     lda: usize,
     m: usize,
@@ -157,6 +190,8 @@ unsafe fn blocks(
 ) {
     let (n, k, kc) = (b.n, b.k, b.kc);
     let panels = n.div_ceil(NR);
+    // the panels with all NR columns: those the wide tile pairs
+    let whole = n / NR;
     // a zero-padded last panel of the bias, so the tile always reads NR values
     let mut bias_pad = [0f32; NR];
     for i0 in (0..m).step_by(MC) {
@@ -165,23 +200,43 @@ unsafe fn blocks(
         for p0 in (0..k).step_by(kc) {
             let kb = kc.min(k - p0);
             let start = (p0 == 0).then_some(bias);
-            for jp in 0..panels {
-                let bp = b.data[boff + jp * kb * NR..][..kb * NR].as_ptr();
+            let panel = |jp: usize| b.data[boff + jp * kb * NR..][..kb * NR].as_ptr();
+            // rows r0..r1 of the block against panel jp on the AVX2 tile, 6-row strips
+            let mut narrow = |jp: usize, r0: usize, r1: usize| {
                 let (j0, cols) = (jp * NR, NR.min(n - jp * NR));
                 let bias_p = start.map(|v| {
                     bias_pad[..cols].copy_from_slice(&v[j0..j0 + cols]);
                     bias_pad.as_ptr()
                 });
-                for r0 in (i0..i0 + mb).step_by(MR) {
-                    let rows = MR.min(i0 + mb - r0);
-                    let ap = a[r0 * lda + p0..].as_ptr();
-                    let cp = c.add(r0 * ldc + j0);
+                for r in (r0..r1).step_by(MR) {
+                    let rows = MR.min(r1 - r);
+                    let ap = a[r * lda + p0..].as_ptr();
+                    let cp = c.add(r * ldc + j0);
                     if rows == MR && cols == NR {
-                        tile(kb, ap, lda, bp, cp, ldc, bias_p);
+                        tile(kb, ap, lda, panel(jp), cp, ldc, bias_p);
                     } else {
-                        edge(kb, ap, lda, (rows, cols), bp, cp, ldc, bias_p);
+                        edge(kb, ap, lda, (rows, cols), panel(jp), cp, ldc, bias_p);
                     }
                 }
+            };
+            let mut jp = 0;
+            while WIDE && jp + 2 <= whole {
+                let j0 = jp * NR;
+                let bias_p = start.map(|v| v[j0..j0 + 2 * NR].as_ptr());
+                let full = mb / WR * WR;
+                for r in (i0..i0 + full).step_by(WR) {
+                    let ap = a[r * lda + p0..].as_ptr();
+                    let cp = c.add(r * ldc + j0);
+                    tile_wide(kb, ap, lda, panel(jp), panel(jp + 1), cp, ldc, bias_p);
+                }
+                if full < mb {
+                    narrow(jp, i0 + full, i0 + mb);
+                    narrow(jp + 1, i0 + full, i0 + mb);
+                }
+                jp += 2;
+            }
+            for jp in jp..panels {
+                narrow(jp, i0, i0 + mb);
             }
             boff += panels * kb * NR;
         }
@@ -219,95 +274,39 @@ unsafe fn edge(
     }
 }
 
-/// The 6 x 16 register tile: C[0..6][0..16] = bias (or C) + sum over kb of A[r][k] B[k][0..16].
-/// A's six rows are broadcast one value at a time from where they lie (stride lda); B's panel
-/// is read 16 values a step.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn tile(
-    kb: usize,
-    a: *const f32,
-    lda: usize,
-    b: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    bias: Option<*const f32>,
-) {
-    use std::arch::x86_64::*;
-    let row = |r: usize| c.add(r * ldc);
-    let load = |p: *const f32| (_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8)));
-    let init = |r: usize| match bias {
-        Some(v) => load(v),
-        None => load(row(r)),
-    };
-    let (mut c00, mut c01) = init(0);
-    let (mut c10, mut c11) = init(1);
-    let (mut c20, mut c21) = init(2);
-    let (mut c30, mut c31) = init(3);
-    let (mut c40, mut c41) = init(4);
-    let (mut c50, mut c51) = init(5);
-    let (a0, a1, a2, a3, a4, a5) = (
-        a,
-        a.add(lda),
-        a.add(2 * lda),
-        a.add(3 * lda),
-        a.add(4 * lda),
-        a.add(5 * lda),
-    );
-    let mut bk = b;
-    for kk in 0..kb {
-        let b0 = _mm256_loadu_ps(bk);
-        let b1 = _mm256_loadu_ps(bk.add(8));
-        let x = _mm256_broadcast_ss(&*a0.add(kk));
-        c00 = _mm256_fmadd_ps(x, b0, c00);
-        c01 = _mm256_fmadd_ps(x, b1, c01);
-        let x = _mm256_broadcast_ss(&*a1.add(kk));
-        c10 = _mm256_fmadd_ps(x, b0, c10);
-        c11 = _mm256_fmadd_ps(x, b1, c11);
-        let x = _mm256_broadcast_ss(&*a2.add(kk));
-        c20 = _mm256_fmadd_ps(x, b0, c20);
-        c21 = _mm256_fmadd_ps(x, b1, c21);
-        let x = _mm256_broadcast_ss(&*a3.add(kk));
-        c30 = _mm256_fmadd_ps(x, b0, c30);
-        c31 = _mm256_fmadd_ps(x, b1, c31);
-        let x = _mm256_broadcast_ss(&*a4.add(kk));
-        c40 = _mm256_fmadd_ps(x, b0, c40);
-        c41 = _mm256_fmadd_ps(x, b1, c41);
-        let x = _mm256_broadcast_ss(&*a5.add(kk));
-        c50 = _mm256_fmadd_ps(x, b0, c50);
-        c51 = _mm256_fmadd_ps(x, b1, c51);
-        bk = bk.add(NR);
-    }
-    let store = |r: usize, lo: __m256, hi: __m256| {
-        _mm256_storeu_ps(row(r), lo);
-        _mm256_storeu_ps(row(r).add(8), hi);
-    };
-    store(0, c00, c01);
-    store(1, c10, c11);
-    store(2, c20, c21);
-    store(3, c30, c31);
-    store(4, c40, c41);
-    store(5, c50, c51);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::kernels::test_data;
 
     /// Against a plain f64 product, over shapes with edge rows and columns, several k-blocks
-    /// (k past KC_MAX: the later blocks add to C) and a C row stride wider than n.
+    /// (k past KC_MAX: the later blocks add to C) and a C row stride wider than n; on AVX-512
+    /// CPUs the wide tile's results must be the AVX2 tile's bit for bit.
     #[test]
     fn packed_f32_gemm_matches_a_plain_product() {
         if !supported() {
-            eprintln!("skipped: this CPU has no AVX2 + FMA");
+            crate::runtime::skipped(
+                "the f32 kernel's test",
+                "avx2",
+                "this CPU has no AVX2 + FMA",
+            );
             return;
+        }
+        let wide =
+            crate::model::kernels::isa::detected() == crate::model::kernels::isa::Isa::Avx512;
+        if !wide {
+            crate::runtime::skipped(
+                "the f32 kernel's AVX-512 tile",
+                "avx512",
+                "this CPU has no AVX-512",
+            );
         }
         for &(m, n, k) in &[
             (1, 1, 1),
             (6, 16, 8),
             (7, 17, 33),
             (13, 40, 384),
+            (30, 64, 100),
             (100, 48, 5),
             (97, 35, 1537),
             (5, 384, 3100),
@@ -318,10 +317,20 @@ mod tests {
             let bias = test_data(n, 3);
             let packed = PackedF32::weight(&w, n, k);
             let c0 = test_data(m * ldc, 4);
-            let mut c = c0.clone();
-            // SAFETY: f32 and MaybeUninit<f32> share a layout; c stays initialised
-            let uninit = unsafe { std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), c.len()) };
-            gemm_bias(&a, lda, m, &packed, &bias, uninit, ldc);
+            let product = |wide: bool| {
+                let mut c = c0.clone();
+                check(&a, lda, m, &packed, c.len(), ldc);
+                // SAFETY: checked above; C is a live m x ldc buffer
+                unsafe { run(wide, &a, lda, m, &packed, &bias, c.as_mut_ptr(), ldc) };
+                c
+            };
+            let c = product(false);
+            if wide {
+                assert!(
+                    product(true) == c,
+                    "{m}x{n}x{k}: the AVX-512 tile changed a bit"
+                );
+            }
             for i in 0..m {
                 for j in 0..ldc {
                     let got = c[i * ldc + j];
