@@ -2,7 +2,7 @@
 //! (out, in) layout): y += x W^T (forward, y holding the bias), dx (+)= dy W, dW += dy^T x. In f32
 //! they are single BLAS calls with the transposes as flags (nothing copied) and the gradient
 //! accumulated by the GEMM itself (beta 1); in bf16 or f16 they run through `precision::gemm`.
-use crate::model::kernels::bf16::MatRef;
+use crate::model::kernels::bf16::{self, MatRef};
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
 use crate::model::kernels::f32_gemm;
 use crate::model::kernels::precision::{self, PackedWeight, Precision};
@@ -46,8 +46,9 @@ impl Gemm<'_> {
         }
     }
 
-    /// A new y (rows x out) = x (rows x inp) W^T + b. On the f32 kernel y starts as the bias
-    /// inside the product (never filled first); elsewhere it is filled with b and `forward` adds.
+    /// A new y (rows x out) = x (rows x inp) W^T + b. On condenser's f32 and bf16 kernels y
+    /// starts as the bias inside the product (never filled first); elsewhere it is filled with b
+    /// and `forward` adds.
     pub fn linear(
         &self,
         x: &[f32],
@@ -56,9 +57,20 @@ impl Gemm<'_> {
         packed: Option<&PackedWeight>,
         (rows, out, inp): (usize, usize, usize),
     ) -> Result<Vec<f32>> {
-        if let (Precision::F32, Some(PackedWeight::F32(pw))) = (self.precision, packed) {
-            let mut y = Vec::with_capacity(rows * out);
-            f32_gemm::gemm_bias(x, inp, rows, pw, b, y.spare_capacity_mut(), out);
+        let mut y = Vec::with_capacity(rows * out);
+        let start_at_bias = match (self.precision, packed) {
+            (Precision::F32, Some(PackedWeight::F32(pw))) => {
+                f32_gemm::gemm_bias(x, inp, rows, pw, b, y.spare_capacity_mut(), out);
+                true
+            }
+            (Precision::Bf16, Some(PackedWeight::Own(pb))) => {
+                let a = MatRef::rows(x, inp);
+                bf16::gemm_bias(a, rows, pb, b, y.spare_capacity_mut(), out);
+                true
+            }
+            _ => false,
+        };
+        if start_at_bias {
             // SAFETY: gemm_bias wrote all rows x out values
             unsafe { y.set_len(rows * out) };
             return Ok(y);

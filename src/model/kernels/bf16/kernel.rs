@@ -1,110 +1,77 @@
-//! The AVX512-BF16 micro-kernel and the A-side packing. `vdpbf16ps` multiplies pairs of bf16
-//! along the contraction and adds both products to one f32 lane: for C += A B it wants A's
-//! (row, k-pair) broadcast as one 32-bit word and B as 16 columns x 2 k per vector, which is how
-//! [`super::PackedB`] lays B out. MR x 32 outputs per call (24 accumulators, 2 B vectors, one
-//! broadcast: 27 of 32 zmm registers), so every loaded B vector feeds MR instructions.
+//! The AVX512-BF16 micro-kernel. `vdpbf16ps` multiplies pairs of bf16 along the contraction and
+//! adds both products to one f32 lane: for C = start + A B it wants A's (row, k-pair) broadcast
+//! as one 32-bit word and B as 16 columns x 2 k per vector, which is how [`super::PackedB`] lays
+//! B out. A is read where it lies, a row of k-pair words converted once per product
+//! (`super::gemm`), as the f32 kernel reads its activations: packing it into the tile's order
+//! per strip scattered one word a store and was 8% of a bf16 document encode (perf, Zen 4,
+//! issue 35). MR x 32 outputs per call (24 accumulators, 2 B vectors, one broadcast: 27 of 32
+//! zmm registers), so every loaded B vector feeds MR instructions.
 #![allow(clippy::missing_safety_doc)]
-use super::matrix::{to_bf16, MatRef, MR, NR};
+use super::matrix::NR;
 use std::arch::x86_64::*;
 
-/// A's rows r0..r0+rows (rows <= MR), k-pairs kp0..kp0+pairs, as [pair][MR] words (two bf16
-/// each, the lower k in the low half); rows past `rows` and k past `k` are zero.
-///
-/// # Safety
-/// The CPU must have AVX512F and AVX512-BF16; `a` must hold every element it names.
-#[target_feature(enable = "avx512f,avx512bf16")]
-pub unsafe fn pack_a(
-    a: &MatRef,
-    r0: usize,
-    rows: usize,
-    kp0: usize,
-    pairs: usize,
-    k: usize,
-    out: &mut [u32],
-) {
-    debug_assert!(out.len() >= pairs * MR);
-    let (k0, k1) = (2 * kp0, (2 * (kp0 + pairs)).min(k));
-    for i in 0..rows {
-        let base = (r0 + i) * a.rs;
-        let mut c = k0;
-        if a.cs == 1 {
-            // 32 contiguous floats -> 16 words at a time
-            while c + 32 <= k1 {
-                let p = a.data.as_ptr().add(base + c);
-                let lo = _mm512_loadu_ps(p);
-                let hi = _mm512_loadu_ps(p.add(16));
-                let v: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
-                let mut words = [0u32; 16];
-                _mm512_storeu_si512(words.as_mut_ptr().cast(), v);
-                let q0 = (c - k0) / 2;
-                for (t, w) in words.iter().enumerate() {
-                    *out.get_unchecked_mut((q0 + t) * MR + i) = *w;
-                }
-                c += 32;
-            }
-        }
-        while c < k1 {
-            let lo = to_bf16(*a.data.get_unchecked(base + c * a.cs)) as u32;
-            let hi = if c + 1 < k1 {
-                to_bf16(*a.data.get_unchecked(base + (c + 1) * a.cs)) as u32
-            } else {
-                0
-            };
-            *out.get_unchecked_mut((c - k0) / 2 * MR + i) = lo | (hi << 16);
-            c += 2;
-        }
-        for q in (k1 - k0).div_ceil(2)..pairs {
-            out[q * MR + i] = 0;
-        }
-    }
-    for q in 0..pairs {
-        for i in rows..MR {
-            out[q * MR + i] = 0;
-        }
-    }
+/// Where a tile's sums start.
+#[derive(Clone, Copy)]
+pub enum Start {
+    /// From zero (C is only written).
+    Zero,
+    /// From C's values (a later k-block, or a product added to C).
+    C,
+    /// From a bias of the tile's columns (C is only written).
+    Bias(*const f32),
 }
 
-/// C[R x ncols] (row stride ldc) = (C +) packed A (R rows) x one packed B panel, over `pairs`
-/// k-pairs. Columns past `ncols` (<= 32) are neither read nor written.
+/// C[R x ncols] (row stride ldc) = start + A (R rows of `lda` words, a word a k-pair) x one
+/// packed B panel, over `pairs` k-pairs. Columns past `ncols` (<= 32) are neither read nor
+/// written.
 ///
 /// # Safety
-/// AVX512F and AVX512-BF16; `a` holds pairs * MR words, `b` pairs * 64 halves, and `c` every
-/// element of the R x ncols block.
+/// AVX512F and AVX512-BF16; `a` holds R rows of `pairs` words `lda` apart, `b` pairs * 64
+/// halves, `c` every element of the R x ncols block, and a bias `ncols` values.
 #[target_feature(enable = "avx512f,avx512bf16")]
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn tile<const R: usize>(
     pairs: usize,
     a: *const u32,
+    lda: usize,
     b: *const u16,
     c: *mut f32,
     ldc: usize,
     ncols: usize,
-    accumulate: bool,
+    start: Start,
 ) {
-    let mut acc = [[_mm512_setzero_ps(); 2]; R];
-    for p in 0..pairs {
-        let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(p * 2 * NR).cast()));
-        let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(p * 2 * NR + NR).cast()));
-        let ap = a.add(p * MR);
-        for (i, row) in acc.iter_mut().enumerate() {
-            let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(*ap.add(i) as i32));
-            row[0] = _mm512_dpbf16_ps(row[0], av, b0);
-            row[1] = _mm512_dpbf16_ps(row[1], av, b1);
-        }
-    }
     let mask = |lo: usize| -> __mmask16 {
         let n = ncols.saturating_sub(lo).min(16);
         ((1u32 << n) - 1) as __mmask16
     };
     let (m0, m1) = (mask(0), mask(16));
+    let load = |p: *const f32| {
+        [
+            _mm512_maskz_loadu_ps(m0, p),
+            _mm512_maskz_loadu_ps(m1, p.add(16)),
+        ]
+    };
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    for (i, row) in acc.iter_mut().enumerate() {
+        match start {
+            Start::Zero => {}
+            Start::C => *row = load(c.add(i * ldc)),
+            Start::Bias(v) => *row = load(v),
+        }
+    }
+    for p in 0..pairs {
+        let b0: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(p * 2 * NR).cast()));
+        let b1: __m512bh = std::mem::transmute(_mm512_loadu_si512(b.add(p * 2 * NR + NR).cast()));
+        for (i, row) in acc.iter_mut().enumerate() {
+            let av: __m512bh = std::mem::transmute(_mm512_set1_epi32(*a.add(i * lda + p) as i32));
+            row[0] = _mm512_dpbf16_ps(row[0], av, b0);
+            row[1] = _mm512_dpbf16_ps(row[1], av, b1);
+        }
+    }
     for (i, row) in acc.iter().enumerate() {
         let cp = c.add(i * ldc);
-        let (mut x0, mut x1) = (row[0], row[1]);
-        if accumulate {
-            x0 = _mm512_add_ps(x0, _mm512_maskz_loadu_ps(m0, cp));
-            x1 = _mm512_add_ps(x1, _mm512_maskz_loadu_ps(m1, cp.add(16)));
-        }
-        _mm512_mask_storeu_ps(cp, m0, x0);
-        _mm512_mask_storeu_ps(cp.add(16), m1, x1);
+        _mm512_mask_storeu_ps(cp, m0, row[0]);
+        _mm512_mask_storeu_ps(cp.add(16), m1, row[1]);
     }
 }
 
@@ -117,16 +84,17 @@ pub unsafe fn tile_rows(
     rows: usize,
     pairs: usize,
     a: *const u32,
+    lda: usize,
     b: *const u16,
     c: *mut f32,
     ldc: usize,
     ncols: usize,
-    accumulate: bool,
+    start: Start,
 ) {
     macro_rules! go {
         ($($r:literal)*) => {
             match rows {
-                $($r => tile::<$r>(pairs, a, b, c, ldc, ncols, accumulate),)*
+                $($r => tile::<$r>(pairs, a, lda, b, c, ldc, ncols, start),)*
                 _ => unreachable!("1..=MR rows"),
             }
         };

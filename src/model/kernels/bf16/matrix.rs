@@ -65,18 +65,23 @@ impl<'a> MatRef<'a> {
     /// The `rows` x `cols` view as row-major bf16 bits.
     pub fn to_bf16_rows(&self, rows: usize, cols: usize) -> Vec<u16> {
         let mut out = vec![0u16; rows * cols];
-        if self.cs == 1 {
-            for (i, o) in out.chunks_exact_mut(cols.max(1)).enumerate() {
+        self.to_bf16_into_rows(rows, cols, cols.max(1), &mut out);
+        out
+    }
+
+    /// The `rows` x `cols` view as bf16 bits into `out`'s rows, `ld` apart (`ld` >= cols; what
+    /// lies past `cols` in each row is left as it is).
+    pub fn to_bf16_into_rows(&self, rows: usize, cols: usize, ld: usize, out: &mut [u16]) {
+        for (i, o) in out.chunks_mut(ld).take(rows).enumerate() {
+            let o = &mut o[..cols];
+            if self.cs == 1 {
                 to_bf16_into(&self.data[i * self.rs..i * self.rs + cols], o);
-            }
-        } else {
-            for (i, o) in out.chunks_exact_mut(cols.max(1)).enumerate() {
+            } else {
                 for (j, v) in o.iter_mut().enumerate() {
                     *v = to_bf16(self.at(i, j));
                 }
             }
         }
-        out
     }
 }
 

@@ -5,18 +5,24 @@
 //! (benches/README.md). On Intel CPUs with AMX, MKL's bf16 GEMM is faster still and is used
 //! instead when MKL is loaded (see `super::blas`).
 //!
-//! The B operand (a Linear's weight) is packed once into [`PackedB`]; A (activations) is packed
-//! per call, MR rows at a time, while the product runs.
+//! The B operand (a Linear's weight) is packed once into [`PackedB`]; A (activations) is
+//! converted once per product into rows of k-pair words, which the tile reads where they lie.
 mod kernel;
 mod matrix;
 
 pub use matrix::{from_bf16, to_bf16, to_bf16_into, MatRef, MR, NR};
 
-use kernel::{pack_a, tile_rows};
+use kernel::{tile_rows, Start};
 use rayon::prelude::*;
 
-/// k-pairs per block: a packed B panel block (KC x 64 halves = 24 KiB) stays in L1.
-const KC: usize = 192;
+/// The largest k-block in k-pairs: one block for BERT's products up to an intermediate of 1,536
+/// (MiniLM's), so C is written once (as in the f32 kernel); a B panel of it (96 KiB) stays in L2
+/// beside the A rows it meets. Blocks of 192 pairs read C back 4 times in the intermediate's
+/// product.
+const KC_MAX: usize = 768;
+/// Rows of A a block runs against all of B's panels before the next block (a multiple of MR).
+const MC: usize = 96;
+const _: () = assert!(MC.is_multiple_of(MR));
 /// Below this many multiply-adds one thread is faster than splitting.
 const PARALLEL_MIN_MACS: usize = 1 << 21;
 
@@ -76,9 +82,29 @@ struct Out(*mut f32);
 unsafe impl Send for Out {}
 unsafe impl Sync for Out {}
 
-/// C (m x n, row stride ldc) = A (m x k) B, or C += A B with `accumulate` (C holding a bias, or a
-/// partial sum). Panics unless the CPU is [`supported`]: callers check first and say so.
+/// C (m x n, row stride ldc) = A (m x k) B, or C += A B with `accumulate` (C holding a partial
+/// sum). Panics unless the CPU is [`supported`]: callers check first and say so.
 pub fn gemm(a: MatRef, m: usize, b: &PackedB, c: &mut [f32], ldc: usize, accumulate: bool) {
+    check(&a, m, b, c.len(), ldc);
+    run(a, m, b, None, Out(c.as_mut_ptr()), ldc, accumulate);
+}
+
+/// C (m x n, row stride ldc) = bias + A B, written without reading C: `c` may be uninitialised
+/// (a Linear's output needs no bias fill first). Panics as [`gemm`] does.
+pub fn gemm_bias(
+    a: MatRef,
+    m: usize,
+    b: &PackedB,
+    bias: &[f32],
+    c: &mut [std::mem::MaybeUninit<f32>],
+    ldc: usize,
+) {
+    check(&a, m, b, c.len(), ldc);
+    assert_eq!(bias.len(), b.n, "bf16 gemm: a bias of n values");
+    run(a, m, b, Some(bias), Out(c.as_mut_ptr().cast()), ldc, false);
+}
+
+fn check(a: &MatRef, m: usize, b: &PackedB, c_len: usize, ldc: usize) {
     assert!(
         supported(),
         "bf16 gemm needs AVX512-BF16 (callers check bf16::supported)"
@@ -88,22 +114,44 @@ pub fn gemm(a: MatRef, m: usize, b: &PackedB, c: &mut [f32], ldc: usize, accumul
         return;
     }
     assert!(
-        ldc >= n && c.len() >= (m - 1) * ldc + n,
+        ldc >= n && c_len >= (m - 1) * ldc + n,
         "bf16 gemm: C too small"
     );
     assert!(
         a.data.len() > (m - 1) * a.rs + k.saturating_sub(1) * a.cs || k == 0,
         "bf16 gemm: A too small"
     );
+}
+
+/// Shapes checked by `check`; `out` holds C's m x n region (row stride ldc).
+fn run(
+    a: MatRef,
+    m: usize,
+    b: &PackedB,
+    bias: Option<&[f32]>,
+    out: Out,
+    ldc: usize,
+    accumulate: bool,
+) {
+    let n = b.n;
+    if m == 0 || n == 0 {
+        return;
+    }
+    // A once as rows of k-pair words (an odd k's last half stays zero)
+    let mut words = vec![0u32; m * b.pairs];
+    // SAFETY: the u32 buffer seen as twice as many u16, its own length and a smaller alignment
+    let halves = unsafe {
+        std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u16>(), 2 * words.len())
+    };
+    a.to_bf16_into_rows(m, b.k, 2 * b.pairs, halves);
+    let words = &words[..];
     let panels = n.div_ceil(NR);
     let threads = rayon::current_num_threads();
-    let out = Out(c.as_mut_ptr());
     let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
-        // SAFETY: CPU support asserted above; the asserts bound every index; tasks get disjoint
-        // blocks of C.
-        unsafe { block(&a, rows, b, cols, out, ldc, accumulate) }
+        // SAFETY: CPU support and shapes checked by `check`; tasks get disjoint blocks of C
+        unsafe { block(words, rows, b, cols, out, ldc, bias, accumulate) }
     };
-    if threads <= 1 || m * n * k < PARALLEL_MIN_MACS {
+    if threads <= 1 || m * n * b.k < PARALLEL_MIN_MACS {
         run(0..m, 0..panels);
     } else if m >= 2 * MR * threads {
         let per = m.div_ceil(threads).div_ceil(MR) * MR;
@@ -118,41 +166,55 @@ pub fn gemm(a: MatRef, m: usize, b: &PackedB, c: &mut [f32], ldc: usize, accumul
     }
 }
 
-/// One task's block of C: rows x panels, all of k.
+/// One task's block of C: rows x panels, all of k; A as rows of `b.pairs` words. Row blocks of
+/// MC, k-blocks, panels, MR-row strips; the first k-block starts from the bias (or zero, or C
+/// with `accumulate`), later ones add to C.
 ///
 /// # Safety
-/// AVX512-BF16 present; `out` valid for the rows x panel columns given, written by no one else.
+/// AVX512-BF16 present; `a` holds the rows given; `out` valid for the rows x panel columns
+/// given, written by no one else; a bias holds n values.
+#[allow(clippy::too_many_arguments)]
 unsafe fn block(
-    a: &MatRef,
+    a: &[u32],
     rows: std::ops::Range<usize>,
     b: &PackedB,
     panels: std::ops::Range<usize>,
     out: Out,
     ldc: usize,
+    bias: Option<&[f32]>,
     accumulate: bool,
 ) {
-    let mut packed = vec![0u32; KC * MR];
-    for kb in (0..b.pairs).step_by(KC) {
-        let pairs = KC.min(b.pairs - kb);
-        let add = accumulate || kb > 0;
-        for r0 in rows.clone().step_by(MR) {
-            let r = MR.min(rows.end - r0);
-            pack_a(a, r0, r, kb, pairs, b.k, &mut packed);
-            for p in panels.clone() {
-                let bp = b.data.as_ptr().add((p * b.pairs + kb) * 2 * NR);
-                let cp = out.0.add(r0 * ldc + p * NR);
-                let ncols = NR.min(b.n - p * NR);
-                tile_rows(r, pairs, packed.as_ptr(), bp, cp, ldc, ncols, add);
-            }
-        }
-    }
-    if b.pairs == 0 && !accumulate {
+    let lda = b.pairs;
+    if b.pairs == 0 {
         // k = 0: the product is zero
         for r in rows {
             for p in panels.clone() {
                 let c0 = r * ldc + p * NR;
                 for j in 0..NR.min(b.n - p * NR) {
-                    *out.0.add(c0 + j) = 0.0;
+                    let c = out.0.add(c0 + j);
+                    *c = bias.map_or(if accumulate { *c } else { 0.0 }, |v| v[p * NR + j]);
+                }
+            }
+        }
+        return;
+    }
+    let kc = b.pairs.div_ceil(b.pairs.div_ceil(KC_MAX));
+    for i0 in rows.clone().step_by(MC) {
+        let i1 = (i0 + MC).min(rows.end);
+        for kb in (0..b.pairs).step_by(kc) {
+            let pairs = kc.min(b.pairs - kb);
+            for p in panels.clone() {
+                let start = match bias {
+                    _ if kb > 0 || accumulate => Start::C,
+                    Some(v) => Start::Bias(v.as_ptr().add(p * NR)),
+                    None => Start::Zero,
+                };
+                let bp = b.data.as_ptr().add((p * b.pairs + kb) * 2 * NR);
+                let ncols = NR.min(b.n - p * NR);
+                for r0 in (i0..i1).step_by(MR) {
+                    let ap = a.as_ptr().add(r0 * lda + kb);
+                    let cp = out.0.add(r0 * ldc + p * NR);
+                    tile_rows(MR.min(i1 - r0), pairs, ap, lda, bp, cp, ldc, ncols, start);
                 }
             }
         }
@@ -238,6 +300,7 @@ mod tests {
             (100, 64, 385),
             (24, 1, 384),
             (5, 70, 800),
+            (200, 40, 1537),
         ] {
             for trans_a in [false, true] {
                 let av: Vec<f32> = (0..m * k).map(|_| lcg(&mut seed)).collect();
@@ -249,13 +312,31 @@ mod tests {
                 };
                 let b = MatRef::transposed(&wv, k);
                 let want = reference(a, b, m, n, k);
-                for accumulate in [false, true] {
+                let packed = PackedB::pack(b, k, n);
+                let bias: Vec<f32> = (0..n).map(|j| j as f32 * 0.125 - 1.0).collect();
+                // C starting at 0.25 added to (accumulate), overwritten, or a bias's start
+                for start in ["accumulate", "overwrite", "bias"] {
                     let mut c = vec![0.25f32; m * n];
-                    gemm(a, m, &PackedB::pack(b, k, n), &mut c, n, accumulate);
+                    if start == "bias" {
+                        // SAFETY: f32 and MaybeUninit<f32> share a layout; c stays initialised
+                        let uninit = unsafe {
+                            std::slice::from_raw_parts_mut(c.as_mut_ptr().cast(), c.len())
+                        };
+                        gemm_bias(a, m, &packed, &bias, uninit, n);
+                    } else {
+                        gemm(a, m, &packed, &mut c, n, start == "accumulate");
+                    }
                     for (i, (&g, &w)) in c.iter().zip(&want).enumerate() {
-                        let w = w + if accumulate { 0.25 } else { 0.0 };
+                        let w = w + match start {
+                            "accumulate" => 0.25,
+                            "bias" => bias[i % n] as f64,
+                            _ => 0.0,
+                        };
                         let tol = 1e-5 * (k as f64).sqrt() + 1e-6 * w.abs();
-                        assert!((g as f64 - w).abs() < tol, "{m}x{n}x{k} at {i}: {g} vs {w}");
+                        assert!(
+                            (g as f64 - w).abs() < tol,
+                            "{m}x{n}x{k} {start} at {i}: {g} vs {w}"
+                        );
                     }
                 }
             }
