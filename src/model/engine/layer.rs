@@ -15,7 +15,7 @@ use super::weights::LayerW;
 use crate::model::kernels::dropout_hash::Mask;
 use crate::model::kernels::gelu::{gelu_backward, gelu_in_place, gelu_into};
 use crate::model::kernels::layer_norm::{norm_buffers, residual_norm, residual_norm_backward};
-use crate::model::kernels::vector::{add_column_sums, bias_rows};
+use crate::model::kernels::vector::add_column_sums;
 use candle_core::Result;
 
 /// The layer's three dropout sites (None: not dropped).
@@ -87,16 +87,8 @@ pub fn forward(
 ) -> Result<(Vec<f32>, Option<LayerTape>)> {
     let (t, h, i) = (p.rows(), w.g1.len(), w.bi.len());
     let qkv = match (&w.qkv, &w.packed) {
+        // frozen weights made ready once as one (bf16, or f32 on condenser's kernel)
         (Some(pq), _) => g.linear(&x, &w.wqkv, &w.bqkv, Some(pq), (t, 3 * h, h))?,
-        // frozen bf16 weights: q, k and v each from its own ready weight, into qkv's columns
-        (None, [Some(q), Some(k), Some(v), ..]) => {
-            let mut qkv = bias_rows(&w.bqkv, t);
-            for (j, wp) in [q, k, v].into_iter().enumerate() {
-                let part = &w.wqkv[j * h * h..(j + 1) * h * h];
-                g.forward(&x, part, Some(wp), (t, h, h), &mut qkv[j * h..], 3 * h)?;
-            }
-            qkv
-        }
         _ => g.linear(&x, &w.wqkv, &w.bqkv, None, (t, 3 * h, h))?,
     };
     let pk = |j: usize| w.packed[j].as_deref();

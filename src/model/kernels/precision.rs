@@ -131,6 +131,18 @@ impl std::fmt::Debug for PackedWeight {
 }
 
 impl PackedWeight {
+    /// A frozen weight W (n x k, row-major) made ready for `p`'s products on this CPU, or None
+    /// where `p` takes no ready weight (f16; f32 on the BLAS).
+    pub fn ready(p: Precision, w: &[f32], n: usize, k: usize) -> Option<PackedWeight> {
+        match p {
+            Precision::Bf16 => Some(PackedWeight::weight(w, n, k)),
+            Precision::F32 if super::f32_gemm::chosen() => {
+                Some(PackedWeight::F32(PackedF32::weight(w, n, k)))
+            }
+            _ => None,
+        }
+    }
+
     /// A Linear's weight W (n x k, row-major) as B = W^T, for the route bf16 products take.
     pub fn weight(w: &[f32], n: usize, k: usize) -> PackedWeight {
         match bf16_route() {

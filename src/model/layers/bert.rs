@@ -4,7 +4,7 @@ use super::config::{Activation, BertConfig};
 use super::linear::Linear;
 use super::norm::LayerNorm;
 use crate::model::kernels::dropout::{maybe, maybe_attention, Dropout};
-use crate::model::kernels::f32_gemm::{self, PackedF32};
+use crate::model::kernels::f32_gemm;
 use crate::model::kernels::precision::{PackedWeight, Precision};
 use crate::model::kernels::{blas, matmul::matmul, padded_attention, softmax::masked_softmax};
 use candle_core::{DType, Module, Result, Tensor};
@@ -73,8 +73,10 @@ pub struct SelfAttention {
     pub(crate) norm: LayerNorm,
     pub(crate) heads: usize,
     pub(crate) head_dim: usize,
-    /// q, k and v's frozen f32 weights packed once as one (3 hidden x hidden) weight for the f32
-    /// kernel (kernels/f32_gemm/), where that route is taken; their Linears then hold none.
+    /// q, k and v's frozen weights made ready once as one (3 hidden x hidden) weight, for the f32
+    /// kernel (kernels/f32_gemm/) where that route is taken and for bf16 (one product of 3 hidden
+    /// columns starting at the bias, not three added to a bias-filled buffer); their Linears then
+    /// hold none.
     pub(crate) qkv_packed: Option<Arc<PackedWeight>>,
 }
 
@@ -97,13 +99,13 @@ impl SelfAttention {
     pub fn set_precision(&mut self, p: Precision) -> Result<()> {
         self.qkv_packed = None;
         let qkv = [&self.query, &self.key, &self.value];
-        if p == Precision::F32 && f32_gemm::chosen() && qkv.iter().all(|l| l.frozen_cpu()) {
+        let takes_ready = p == Precision::Bf16 || (p == Precision::F32 && f32_gemm::chosen());
+        if takes_ready && qkv.iter().all(|l| l.frozen_cpu()) {
             let (h, k) = self.query.weight.dims2()?;
             let w = Tensor::cat(&qkv.map(|l| &l.weight), 0)?
                 .flatten_all()?
                 .to_vec1::<f32>()?;
-            let packed = PackedF32::weight(&w, 3 * h, k);
-            self.qkv_packed = Some(Arc::new(PackedWeight::F32(packed)));
+            self.qkv_packed = PackedWeight::ready(p, &w, 3 * h, k).map(Arc::new);
             for l in [&mut self.query, &mut self.key, &mut self.value] {
                 l.set_precision_unpacked(p);
             }

@@ -1,5 +1,4 @@
 //! The Linear layer (HF's weight layout) over the fused op of kernels/linear.rs.
-use crate::model::kernels::f32_gemm::{self, PackedF32};
 use crate::model::kernels::linear::{fusable, lowp_usable, FusedLinear};
 use crate::model::kernels::matmul::{matmul, rows_of};
 use crate::model::kernels::precision::{PackedWeight, Precision};
@@ -45,18 +44,10 @@ impl Linear {
     pub fn set_precision(&mut self, p: Precision) -> Result<()> {
         self.precision = p;
         self.packed = None;
-        let route = match p {
-            Precision::Bf16 => true,
-            Precision::F32 => f32_gemm::chosen(),
-            Precision::F16 => false,
-        };
-        if route && self.frozen_cpu() {
+        if self.frozen_cpu() {
             let (out, inp) = self.weight.dims2()?;
             let w = self.weight.flatten_all()?.to_vec1::<f32>()?;
-            self.packed = Some(Arc::new(match p {
-                Precision::F32 => PackedWeight::F32(PackedF32::weight(&w, out, inp)),
-                _ => PackedWeight::weight(&w, out, inp),
-            }));
+            self.packed = PackedWeight::ready(p, &w, out, inp).map(Arc::new);
         }
         Ok(())
     }
