@@ -15,13 +15,6 @@
 //! Each output element is one k-ordered sum (in blocks of at most `KC_MAX`), single-threaded: the
 //! engine runs its batches on threads of its own, so the bits never depend on the thread count.
 
-/// Output columns a tile covers (two 8-lane vectors).
-pub const NR: usize = 16;
-/// Rows a tile covers: 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers.
-pub const MR: usize = 6;
-/// Rows the AVX-512 tile covers (against two panels): 24 accumulators + 2 B vectors + 1
-/// broadcast of the 32 zmm registers.
-pub const WR: usize = 12;
 /// The largest k-block: one block for BERT's products up to an intermediate of 1,536 (MiniLM's);
 /// B's 16-column panel of it (96 KiB) stays in L2 beside the A strips it meets.
 const KC_MAX: usize = 1536;
@@ -33,6 +26,7 @@ const _: () = assert!(MC.is_multiple_of(MR) && MC.is_multiple_of(WR));
 mod tiles;
 #[cfg(target_arch = "x86_64")]
 use tiles::{tile, tile_wide};
+pub use tiles::{MR, NR, WR};
 
 /// Whether frozen f32 weights are packed for this kernel (CONDENSER_F32_GEMM): `auto` (the
 /// default) where it was measured faster than the BLAS (`isa::own_f32_kernels`); `own` on any

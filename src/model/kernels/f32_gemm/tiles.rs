@@ -1,13 +1,21 @@
 //! The register tiles of the f32 kernel. Both compute each output element as one chain of fused
 //! multiply-adds in k order, starting from the bias (or C), so the AVX-512 tile's results are bit
 //! for bit the AVX2 tile's: which one runs never changes a number.
-#![cfg(target_arch = "x86_64")]
-use super::{NR, WR};
+/// Output columns a tile covers (two 8-lane vectors).
+pub const NR: usize = 16;
+/// Rows a tile covers: 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers.
+pub const MR: usize = 6;
+/// Rows the AVX-512 tile covers (against two panels): 24 accumulators + 2 B vectors + 1
+/// broadcast of the 32 zmm registers.
+pub const WR: usize = 12;
+
+#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
 /// The 6 x 16 register tile: C[0..6][0..16] = bias (or C) + sum over kb of A[r][k] B[k][0..16].
 /// A's six rows are broadcast one value at a time from where they lie (stride lda); B's panel
 /// is read 16 values a step.
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn tile(
     kb: usize,
@@ -79,6 +87,7 @@ pub(super) unsafe fn tile(
 /// B1[k]). Each loaded B vector feeds WR multiply-adds (the AVX2 tile's: 6), so the loads stay
 /// under one a multiply-add on CPUs with two 512-bit FMA ports. On AMD Zen 4, which runs a
 /// 512-bit FMA as two 256-bit halves, it halves the instructions for the same FLOPs.
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn tile_wide(
