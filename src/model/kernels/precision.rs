@@ -143,6 +143,12 @@ impl PackedWeight {
         }
     }
 
+    /// Whether `ready` makes a weight ready for `p` on this CPU (callers skip copying the weight
+    /// out where it does not).
+    pub fn takes_ready(p: Precision) -> bool {
+        p == Precision::Bf16 || (p == Precision::F32 && super::f32_gemm::chosen())
+    }
+
     /// A Linear's weight W (n x k, row-major) as B = W^T, for the route bf16 products take.
     pub fn weight(w: &[f32], n: usize, k: usize) -> PackedWeight {
         match bf16_route() {

@@ -4,7 +4,6 @@ use super::config::{Activation, BertConfig};
 use super::linear::Linear;
 use super::norm::LayerNorm;
 use crate::model::kernels::dropout::{maybe, maybe_attention, Dropout};
-use crate::model::kernels::f32_gemm;
 use crate::model::kernels::precision::{PackedWeight, Precision};
 use crate::model::kernels::{blas, matmul::matmul, padded_attention, softmax::masked_softmax};
 use candle_core::{DType, Module, Result, Tensor};
@@ -99,8 +98,7 @@ impl SelfAttention {
     pub fn set_precision(&mut self, p: Precision) -> Result<()> {
         self.qkv_packed = None;
         let qkv = [&self.query, &self.key, &self.value];
-        let takes_ready = p == Precision::Bf16 || (p == Precision::F32 && f32_gemm::chosen());
-        if takes_ready && qkv.iter().all(|l| l.frozen_cpu()) {
+        if PackedWeight::takes_ready(p) && qkv.iter().all(|l| l.frozen_cpu()) {
             let (h, k) = self.query.weight.dims2()?;
             let w = Tensor::cat(&qkv.map(|l| &l.weight), 0)?
                 .flatten_all()?

@@ -44,7 +44,7 @@ impl Linear {
     pub fn set_precision(&mut self, p: Precision) -> Result<()> {
         self.precision = p;
         self.packed = None;
-        if self.frozen_cpu() {
+        if PackedWeight::takes_ready(p) && self.frozen_cpu() {
             let (out, inp) = self.weight.dims2()?;
             let w = self.weight.flatten_all()?.to_vec1::<f32>()?;
             self.packed = PackedWeight::ready(p, &w, out, inp).map(Arc::new);
