@@ -34,8 +34,15 @@ impl ModelOpts {
         let base = matmuls(self.device);
         match (self.device, self.dtype) {
             (DeviceSpec::Cpu, Some(ComputeType::Bf16)) => {
+                // the attention's products follow where the bf16 head kernel serves
+                let attention = if condenser::model::kernels::bf16::supported() {
+                    "; attention's products in bf16 on condenser's AVX512-BF16 kernel (heads a \
+                    multiple of 32 wide)"
+                } else {
+                    "; attention in f32"
+                };
                 format!(
-                    "{base}; Linear products in bf16 on {}",
+                    "{base}; Linear products in bf16 on {}{attention}",
                     condenser::model::kernels::precision::bf16_backend()
                 )
             }

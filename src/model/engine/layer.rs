@@ -10,11 +10,12 @@
 //!   out = LN2(drop(f) + a)
 use super::gemm::Gemm;
 use super::packed::Packed;
-use super::packed_attention::{self, Heads};
+use super::packed_attention::{self, Heads, Products};
 use super::weights::LayerW;
 use crate::model::kernels::dropout_hash::Mask;
 use crate::model::kernels::gelu::{gelu_backward, gelu_in_place, gelu_into};
 use crate::model::kernels::layer_norm::{norm_buffers, residual_norm, residual_norm_backward};
+use crate::model::kernels::precision::Precision;
 use crate::model::kernels::vector::add_column_sums;
 use candle_core::Result;
 
@@ -93,12 +94,18 @@ pub fn forward(
     };
     let pk = |j: usize| w.packed[j].as_deref();
     let (mut ctx, mut lse) = (vec![0f32; t * h], vec![0f32; t * heads.heads]);
+    // attention's products in bf16 in a bf16 inference only (`Products::Bf16`)
+    let products = match g.precision {
+        Precision::Bf16 if !keep => Products::Bf16,
+        _ => Products::F32,
+    };
     packed_attention::forward(
         g.blas,
         &qkv,
         p,
         heads,
         sites.attention.as_ref(),
+        products,
         &mut ctx,
         &mut lse,
     )?;

@@ -7,9 +7,11 @@
 //!   dV = Pd^T dC,  dPd = dC V^T,  dS = P * (dPd * mask - D),  dQ = scale dS K,  dK = scale dS^T Q.
 //! Each (item, head) is one task with a scratch of 2 n x n; tasks run in parallel unless the
 //! caller is already one of several training threads. Without dropout, where it serves, a task's
-//! forward is one kernel instead (kernels/head_attention.rs: no n x n buffer, no BLAS call).
+//! forward is one kernel instead (kernels/head_attention.rs: no n x n buffer, no BLAS call), its
+//! products in bf16 for a bf16 inference where AVX512-BF16 serves (kernels/bf16/attention.rs).
 use super::packed::Packed;
 use super::threads::parallel;
+use crate::model::kernels::bf16::attention as bf16_head;
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
 use crate::model::kernels::dropout_hash::{self as mask, head_row_id, Mask};
 use crate::model::kernels::head_attention::{self, HeadIn};
@@ -23,6 +25,16 @@ pub struct Heads {
     pub heads: usize,
     pub dim: usize,
     pub scale: f32,
+}
+
+/// The precision of the attention's two products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Products {
+    F32,
+    /// bf16 where the bf16 kernel serves the head width, f32 elsewhere. Inference only: a
+    /// backward recomputes the scores in f32 against the forward's log-sum-exp, which bf16
+    /// scores would not match.
+    Bf16,
 }
 
 impl Heads {
@@ -94,12 +106,14 @@ fn with_scratch<R>(sizes: &[usize], f: impl FnOnce(&mut [Vec<f32>]) -> R) -> R {
 }
 
 /// Forward: ctx (rows x hidden) from qkv (rows x 3 hidden), and lse (rows x heads).
+#[allow(clippy::too_many_arguments)]
 pub fn forward(
     blas: &Blas,
     qkv: &[f32],
     p: &Packed,
     a: Heads,
     mask: Option<&Mask>,
+    products: Products,
     ctx: &mut [f32],
     lse: &mut [f32],
 ) -> Result<()> {
@@ -118,8 +132,10 @@ pub fn forward(
             scale: a.scale,
         }
     };
-    // without dropout one kernel does the head (kernels/head_attention.rs), where it serves
-    let fused = mask.is_none() && head_attention::serves(a.dim);
+    // without dropout one kernel does the head (kernels/head_attention.rs), where it serves; in
+    // bf16 the bf16 one
+    let bf16 = mask.is_none() && products == Products::Bf16 && bf16_head::serves(a.dim);
+    let fused = bf16 || (mask.is_none() && head_attention::serves(a.dim));
     let task = |(item, head): (usize, usize)| -> Result<()> {
         let x = head_in(item, head);
         let (r0, n, c) = (p.offsets()[item], x.n, head * a.dim);
@@ -137,18 +153,24 @@ pub fn forward(
             if let Some((ni, nh)) = next {
                 head_attention::prefetch_next(&head_in(ni, nh));
             }
-            return with_scratch(
-                &[head_attention::scratch_len(n, a.dim), n * a.dim, n],
-                |b| {
-                    let [scratch, out, l] = b else { unreachable!() };
-                    let (out, l) = (&mut out[..n * a.dim], &mut l[..n]);
+            let scratch_len = if bf16 {
+                bf16_head::scratch_len(n, a.dim)
+            } else {
+                head_attention::scratch_len(n, a.dim)
+            };
+            return with_scratch(&[scratch_len, n * a.dim, n], |b| {
+                let [scratch, out, l] = b else { unreachable!() };
+                let (out, l) = (&mut out[..n * a.dim], &mut l[..n]);
+                if bf16 {
+                    bf16_head::head_forward(x, scratch, out, l);
+                } else {
                     head_attention::head_forward(x, scratch, out, l);
-                    // SAFETY: as above
-                    unsafe { cp.put(out, r0, c, a.dim, h) };
-                    l.iter().enumerate().for_each(|(i, &li)| put_lse(i, li));
-                    Ok(())
-                },
-            );
+                }
+                // SAFETY: as above
+                unsafe { cp.put(out, r0, c, a.dim, h) };
+                l.iter().enumerate().for_each(|(i, &li)| put_lse(i, li));
+                Ok(())
+            });
         }
         let HeadIn { q, k, v, .. } = x;
         with_scratch(&[n * n, n * a.dim], |bufs| {

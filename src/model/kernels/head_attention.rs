@@ -24,9 +24,9 @@ use crate::dispatch;
 
 /// Query rows a block: a tile's accumulator rows.
 const R: usize = 6;
-/// Output columns a tile, and keys a panel: two AVX2 registers, so R x C is 12 of AVX2's 16
+/// Output columns a tile, and keys a panel (`pack_keys`): two AVX2 registers, so R x C is 12 of AVX2's 16
 /// registers, with two for a row of the right operand and one for the broadcast left element.
-const C: usize = 16;
+pub(crate) const C: usize = 16;
 // a score row padded to whole panels is whole vectors of the row kernels' lanes
 const _: () = assert!(C.is_multiple_of(LANES));
 /// One AVX2 vector: the exp loop's step per row.
@@ -115,7 +115,7 @@ pub fn prefetch_next(x: &HeadIn<'_>) {
 /// K^T for one head in panels of C keys (`kt[p C d + dd C + j]` = key pC + j's value dd; zeros
 /// past key n). On AVX2 eight keys by eight dims at a time through an 8 x 8 register transpose:
 /// element by element this was a tenth of the kernel on 187-token texts (perf, Zen 3, issue 35).
-fn pack_keys(k: &[f32], ld: usize, n: usize, d: usize, kt: &mut [f32]) {
+pub(crate) fn pack_keys(k: &[f32], ld: usize, n: usize, d: usize, kt: &mut [f32]) {
     let np = n.div_ceil(C) * C;
     assert!(kt.len() >= np * d && (n == 0 || k.len() >= (n - 1) * ld + d));
     #[cfg(target_arch = "x86_64")]
@@ -183,6 +183,75 @@ unsafe fn pack_keys_avx2(k: &[f32], ld: usize, n: usize, d: usize, kt: &mut [f32
     }
 }
 
+/// Rows of a block whose exp pass runs together (`softmax_rows`).
+const SOFTMAX_GROUP: usize = 6;
+
+/// A block of `RR` score rows (`np` wide, `rows` of them real, keys past `n` padding) turned
+/// into unnormalised probabilities in place, exp((s - max) scale) as 2^((s - max) scale log2 e)
+/// with `scale2` = scale log2 e, and each real row's log-sum-exp into `lse`; returns each row's
+/// 1 / sum, which the caller applies to the context rows. Rows past `rows` are computed (a vector
+/// column of six rows at a time; one row at a time ran 7% slower on 187-token texts: issue 35,
+/// Zen 3) but not read. Shared by this kernel and the bf16 one
+/// (`bf16::attention`), compiled inside each.
+#[inline(always)]
+pub(crate) fn softmax_rows<const RR: usize, const L: usize>(
+    s: &mut [f32],
+    np: usize,
+    n: usize,
+    rows: usize,
+    scale2: f32,
+    lse: &mut [f32],
+) -> [f32; RR] {
+    assert!(np.is_multiple_of(L) && s.len() >= RR * np && rows <= RR && n <= np);
+    assert!(RR.is_multiple_of(SOFTMAX_GROUP));
+    // each row's maximum (the padding keys' scores become -inf: probability 0, so every pass
+    // runs over whole vectors); rows past the text's end keep a maximum 0
+    let mut m2 = [0f32; RR];
+    for (r, m) in m2.iter_mut().enumerate().take(rows) {
+        let row = &mut s[r * np..(r + 1) * np];
+        row[n..].fill(f32::NEG_INFINITY);
+        // scale > 0, so the scaled maximum is the maximum scaled (rounding is monotonic); m2's
+        // rounding shifts every exponent of the row alike, which the 1 / sum undoes
+        *m = max(row) * scale2;
+    }
+    // the exp up to the last vector holding a key; past it the probabilities are zeros
+    let ne = n.next_multiple_of(L);
+    let mut acc = [[0f32; L]; RR];
+    let s = &mut s[..RR * np];
+    // SOFTMAX_GROUP rows a pass: their sums stay in registers (12 rows' spilled to the stack in
+    // the bf16 kernel); each row's sums take the same order in any grouping
+    for (g, accs) in acc.chunks_exact_mut(SOFTMAX_GROUP).enumerate() {
+        let r0 = g * SOFTMAX_GROUP;
+        for j in (0..ne).step_by(L) {
+            for (i, a) in accs.iter_mut().enumerate() {
+                let m = m2[r0 + i];
+                let e = &mut s[(r0 + i) * np + j..(r0 + i) * np + j + L];
+                for (a, e) in a.iter_mut().zip(e.iter_mut()) {
+                    *e = exp2_small(e.mul_add(scale2, -m));
+                    *a += *e;
+                }
+            }
+        }
+        for i in 0..SOFTMAX_GROUP {
+            s[(r0 + i) * np + ne..(r0 + i + 1) * np].fill(0.0);
+        }
+    }
+    let mut inv = [0f32; RR];
+    for r in 0..rows {
+        let total: f32 = acc[r].iter().sum();
+        inv[r] = 1.0 / total;
+        lse[r] = m2[r].mul_add(std::f32::consts::LN_2, total.ln());
+    }
+    inv
+}
+
+/// Ask for the head's rows into L1 before it runs (see `prefetch_rows`).
+#[inline(always)]
+pub(crate) fn prefetch_now(x: &HeadIn<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    prefetch_rows::<{ std::arch::x86_64::_MM_HINT_T0 }>(x);
+}
+
 dispatch! {
     /// ctx (n x d, packed) = softmax(q k^T * scale) v and `lse[i]` = row i's log-sum-exp of the
     /// scaled scores, as packed_attention's forward keeps it. `scratch` holds at least
@@ -196,8 +265,7 @@ dispatch! {
         let (vp, rest) = rest.split_at_mut(np * d);
         let (s, qb) = rest.split_at_mut(R * np);
         let qb = &mut qb[..R * d];
-        #[cfg(target_arch = "x86_64")]
-        prefetch_rows::<{ std::arch::x86_64::_MM_HINT_T0 }>(&x);
+        prefetch_now(&x);
         // K^T in panels of C keys: panel p holds, column by column, keys pC .. pC + C (zeros
         // past the text's end)
         pack_keys(k, ld, n, d, kt);
@@ -230,37 +298,7 @@ dispatch! {
                     s[r * np + p * C..r * np + (p + 1) * C].copy_from_slice(a);
                 }
             }
-            // each row's maximum (the padding keys' scores become -inf: probability 0, so every
-            // pass runs over whole vectors); rows past the text's end keep zeros and a maximum 0
-            let mut m2 = [0f32; R];
-            for (r, m) in m2.iter_mut().enumerate().take(rows) {
-                let row = &mut s[r * np..(r + 1) * np];
-                row[n..].fill(f32::NEG_INFINITY);
-                // scale > 0, so the scaled maximum is the maximum scaled (rounding is monotonic);
-                // m2's rounding shifts every exponent of the row alike, which the 1 / sum undoes
-                *m = max(row) * scale2;
-            }
-            // probabilities unnormalised, exp((s - max) scale) = 2^((s - max) scale log2 e), and
-            // their sums: the block's R rows a vector column at a time (one row at a time ran 7%
-            // slower on 187-token texts: issue 35, Zen 3)
-            let mut acc = [[0f32; EXP_LANES]; R];
-            let s = &mut s[..R * np];
-            for j in (0..np).step_by(EXP_LANES) {
-                for (r, a) in acc.iter_mut().enumerate() {
-                    let m = m2[r];
-                    let e = &mut s[r * np + j..r * np + j + EXP_LANES];
-                    for (a, e) in a.iter_mut().zip(e.iter_mut()) {
-                        *e = exp2_small(e.mul_add(scale2, -m));
-                        *a += *e;
-                    }
-                }
-            }
-            let mut inv = [0f32; R];
-            for r in 0..rows {
-                let total: f32 = acc[r].iter().sum();
-                inv[r] = 1.0 / total;
-                lse[i0 + r] = m2[r].mul_add(std::f32::consts::LN_2, total.ln());
-            }
+            let inv = softmax_rows::<R, EXP_LANES>(s, np, n, rows, scale2, &mut lse[i0..]);
             for c0 in (0..d).step_by(C) {
                 let acc = tile(s, np, &vp[c0 * np..], C, n);
                 for (r, a) in acc.iter().enumerate().take(rows) {

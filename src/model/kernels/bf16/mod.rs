@@ -7,6 +7,7 @@
 //!
 //! The B operand (a Linear's weight) is packed once into [`PackedB`]; A (activations) is
 //! converted once per product into rows of k-pair words, which the tile reads where they lie.
+pub mod attention;
 mod kernel;
 mod matrix;
 
