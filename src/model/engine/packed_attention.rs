@@ -32,7 +32,7 @@ pub struct Heads {
 /// tokens 13-15 against 9-10, 14 tokens 23-25 against 15-20, 27 tokens 32-35 against 31-40, 40
 /// tokens 41-45 against 41-46, 64 tokens 67-68 against 82-84; the bf16 kernel pads the keys to
 /// 32 and runs 12-row blocks).
-const BF16_MIN_TOKENS: usize = 48;
+pub const BF16_MIN_TOKENS: usize = 48;
 
 /// The precision of the attention's two products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
