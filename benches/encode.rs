@@ -19,7 +19,7 @@ use candle_core::Device;
 use condenser::data::{retrieval, PairColumns, Pairs};
 use condenser::model::engine::{in_threads, Gemm};
 use condenser::model::kernels::blas::blas;
-use condenser::model::kernels::f32_gemm::{self, PackedF32};
+use condenser::model::kernels::f32_gemm;
 use condenser::model::kernels::precision::{PackedWeight, Precision};
 use condenser::model::kernels::{isa, precision::bf16_route, precision::Bf16Route};
 use condenser::model::{BertConfig, CrossEncoderModel, SentenceEncoder};
@@ -188,7 +188,6 @@ fn gemm_gflops(c: &BertConfig, p: Precision, rows: usize, threads: usize) -> f64
             blas: blas().expect("a BLAS (datasets/fetch.sh)"),
             precision: p,
         };
-        let own = p == Precision::F32 && f32_gemm::chosen();
         // (out, in, x, w, b, w packed) a product
         #[allow(clippy::type_complexity)]
         let ops: Vec<(
@@ -203,13 +202,7 @@ fn gemm_gflops(c: &BertConfig, p: Precision, rows: usize, threads: usize) -> f64
             .map(|&(out, inp)| {
                 let x = (0..rows * inp).map(|v| (v % 7) as f32 * 0.1).collect();
                 let w: Vec<f32> = (0..out * inp).map(|v| (v % 5) as f32 * 0.01).collect();
-                let packed = match p {
-                    Precision::F32 if own => {
-                        Some(PackedWeight::F32(PackedF32::weight(&w, out, inp)))
-                    }
-                    Precision::Bf16 => Some(PackedWeight::weight(&w, out, inp)),
-                    _ => None,
-                };
+                let packed = PackedWeight::ready(p, &w, out, inp);
                 (out, inp, x, w, vec![0.5f32; out], packed)
             })
             .collect();

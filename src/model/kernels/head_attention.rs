@@ -24,8 +24,9 @@ use crate::dispatch;
 
 /// Query rows a block: a tile's accumulator rows.
 const R: usize = 6;
-/// Output columns a tile, and keys a panel (`pack_keys`): two AVX2 registers, so R x C is 12 of AVX2's 16
-/// registers, with two for a row of the right operand and one for the broadcast left element.
+/// Output columns a tile, and keys a panel (`pack_keys`): two AVX2 registers, so R x C is 12 of
+/// AVX2's 16 registers, with two for a row of the right operand and one for the broadcast left
+/// element.
 pub(crate) const C: usize = 16;
 // a score row padded to whole panels is whole vectors of the row kernels' lanes
 const _: () = assert!(C.is_multiple_of(LANES));

@@ -134,13 +134,10 @@ impl PackedWeight {
     /// A frozen weight W (n x k, row-major) made ready for `p`'s products on this CPU, or None
     /// where `p` takes no ready weight (f16; f32 on the BLAS).
     pub fn ready(p: Precision, w: &[f32], n: usize, k: usize) -> Option<PackedWeight> {
-        match p {
-            Precision::Bf16 => Some(PackedWeight::weight(w, n, k)),
-            Precision::F32 if super::f32_gemm::chosen() => {
-                Some(PackedWeight::F32(PackedF32::weight(w, n, k)))
-            }
-            _ => None,
-        }
+        PackedWeight::takes_ready(p).then(|| match p {
+            Precision::F32 => PackedWeight::F32(PackedF32::weight(w, n, k)),
+            _ => PackedWeight::weight(w, n, k),
+        })
     }
 
     /// Whether `ready` makes a weight ready for `p` on this CPU (callers skip copying the weight

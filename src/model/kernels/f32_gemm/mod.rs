@@ -9,8 +9,9 @@
 //! 92-97% (alone; ~92% inside an encode, where OpenBLAS's were ~90%), and the bias copy a BLAS
 //! needs (beta = 1 over a C filled with the bias) goes. On an AMD Zen 4 (AVX-512 on 256-bit halves)
 //! it ran MiniLM's encode 3-6% faster than OpenBLAS's SkylakeX kernel (7-14% with the attention
-//! kernel as well); on the AVX-512 class it runs a 12 x 32 tile (`tiles::tile_wide`, the same bits). Intel AVX-512 CPUs and Zen 5 keep the BLAS
-//! by default until it is measured there (`isa::own_f32_kernels`).
+//! kernel as well); on the AVX-512 class it runs a 12 x 32 tile (`tiles::tile_wide`, the same
+//! bits). Intel AVX-512 CPUs and Zen 5 keep the BLAS by default until it is measured there
+//! (`isa::own_f32_kernels`).
 //!
 //! Each output element is one k-ordered sum (in blocks of at most `KC_MAX`), single-threaded: the
 //! engine runs its batches on threads of its own, so the bits never depend on the thread count.
