@@ -40,7 +40,7 @@ pub enum Products {
     F32,
     /// bf16 where the bf16 kernel serves the head width, f32 elsewhere. Inference only: a
     /// backward recomputes the scores in f32 against the forward's log-sum-exp, which bf16
-    /// scores would not match.
+    /// scores would not match, so the bf16 kernel's heads leave `lse` as it is.
     Bf16,
 }
 
@@ -112,7 +112,8 @@ fn with_scratch<R>(sizes: &[usize], f: impl FnOnce(&mut [Vec<f32>]) -> R) -> R {
     })
 }
 
-/// Forward: ctx (rows x hidden) from qkv (rows x 3 hidden), and lse (rows x heads).
+/// Forward: ctx (rows x hidden) from qkv (rows x 3 hidden), and lse (rows x heads) but for the
+/// heads of `Products::Bf16`'s kernel.
 #[allow(clippy::too_many_arguments)]
 pub fn forward(
     blas: &Blas,
@@ -171,13 +172,14 @@ pub fn forward(
                 let [scratch, out, l] = b else { unreachable!() };
                 let (out, l) = (&mut out[..n * a.dim], &mut l[..n]);
                 if bf16 {
-                    bf16_head::head_forward(x, scratch, out, l);
+                    // inference only (`Products::Bf16`): no backward reads lse, left as it is
+                    bf16_head::head_forward(x, scratch, out);
                 } else {
                     head_attention::head_forward(x, scratch, out, l);
+                    l.iter().enumerate().for_each(|(i, &li)| put_lse(i, li));
                 }
                 // SAFETY: as above
                 unsafe { cp.put(out, r0, c, a.dim, h) };
-                l.iter().enumerate().for_each(|(i, &li)| put_lse(i, li));
                 Ok(())
             });
         }

@@ -184,30 +184,25 @@ unsafe fn pack_keys_avx2(k: &[f32], ld: usize, n: usize, d: usize, kt: &mut [f32
     }
 }
 
-/// Rows of a block whose exp pass runs together (`softmax_rows`).
-const SOFTMAX_GROUP: usize = 6;
-
-/// A block of `RR` score rows (`np` wide, `rows` of them real, keys past `n` padding) turned
-/// into unnormalised probabilities in place, exp((s - max) scale) as 2^((s - max) scale log2 e)
-/// with `scale2` = scale log2 e, and each real row's log-sum-exp into `lse`; returns each row's
+/// A block of R score rows (`np` wide, `rows` of them real, keys past `n` padding) turned into
+/// unnormalised probabilities in place, exp((s - max) scale) as 2^((s - max) scale log2 e) with
+/// `scale2` = scale log2 e, and each real row's log-sum-exp into `lse`; returns each row's
 /// 1 / sum, which the caller applies to the context rows. Rows past `rows` are computed (a vector
-/// column of six rows at a time; one row at a time ran 7% slower on 187-token texts: issue 35,
-/// Zen 3) but not read. Shared by this kernel and the bf16 one
-/// (`bf16::attention`), compiled inside each.
+/// column of the block's rows at a time; one row at a time ran 7% slower on 187-token texts:
+/// issue 35, Zen 3) but not read.
 #[inline(always)]
-pub(crate) fn softmax_rows<const RR: usize, const L: usize>(
+fn softmax_rows(
     s: &mut [f32],
     np: usize,
     n: usize,
     rows: usize,
     scale2: f32,
     lse: &mut [f32],
-) -> [f32; RR] {
-    assert!(np.is_multiple_of(L) && s.len() >= RR * np && rows <= RR && n <= np);
-    assert!(RR.is_multiple_of(SOFTMAX_GROUP));
+) -> [f32; R] {
+    assert!(np.is_multiple_of(EXP_LANES) && s.len() >= R * np && rows <= R && n <= np);
     // each row's maximum (the padding keys' scores become -inf: probability 0, so every pass
     // runs over whole vectors); rows past the text's end keep a maximum 0
-    let mut m2 = [0f32; RR];
+    let mut m2 = [0f32; R];
     for (r, m) in m2.iter_mut().enumerate().take(rows) {
         let row = &mut s[r * np..(r + 1) * np];
         row[n..].fill(f32::NEG_INFINITY);
@@ -216,28 +211,23 @@ pub(crate) fn softmax_rows<const RR: usize, const L: usize>(
         *m = max(row) * scale2;
     }
     // the exp up to the last vector holding a key; past it the probabilities are zeros
-    let ne = n.next_multiple_of(L);
-    let mut acc = [[0f32; L]; RR];
-    let s = &mut s[..RR * np];
-    // SOFTMAX_GROUP rows a pass: their sums stay in registers (12 rows' spilled to the stack in
-    // the bf16 kernel); each row's sums take the same order in any grouping
-    for (g, accs) in acc.chunks_exact_mut(SOFTMAX_GROUP).enumerate() {
-        let r0 = g * SOFTMAX_GROUP;
-        for j in (0..ne).step_by(L) {
-            for (i, a) in accs.iter_mut().enumerate() {
-                let m = m2[r0 + i];
-                let e = &mut s[(r0 + i) * np + j..(r0 + i) * np + j + L];
-                for (a, e) in a.iter_mut().zip(e.iter_mut()) {
-                    *e = exp2_small(e.mul_add(scale2, -m));
-                    *a += *e;
-                }
+    let ne = n.next_multiple_of(EXP_LANES);
+    let mut acc = [[0f32; EXP_LANES]; R];
+    let s = &mut s[..R * np];
+    for j in (0..ne).step_by(EXP_LANES) {
+        for (i, a) in acc.iter_mut().enumerate() {
+            let m = m2[i];
+            let e = &mut s[i * np + j..i * np + j + EXP_LANES];
+            for (a, e) in a.iter_mut().zip(e.iter_mut()) {
+                *e = exp2_small(e.mul_add(scale2, -m));
+                *a += *e;
             }
         }
-        for i in 0..SOFTMAX_GROUP {
-            s[(r0 + i) * np + ne..(r0 + i + 1) * np].fill(0.0);
-        }
     }
-    let mut inv = [0f32; RR];
+    for i in 0..R {
+        s[i * np + ne..(i + 1) * np].fill(0.0);
+    }
+    let mut inv = [0f32; R];
     for r in 0..rows {
         let total: f32 = acc[r].iter().sum();
         inv[r] = 1.0 / total;
@@ -299,7 +289,7 @@ dispatch! {
                     s[r * np + p * C..r * np + (p + 1) * C].copy_from_slice(a);
                 }
             }
-            let inv = softmax_rows::<R, EXP_LANES>(s, np, n, rows, scale2, &mut lse[i0..]);
+            let inv = softmax_rows(s, np, n, rows, scale2, &mut lse[i0..]);
             for c0 in (0..d).step_by(C) {
                 let acc = tile(s, np, &vp[c0 * np..], C, n);
                 for (r, a) in acc.iter().enumerate().take(rows) {

@@ -1,19 +1,20 @@
 //! One head of self-attention with its two products in bf16 (inference in bf16 precision), as
 //! torch's bf16 models run attention: q, k and v rounded to bf16, the scores q k^T summed in f32
-//! by the bf16 tile, the softmax in f32 (`head_attention::softmax_rows`, the f32 kernel's), the
-//! unnormalised probabilities rounded to bf16 for the context's product, the 1 / sum applied to
-//! the f32 context rows. The f32 kernel (`head_attention`) ran both products at the f32 FMA
-//! rate, 17% of a bf16 document encode (perf, Zen 4, issue 35); `vdpbf16ps` does twice the
-//! multiply-adds an instruction.
+//! by the bf16 tile, the softmax in f32 with its unnormalised probabilities rounded to bf16 for
+//! the context's product as they are made (`probabilities`), the 1 / sum applied to the f32
+//! context rows. The f32 kernel (`head_attention`) ran both products at the f32 FMA rate, 17% of
+//! a bf16 document encode (perf, Zen 4, issue 35); `vdpbf16ps` does twice the multiply-adds an
+//! instruction. Inference only, so no log-sum-exp is kept: a backward recomputes the scores in
+//! f32 against the forward's, which bf16 scores would not match (`packed_attention::Products`).
 //!
 //! Layouts are the bf16 GEMM's: the left operand as rows of k-pair words read where they lie
 //! (the queries, all rows converted once; a block's probabilities), the right one in panels of
 //! NR columns x k-pairs (the keys as K^T, NR keys a panel; the values, NR head columns a panel).
-//! Keys past the text's end are zero words (their scores set to -inf by the softmax); values
-//! past it zero, so the padding's zero probabilities multiply zeros, never stale NaNs.
+//! Keys past the text's end are zero words (their probabilities written as zeros); values past
+//! it zero, so the padding's zero probabilities multiply zeros, never stale NaNs.
 use super::kernel::{tile_rows, Start};
 use super::matrix::{to_bf16, MR, NR};
-use crate::model::kernels::head_attention::{pack_keys, prefetch_now, softmax_rows, HeadIn, C};
+use crate::model::kernels::head_attention::{pack_keys, prefetch_now, HeadIn, C};
 
 // a bf16 panel of keys is whole f32 panels of `pack_keys`
 const _: () = assert!(NR.is_multiple_of(C));
@@ -58,10 +59,10 @@ pub fn scratch_len(n: usize, d: usize) -> usize {
     parts(n, d).iter().sum()
 }
 
-/// ctx (n x d, packed) = softmax(q k^T * scale) v in bf16 products and `lse[i]` = row i's
-/// log-sum-exp of the scaled scores, as `head_attention::head_forward` gives them in f32.
-/// `scratch` holds at least `scratch_len(n, d)` floats; `serves(d)` holds.
-pub fn head_forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], lse: &mut [f32]) {
+/// ctx (n x d, packed) = softmax(q k^T * scale) v in bf16 products, as
+/// `head_attention::head_forward` gives it in f32. `scratch` holds at least `scratch_len(n, d)`
+/// floats; `serves(d)` holds.
+pub fn head_forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
     let HeadIn {
         q, k, v, ld, n, d, ..
     } = x;
@@ -69,7 +70,7 @@ pub fn head_forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], lse: &m
         serves(d),
         "the bf16 attention kernel does not serve d = {d} here"
     );
-    assert!(ctx.len() >= n * d && lse.len() >= n && scratch.len() >= scratch_len(n, d));
+    assert!(ctx.len() >= n * d && scratch.len() >= scratch_len(n, d));
     let fits = |m: &[f32]| n == 0 || m.len() >= (n - 1) * ld + d;
     assert!(
         ld >= d && fits(q) && fits(k) && fits(v),
@@ -79,13 +80,13 @@ pub fn head_forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], lse: &m
         return;
     }
     // SAFETY: AVX512-BF16 checked by `serves`, every bound asserted above
-    unsafe { forward(x, scratch, ctx, lse) }
+    unsafe { forward(x, scratch, ctx) }
 }
 
 /// # Safety
 /// As `head_forward` asserts.
 #[target_feature(enable = "avx512f,avx512bf16")]
-unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], lse: &mut [f32]) {
+unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
     let HeadIn {
         q,
         k,
@@ -152,8 +153,6 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], lse: &mut
     let pairs = n.div_ceil(2);
     for i0 in (0..n).step_by(MR) {
         let rows = MR.min(n - i0);
-        // rows past the text's end: zero scores, computed by the softmax's vector loop, unread
-        s[rows * np..].fill(0.0);
         for (p, panel) in kw.chunks_exact(dp * NR).enumerate() {
             let (a, b) = (qw.as_ptr().add(i0 * dp), panel.as_ptr().cast::<u16>());
             tile_rows(
@@ -168,14 +167,7 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], lse: &mut
                 Start::Zero,
             );
         }
-        let inv = softmax_rows::<MR, 16>(s, np, n, rows, scale2, &mut lse[i0..]);
-        for (out, row) in halves(pw)
-            .chunks_exact_mut(np)
-            .zip(s.chunks_exact(np))
-            .take(rows)
-        {
-            out.iter_mut().zip(row).for_each(|(h, &x)| *h = to_bf16(x));
-        }
+        let inv = probabilities(s, np, n, rows, scale2, halves(pw));
         for (c, panel) in vw.chunks_exact(kp * NR).enumerate() {
             let out = ctx.as_mut_ptr().add(i0 * d + c * NR);
             let b = panel.as_ptr().cast::<u16>();
@@ -187,6 +179,89 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], lse: &mut
     }
 }
 
+/// 2^f on [-1/2, 1/2] to 2.7e-6 (a degree-4 fit, relative error weighted): the probabilities are
+/// rounded to bf16 (2^-9) after, so the f32 kernel's degree 6 buys nothing here.
+const EXP2_POLY: [f32; 5] = [
+    0.009_560_52,
+    0.055_917_12,
+    0.240_249_81,
+    0.693_121_97,
+    0.999_999_17,
+];
+
+/// A block's `rows` score rows (f32, `np` apart; keys from `n` on ignored) as unnormalised
+/// probabilities 2^(s scale2 - max scale2) rounded to bf16 into `p`'s rows (`np` halves apart;
+/// whole 16-key vectors written, zeros past `n`); returns each row's 1 / sum of the f32 values.
+/// One pass a row on AVX-512, `vcvtneps2bf16` writing the bf16 values as the exp makes them: the
+/// f32 kernel's softmax in place and a conversion pass after were 38% of a 187-token head, this
+/// pass is 22-26% (one thread, Zen 4, issue 35). NaN scores stay NaN; 2^u below 2^-125 is 0, as
+/// in `fastmath::exp2_small`.
+///
+/// # Safety
+/// AVX512F and AVX512-BF16 present.
+#[target_feature(enable = "avx512f,avx512bf16")]
+unsafe fn probabilities(
+    s: &[f32],
+    np: usize,
+    n: usize,
+    rows: usize,
+    scale2: f32,
+    p: &mut [u16],
+) -> [f32; MR] {
+    use std::arch::x86_64::*;
+    assert!(rows <= MR && 0 < n && n <= np && np.is_multiple_of(16));
+    assert!(s.len() >= rows * np && p.len() >= rows * np);
+    let vecs = n.div_ceil(16);
+    let last: __mmask16 = if n.is_multiple_of(16) {
+        0xffff
+    } else {
+        (1 << (n % 16)) - 1
+    };
+    // keys past n read as -inf: probability 0
+    let load = |r: usize, j: usize| {
+        let k = if j + 1 == vecs { last } else { 0xffff };
+        let at = s.as_ptr().add(r * np + 16 * j);
+        _mm512_mask_loadu_ps(_mm512_set1_ps(f32::NEG_INFINITY), k, at)
+    };
+    // every row's maximum first, so that no row's exp pass waits on its own maximum
+    let mut maxes = [0f32; MR];
+    for (r, m) in maxes.iter_mut().enumerate().take(rows) {
+        let mut mx = load(r, 0);
+        for j in 1..vecs {
+            mx = _mm512_max_ps(mx, load(r, j));
+        }
+        // scale > 0, so the scaled maximum is the maximum scaled; its rounding shifts every
+        // exponent of the row alike, which the 1 / sum undoes
+        *m = _mm512_reduce_max_ps(mx) * scale2;
+    }
+    let (lo, s2) = (_mm512_set1_ps(-125.0), _mm512_set1_ps(scale2));
+    let mut inv = [0f32; MR];
+    for (r, (&m, inv)) in maxes.iter().zip(&mut inv).enumerate().take(rows) {
+        let (neg_m, out) = (_mm512_set1_ps(-m), p.as_mut_ptr().add(r * np));
+        let mut sum = _mm512_setzero_ps();
+        for j in 0..vecs {
+            let u = _mm512_fmadd_ps(load(r, j), s2, neg_m);
+            // kept where not below -125, or NaN (a NaN score stays NaN: `max` returns its
+            // second operand then)
+            let keep = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(u, lo);
+            let uc = _mm512_max_ps(lo, u);
+            let whole =
+                _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(uc);
+            let f = _mm512_sub_ps(uc, whole); // exact, |f| <= 1/2
+            let mut poly = _mm512_set1_ps(EXP2_POLY[0]);
+            for &c in &EXP2_POLY[1..] {
+                poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(c));
+            }
+            let e = _mm512_maskz_scalef_ps(keep, poly, whole);
+            sum = _mm512_add_ps(sum, e);
+            let h: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(e));
+            _mm256_storeu_si256(out.add(16 * j).cast(), h);
+        }
+        *inv = 1.0 / _mm512_reduce_add_ps(sum);
+    }
+    inv
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,12 +271,12 @@ mod tests {
         from_bf16(to_bf16(x)) as f64
     }
 
-    /// Against attention over the bf16-rounded q, k and v in f64: the log-sum-exp within f32
-    /// rounding (the scores' products are exact in f32), the context within the probabilities'
-    /// own rounding (each within 2^-8 of itself, so the context within 2^-8 sum p|v| / sum p) plus
-    /// f32 rounding; head widths 32 and 64, lengths around the tiles' and panels' edges, inside a
-    /// qkv buffer with other heads' columns between the rows. The scratch starts as NaN: nothing
-    /// read may be left from before.
+    /// Against attention over the bf16-rounded q, k and v in f64: the context within the
+    /// probabilities' own rounding (each within 2^-8 of itself, so the context within 2^-8
+    /// sum p|v| / sum p) plus f32 rounding; head widths 32 and 64, lengths around the tiles' and
+    /// panels' edges, inside a qkv buffer with other heads' columns between the rows; values in
+    /// [-2, 2], and in [-8, 8] where most probabilities fall below 2^-125 (written as 0). The
+    /// scratch starts as NaN: nothing read may be left from before.
     #[test]
     fn head_forward_equals_rounded_attention_in_f64() {
         if !super::super::supported() {
@@ -212,17 +287,17 @@ mod tests {
             );
             return;
         }
-        for &d in &[32, 64] {
+        for (&d, amp) in [32, 64].iter().flat_map(|d| [(d, 2.0), (d, 8.0)]) {
             for &n in &[1, 2, 11, 12, 13, 31, 32, 33, 40, 131] {
                 let ld = 3 * d + 8;
                 let qkv: Vec<f32> = crate::model::kernels::test_data(n * ld + 2 * d, n as u32)
                     .into_iter()
-                    .map(|x| 2.0 * x)
+                    .map(|x| amp * x)
                     .collect();
                 let (q, k, v) = (&qkv[..], &qkv[d..], &qkv[2 * d..]);
                 let scale = 1.0 / (d as f32).sqrt();
                 let mut scratch = vec![f32::NAN; scratch_len(n, d)];
-                let (mut ctx, mut lse) = (vec![f32::NAN; n * d], vec![f32::NAN; n]);
+                let mut ctx = vec![f32::NAN; n * d];
                 let x = HeadIn {
                     q,
                     k,
@@ -232,7 +307,7 @@ mod tests {
                     d,
                     scale,
                 };
-                head_forward(x, &mut scratch, &mut ctx, &mut lse);
+                head_forward(x, &mut scratch, &mut ctx);
                 for i in 0..n {
                     let s: Vec<f64> = (0..n)
                         .map(|j| {
@@ -245,8 +320,6 @@ mod tests {
                     let m = s.iter().cloned().fold(f64::MIN, f64::max);
                     let p: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
                     let z: f64 = p.iter().sum();
-                    let got = lse[i] as f64;
-                    assert!((got - m - z.ln()).abs() < 1e-5, "n {n} d {d} row {i}: lse");
                     for c in 0..d {
                         let vj = |j: usize| round(v[j * ld + c]);
                         let want: f64 = (0..n).map(|j| p[j] * vj(j)).sum::<f64>() / z;
@@ -254,11 +327,43 @@ mod tests {
                         let got = ctx[i * d + c] as f64;
                         assert!(
                             (got - want).abs() <= spread / 256.0 + 1e-5,
-                            "n {n} d {d} ({i}, {c}): {got} vs {want}"
+                            "n {n} d {d} amp {amp} ({i}, {c}): {got} vs {want}"
                         );
                     }
                 }
             }
         }
+    }
+
+    /// A NaN key makes every row's context NaN, as in f32: no score is dropped as a number.
+    #[test]
+    fn a_nan_key_makes_every_row_nan() {
+        if !super::super::supported() {
+            crate::runtime::skipped(
+                "the bf16 attention kernel's NaN test",
+                "avx512bf16",
+                "this CPU has no AVX512-BF16 (the kernel's instruction)",
+            );
+            return;
+        }
+        let (n, d) = (40, 32);
+        let ld = 3 * d;
+        let mut qkv = crate::model::kernels::test_data(n * ld, 5);
+        qkv[17 * ld + d + 3] = f32::NAN; // key 17, dim 3
+        let (q, k, v) = (&qkv[..], &qkv[d..], &qkv[2 * d..]);
+        let mut scratch = vec![0f32; scratch_len(n, d)];
+        let mut ctx = vec![0f32; n * d];
+        let scale = 1.0 / (d as f32).sqrt();
+        let x = HeadIn {
+            q,
+            k,
+            v,
+            ld,
+            n,
+            d,
+            scale,
+        };
+        head_forward(x, &mut scratch, &mut ctx);
+        assert!(ctx.iter().all(|c| c.is_nan()));
     }
 }
