@@ -10,17 +10,18 @@
 //! at `[CLS]` only, but for its attention's two products over the layer's input rows), the GEMMs
 //! alone at the encode's shapes (one serial GEMM a thread, as encode runs them: in f32 on
 //! condenser's AVX2 kernel where it is chosen, CONDENSER_F32_GEMM=blas for the BLAS), and the CPU
-//! class's peak: threads x FLOPs a cycle x the clock /proc/cpuinfo reports (nominal), and in f32
-//! the FMA units' rate measured on every thread at once (`fma_peak_gflops`, the boost clock
-//! included) with the encode's share of it. Run by benches/encode_bench.py beside
+//! class's peak: threads x FLOPs a cycle x the clock /proc/cpuinfo reports (nominal), and the
+//! vector units' rate in the encode's precision measured on every thread at once
+//! (`measured_peak_gflops`, the boost clock included: f32 FMAs, or AVX512-BF16's pair products
+//! where condenser's bf16 kernel runs) with the encode's share of it (`of_measured_peak`). Run by benches/encode_bench.py beside
 //! sentence-transformers, or alone: `cargo bench --bench encode` (WORKLOAD=stsb,cranfield,ce
 //! DTYPE=f32|bf16 BATCH=32).
 use candle_core::Device;
 use condenser::data::{retrieval, PairColumns, Pairs};
 use condenser::model::engine::{in_threads, Gemm};
 use condenser::model::kernels::blas::blas;
-use condenser::model::kernels::f32_gemm;
 use condenser::model::kernels::precision::{PackedWeight, Precision};
+use condenser::model::kernels::{bf16, f32_gemm};
 use condenser::model::kernels::{isa, precision::bf16_route, precision::Bf16Route};
 use condenser::model::{BertConfig, CrossEncoderModel, SentenceEncoder};
 use indicatif::ProgressBar;
@@ -135,6 +136,47 @@ fn fma_chains_avx512(iters: usize) -> f32 {
     for _ in 0..iters {
         for x in acc.iter_mut() {
             *x = _mm512_fmadd_ps(*x, a, b);
+        }
+    }
+    _mm512_reduce_add_ps(acc.iter().fold(acc[0], |s, &x| _mm512_add_ps(s, x)))
+}
+
+/// GFLOP/s of the vector units in precision `p`, measured on every thread at once, best of 3:
+/// f32's FMAs (`fma_peak_gflops`), or bf16's pair products where condenser's kernel runs them
+/// (12 independent chains of `vdpbf16ps` a thread, 64 FLOPs each). The nominal figure missed
+/// the boost clock here too: Zen 4's bf16 GEMMs alone ran at 400-420 GFLOP/s against a nominal
+/// 332 (issue 35). None where oneMKL runs bf16 (AMX tiles: no loop here) or the class has no
+/// such unit.
+fn measured_peak_gflops(p: Precision, threads: usize) -> Option<f64> {
+    match p {
+        Precision::F32 => fma_peak_gflops(threads),
+        #[cfg(target_arch = "x86_64")]
+        Precision::Bf16 if bf16_route() == Bf16Route::Own && bf16::supported() => {
+            let iters = 50_000_000usize;
+            let run = |_| -> Result<(f64, f64), candle_core::Error> {
+                let t = Instant::now();
+                // SAFETY: AVX512F + AVX512-BF16 checked by bf16::supported
+                std::hint::black_box(unsafe { pair_chains_avx512bf16(iters) });
+                Ok((64.0 * 12.0 * iters as f64, t.elapsed().as_secs_f64()))
+            };
+            (0..3)
+                .map(|_| threads_gflops(threads, run))
+                .reduce(f64::max)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bf16")]
+fn pair_chains_avx512bf16(iters: usize) -> f32 {
+    use std::arch::x86_64::*;
+    // bf16 pairs of (1, 1): every lane adds 2 a step; the sum only keeps the loop alive
+    let ones: __m512bh = unsafe { std::mem::transmute(_mm512_set1_epi32(0x3f80_3f80)) };
+    let mut acc = [_mm512_setzero_ps(); 12];
+    for _ in 0..iters {
+        for x in acc.iter_mut() {
+            *x = _mm512_dpbf16_ps(*x, ones, ones);
         }
     }
     _mm512_reduce_add_ps(acc.iter().fold(acc[0], |s, &x| _mm512_add_ps(s, x)))
@@ -274,12 +316,9 @@ fn main() {
     .expect("run datasets/fetch.sh");
     let (fpc, how) = flops_per_cycle(precision);
     let peak = threads as f64 * fpc * mhz() / 1e3;
-    // measured once, before the workloads, on every thread (f32's FMA units; bf16 keeps the
-    // nominal figure, its pair products have no loop here)
-    let fma_peak = (precision == Precision::F32)
-        .then(|| fma_peak_gflops(threads))
-        .flatten();
-    let fma_json = fma_peak.map_or("null".to_string(), |g| format!("{g:.1}"));
+    // measured once, before the workloads, on every thread
+    let unit_peak = measured_peak_gflops(precision, threads);
+    let unit_json = unit_peak.map_or("null".to_string(), |g| format!("{g:.1}"));
     for w in workloads.split(',') {
         let (items, tokens, flops, seconds, rows, c) = match w {
             "stsb" | "cranfield" => {
@@ -367,7 +406,7 @@ fn main() {
             threads,
         );
         println!(
-            "{{\"workload\": {w:?}, \"cpu\": {:?}, \"class\": {:?}, \"matmul\": {:?}, \"precision\": {:?}, \"threads\": {threads}, \"batch\": {batch}, \"items\": {items}, \"tokens\": {tokens}, \"seconds\": {seconds:.4}, \"items_per_s\": {:.1}, \"gflops\": {:.1}, \"gemm_gflops\": {gemm:.1}, \"peak_gflops\": {peak:.1}, \"peak\": \"{threads} threads x {fpc} FLOPs/cycle ({how}) x {:.0} MHz\", \"fma_peak_gflops\": {fma_json}, \"of_fma_peak\": {}}}",
+            "{{\"workload\": {w:?}, \"cpu\": {:?}, \"class\": {:?}, \"matmul\": {:?}, \"precision\": {:?}, \"threads\": {threads}, \"batch\": {batch}, \"items\": {items}, \"tokens\": {tokens}, \"seconds\": {seconds:.4}, \"items_per_s\": {:.1}, \"gflops\": {:.1}, \"gemm_gflops\": {gemm:.1}, \"peak_gflops\": {peak:.1}, \"peak\": \"{threads} threads x {fpc} FLOPs/cycle ({how}) x {:.0} MHz\", \"measured_peak_gflops\": {unit_json}, \"of_measured_peak\": {}}}",
             condenser::runtime::cpu_model(),
             isa::describe(),
             if precision == Precision::F32 && f32_gemm::chosen() {
@@ -383,7 +422,7 @@ fn main() {
             items as f64 / seconds,
             flops / seconds / 1e9,
             mhz(),
-            fma_peak.map_or("null".to_string(), |g| format!("{:.3}", flops / seconds / 1e9 / g)),
+            unit_peak.map_or("null".to_string(), |g| format!("{:.3}", flops / seconds / 1e9 / g)),
         );
     }
 }
