@@ -73,9 +73,9 @@ fn bf16_embeddings_within_0_999_cosine_and_stsb_within_2e3() {
     assert!((got - want).abs() <= 2e-3, "{got} vs {want}");
 }
 
-/// Documents long enough for the attention's products in bf16 (kernels/bf16/attention.rs: texts
-/// of 48 tokens or more; the fixture's sentences are shorter): Cranfield's first 60 abstracts in
-/// bf16 within cosine 0.999 of f32, and not f32's bits.
+/// Documents, the attention's products in bf16 at 256-token lengths (kernels/bf16/attention.rs;
+/// the fixture's sentences test short texts): Cranfield's first 60 abstracts in bf16 within
+/// cosine 0.999 of f32, and not f32's bits.
 #[test]
 fn bf16_documents_within_0_999_cosine_of_f32() {
     if !bf16::supported() {

@@ -34,21 +34,12 @@ impl ModelOpts {
         let base = matmuls(self.device);
         match (self.device, self.dtype) {
             (DeviceSpec::Cpu, Some(ComputeType::Bf16)) => {
-                // the attention's products follow where the bf16 head kernel serves; shorter
-                // texts keep condenser's f32 attention kernel where it runs
-                // (engine::packed_attention::BF16_MIN_TOKENS)
-                let attention = if !condenser::model::kernels::bf16::supported() {
-                    "; attention in f32".to_string()
-                } else if condenser::model::kernels::isa::own_f32_kernels() {
-                    format!(
-                        "; attention's products in bf16 on condenser's AVX512-BF16 kernel (heads \
-                        a multiple of 32 wide, texts of {} tokens or more)",
-                        condenser::model::engine::BF16_MIN_TOKENS
-                    )
-                } else {
+                // the attention's products follow where the bf16 head kernel serves
+                let attention = if condenser::model::kernels::bf16::supported() {
                     "; attention's products in bf16 on condenser's AVX512-BF16 kernel (heads a \
                     multiple of 32 wide)"
-                        .to_string()
+                } else {
+                    "; attention in f32"
                 };
                 format!(
                     "{base}; Linear products in bf16 on {}{attention}",

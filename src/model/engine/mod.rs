@@ -32,6 +32,5 @@ pub use gemm::Gemm;
 pub use layer::LayerGrads;
 pub use leaf::{pad, Leaf};
 pub use packed::Packed;
-pub use packed_attention::BF16_MIN_TOKENS;
 pub use stack::{enabled, Engine, Forward, Grads, Infer};
 pub use threads::in_threads;

@@ -27,13 +27,6 @@ pub struct Heads {
     pub scale: f32,
 }
 
-/// The shortest text whose heads take the bf16 kernel where the f32 one serves too: below it the
-/// f32 kernel was faster (one head, one thread, d = 32, Zen 4, GFLOP/s f32 against bf16: 9
-/// tokens 13-15 against 9-10, 14 tokens 23-25 against 15-20, 27 tokens 32-35 against 31-40, 40
-/// tokens 41-45 against 41-46, 64 tokens 67-68 against 82-84; the bf16 kernel pads the keys to
-/// 32 and runs 12-row blocks).
-pub const BF16_MIN_TOKENS: usize = 48;
-
 /// The precision of the attention's two products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Products {
@@ -141,13 +134,16 @@ pub fn forward(
         }
     };
     // without dropout one kernel does the head (kernels/head_attention.rs), where it serves; in
-    // bf16 the bf16 one for texts of BF16_MIN_TOKENS or more (or where the f32 one does not serve)
+    // bf16 the bf16 one wherever it serves: since its one-pass softmax it was faster than the f32
+    // kernel at every length tried (one head, one thread, d = 32, Zen 4, GFLOP/s f32 against
+    // bf16: 9 tokens 15 against 18-19, 14: 21-24 against 28-31, 20: 21-26 against 41, 32: 46-51
+    // against 67-72, 48: 55-65 against 75-81; before it, the f32 kernel won below ~40 tokens)
     let f32_kernel = mask.is_none() && head_attention::serves(a.dim);
     let bf16_kernel = mask.is_none() && products == Products::Bf16 && bf16_head::serves(a.dim);
     let task = |(item, head): (usize, usize)| -> Result<()> {
         let x = head_in(item, head);
         let (r0, n, c) = (p.offsets()[item], x.n, head * a.dim);
-        let bf16 = bf16_kernel && (n >= BF16_MIN_TOKENS || !f32_kernel);
+        let bf16 = bf16_kernel;
         let fused = bf16 || f32_kernel;
         // SAFETY (both routes' writes): this task alone owns rows r0..r0+n of ctx's columns
         // c..c+dim and of lse's column `head`
