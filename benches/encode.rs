@@ -13,9 +13,9 @@
 //! class's peak: threads x FLOPs a cycle x the clock /proc/cpuinfo reports (nominal), and the
 //! vector units' rate in the encode's precision measured on every thread at once
 //! (`measured_peak_gflops`, the boost clock included: f32 FMAs, or AVX512-BF16's pair products
-//! where condenser's bf16 kernel runs) with the encode's share of it (`of_measured_peak`). Run by benches/encode_bench.py beside
-//! sentence-transformers, or alone: `cargo bench --bench encode` (WORKLOAD=stsb,cranfield,ce
-//! DTYPE=f32|bf16 BATCH=32).
+//! where condenser's bf16 kernel runs) with the encode's share of it (`of_measured_peak`). Run
+//! by benches/encode_bench.py beside sentence-transformers, or alone: `cargo bench --bench
+//! encode` (WORKLOAD=stsb,cranfield,ce DTYPE=f32|bf16 BATCH=32).
 use candle_core::Device;
 use condenser::data::{retrieval, PairColumns, Pairs};
 use condenser::model::engine::{in_threads, Gemm};
@@ -93,10 +93,7 @@ fn fma_peak_gflops(threads: usize) -> Option<f64> {
             std::hint::black_box(sink);
             Ok((2.0 * 12.0 * lanes * iters as f64, t.elapsed().as_secs_f64()))
         };
-        // best of 3: a round another process shares a core with reads low, none reads high
-        (0..3)
-            .map(|_| threads_gflops(threads, run))
-            .reduce(f64::max)
+        Some(best_of_3_gflops(threads, run))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -159,9 +156,7 @@ fn measured_peak_gflops(p: Precision, threads: usize) -> Option<f64> {
                 std::hint::black_box(unsafe { pair_chains_avx512bf16(iters) });
                 Ok((64.0 * 12.0 * iters as f64, t.elapsed().as_secs_f64()))
             };
-            (0..3)
-                .map(|_| threads_gflops(threads, run))
-                .reduce(f64::max)
+            Some(best_of_3_gflops(threads, run))
         }
         _ => None,
     }
@@ -278,6 +273,17 @@ fn threads_gflops(
     let flops: f64 = done.iter().map(|d| d.0).sum();
     let slowest = done.iter().map(|d| d.1).fold(0.0, f64::max);
     flops / slowest / 1e9
+}
+
+/// `threads_gflops` of `run`, best of 3 rounds: a round another process shares a core with
+/// reads low, none reads high.
+fn best_of_3_gflops(
+    threads: usize,
+    run: impl Fn(usize) -> Result<(f64, f64), candle_core::Error> + Sync,
+) -> f64 {
+    (0..3)
+        .map(|_| threads_gflops(threads, &run))
+        .fold(0.0, f64::max)
 }
 
 /// Best of 3 timed passes of `f` after one warm-up pass, in seconds.

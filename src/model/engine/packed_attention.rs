@@ -138,13 +138,11 @@ pub fn forward(
     // kernel at every length tried (one head, one thread, d = 32, Zen 4, GFLOP/s f32 against
     // bf16: 9 tokens 15 against 18-19, 14: 21-24 against 28-31, 20: 21-26 against 41, 32: 46-51
     // against 67-72, 48: 55-65 against 75-81; before it, the f32 kernel won below ~40 tokens)
-    let f32_kernel = mask.is_none() && head_attention::serves(a.dim);
-    let bf16_kernel = mask.is_none() && products == Products::Bf16 && bf16_head::serves(a.dim);
+    let bf16 = mask.is_none() && products == Products::Bf16 && bf16_head::serves(a.dim);
+    let fused = bf16 || (mask.is_none() && head_attention::serves(a.dim));
     let task = |(item, head): (usize, usize)| -> Result<()> {
         let x = head_in(item, head);
         let (r0, n, c) = (p.offsets()[item], x.n, head * a.dim);
-        let bf16 = bf16_kernel;
-        let fused = bf16 || f32_kernel;
         // SAFETY (both routes' writes): this task alone owns rows r0..r0+n of ctx's columns
         // c..c+dim and of lse's column `head`
         let put_lse = |i: usize, l: f32| unsafe { *lp.at((r0 + i) * a.heads + head) = l };
