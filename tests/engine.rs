@@ -381,15 +381,29 @@ fn first_token_forward_equals_the_full_forward_at_cls() {
 
 /// Inference does not change with the thread count: 1, 2 and 3 threads run the same batches
 /// (the cut never depends on the thread count) on different threads, and every embedding and
-/// every cross-encoder score is the same bits. It failed before each batch's products ran on a
-/// serial BLAS: on one thread OpenBLAS's own threads split the GEMMs and changed the bits.
+/// every cross-encoder score is the same bits, in f32 and, where the CPU has AVX512-BF16, in
+/// bf16. It failed before each batch's products ran on a serial BLAS: on one thread OpenBLAS's
+/// own threads split the GEMMs and changed the bits.
 #[test]
 fn inference_is_the_same_bits_on_any_thread_count() {
+    use condenser::model::kernels::{bf16, precision::Precision};
     use condenser::model::{CrossEncoderModel, SentenceEncoder};
     let stsb = stsb_dev();
     let n = 150;
     let bar = indicatif::ProgressBar::hidden();
     let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+    let enc_bf16 = bf16::supported().then(|| {
+        let mut e = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+        e.bert.set_precision(Precision::Bf16).unwrap();
+        e
+    });
+    if enc_bf16.is_none() {
+        condenser::runtime::skipped(
+            "bf16 inference across thread counts",
+            "avx512bf16",
+            "this CPU has no AVX512-BF16; f32 was checked",
+        );
+    }
     let d = tempfile::tempdir().unwrap();
     let ce = CrossEncoderModel::load(&common::cross_encoder(d.path()), &Device::Cpu).unwrap();
     let texts: Vec<&str> = stsb.sentence1.iter().take(n).map(String::as_str).collect();
@@ -404,10 +418,11 @@ fn inference_is_the_same_bits_on_any_thread_count() {
             .build()
             .unwrap();
         pool.install(|| {
-            (
-                enc.encode(&texts, 8, &bar).unwrap().data,
-                ce.predict(&pairs, 8, &bar).unwrap(),
-            )
+            let mut embeddings = enc.encode(&texts, 8, &bar).unwrap().data;
+            if let Some(e) = &enc_bf16 {
+                embeddings.extend(e.encode(&texts, 8, &bar).unwrap().data);
+            }
+            (embeddings, ce.predict(&pairs, 8, &bar).unwrap())
         })
     };
     let one = on(1);

@@ -10,9 +10,8 @@
 //! forward is one kernel instead (kernels/head_attention.rs: no n x n buffer, no BLAS call), its
 //! products in bf16 for a bf16 inference where AVX512-BF16 serves (kernels/bf16/attention.rs).
 use super::packed::Packed;
-use super::threads::parallel;
 use crate::model::kernels::bf16::attention as bf16_head;
-use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
+use crate::model::kernels::blas::{self, Blas, NO_TRANS, TRANS};
 use crate::model::kernels::dropout_hash::{self as mask, head_row_id, Mask};
 use crate::model::kernels::head_attention::{self, HeadIn};
 use crate::model::kernels::softmax;
@@ -285,8 +284,8 @@ fn run(p: &Packed, heads: usize, task: impl Fn((usize, usize)) -> Result<()> + S
         .flat_map(|i| (0..heads).map(move |h| (i, h)))
         .filter(|&(i, _)| p.lens()[i] > 0)
         .collect();
-    if parallel() && units.len() > 1 {
-        crate::model::kernels::blas::serial(|| units.par_iter().try_for_each(|&u| task(u)))
+    if units.len() > 1 && blas::may_split() {
+        blas::serial(|| units.par_iter().try_for_each(|&u| task(u)))
     } else {
         units.iter().try_for_each(|&u| task(u))
     }

@@ -1,13 +1,7 @@
 //! How the engine's kernels share the cores with the BLAS and with each other: a kernel splits its
-//! work only where the BLAS runs multi-threaded (else its caller is one of several threads), and a
-//! batch's parts run on threads of their own with a serial BLAS each.
-use crate::model::kernels::blas::{blas, serial};
-
-/// Whether kernels may split their work across threads: not when the caller is itself one of
-/// several training threads (then the BLAS has been made serial for it).
-pub(crate) fn parallel() -> bool {
-    rayon::current_num_threads() > 1 && blas().is_some_and(|b| !b.is_serial())
-}
+//! work only where the BLAS runs multi-threaded (`blas::may_split`; else its caller is one of
+//! several threads), and a batch's parts run on threads of their own with a serial BLAS each.
+use crate::model::kernels::blas::serial;
 
 /// Run `f(0) .. f(n - 1)` on `n` threads with a serial BLAS each (one thread: here, with the
 /// BLAS as it is), results in order: a batch's parts through the engine at once.

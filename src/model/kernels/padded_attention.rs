@@ -42,9 +42,7 @@ fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
 /// not itself one of several training threads (then OpenBLAS is already serial).
 fn per_item(out: &mut [f32], items: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     let per = out.len() / items.max(1);
-    let blas = blas().expect("checked by usable()");
-    let parallel = items > 1 && rayon::current_num_threads() > 1 && !blas.is_serial();
-    if parallel {
+    if items > 1 && super::blas::may_split() {
         super::blas::serial(|| {
             out.par_chunks_mut(per)
                 .enumerate()

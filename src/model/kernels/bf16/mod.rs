@@ -147,7 +147,12 @@ fn run(
     a.to_bf16_into_rows(m, b.k, 2 * b.pairs, halves);
     let words = &words[..];
     let panels = n.div_ceil(NR);
-    let threads = rayon::current_num_threads();
+    // on the caller's thread alone where it is one of several (`blas::may_split`)
+    let threads = if super::blas::may_split() {
+        rayon::current_num_threads()
+    } else {
+        1
+    };
     let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         // SAFETY: CPU support and shapes checked by `check`; tasks get disjoint blocks of C
         unsafe { block(words, rows, b, cols, out, ldc, bias, accumulate) }

@@ -70,6 +70,15 @@ pub fn serial<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether a kernel may split its work across rayon's threads: not where the BLAS is serial (its
+/// caller is then one of several threads with a core each: the engine's batches, a training
+/// step's parts), nor on one thread. A split there put two threads on each core: the bf16 GEMM,
+/// split so under the engine's two batch threads, ran bf16 Cranfield at 71.6-73.7 documents/s
+/// against 80.8-81.9 kept on its caller's core (issue 35, 2-core Zen 4).
+pub fn may_split() -> bool {
+    rayon::current_num_threads() > 1 && !blas().is_some_and(Blas::is_serial)
+}
+
 /// What runs CPU f32 matmuls, for summaries and benchmarks.
 pub fn describe() -> String {
     match blas() {
