@@ -3,7 +3,7 @@
 
     bash datasets/fetch.sh && cargo build --release && pip install sentence-transformers pyarrow
     python3 benches/encode_bench.py [--threads 2] [--batch 32] [--dtype f32|bf16|both]
-                                    [--workloads stsb,cranfield,ce] [--process]
+                                    [--workloads stsb,cranfield,ce] [--process] [--class avx2]
 
 Workloads (benches/encode.rs is condenser's side, run as `cargo bench --bench encode`):
 - stsb: STSb test sentences (both columns, 2,758), SentenceTransformer.encode;
@@ -14,6 +14,10 @@ Workloads (benches/encode.rs is condenser's side, run as `cargo bench --bench en
 Each side reports its best of 3 timed passes after a warm-up, in-process, with the same thread
 count. bf16: sentence-transformers' model cast to torch.bfloat16 (oneDNN: AMX on Intel, AVX512-BF16
 on AMD Zen 4+), condenser with DTYPE=bf16 (its Linears' products in bf16, f32 elsewhere).
+--class avx2 holds both sides to the AVX2+FMA class (AMD Zen 2/3, Intel client) on a wider CPU, as
+benches/train_memory_bench.py does (its CLASS_ENV): condenser with CONDENSER_ISA=avx2 and OpenBLAS's
+Haswell kernel, PyTorch with ATEN_CPU_CAPABILITY=avx2, MKL_ENABLE_INSTRUCTIONS=AVX2 and
+ONEDNN_MAX_CPU_ISA=AVX2 (f32 only: neither side has a bf16 path on that class).
 --process also times whole processes on a 10-sentence file: `condenser encode` (load, tokenizer,
 forward, Parquet write) against a Python process that imports sentence-transformers and encodes.
 """
@@ -21,6 +25,8 @@ import argparse, json, os, subprocess, sys, tempfile, time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from train_memory_bench import CLASS_ENV
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "datasets/model/all-MiniLM-L6-v2")
@@ -89,8 +95,8 @@ def reference(workload, threads, batch, dtype):
     return {"items": len(texts), "seconds": s, "items_per_s": len(texts) / s}
 
 
-def ours(workload, threads, batch, dtype):
-    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), BATCH=str(batch), DTYPE=dtype,
+def ours(workload, threads, batch, dtype, cls="native"):
+    env = dict(os.environ, **CLASS_ENV[cls][0], RAYON_NUM_THREADS=str(threads), BATCH=str(batch), DTYPE=dtype,
                WORKLOAD=workload, CE_MODEL=CE)
     out = subprocess.run(["cargo", "bench", "--quiet", "--bench", "encode"], cwd=ROOT, env=env,
                          capture_output=True, text=True, check=True).stdout
@@ -134,13 +140,18 @@ if __name__ == "__main__":
     ap.add_argument("--dtype", choices=["f32", "bf16", "both"], default="both")
     ap.add_argument("--workloads", default="stsb,cranfield,ce")
     ap.add_argument("--process", action="store_true")
+    ap.add_argument("--class", dest="cls", choices=sorted(CLASS_ENV), default="native")
     a = ap.parse_args()
+    if a.cls != "native" and a.dtype != "f32":
+        ap.error(f"--class {a.cls} measures f32 only: pass --dtype f32")
+    # before torch is imported: its kernels are chosen at import
+    os.environ.update(CLASS_ENV[a.cls][1])
     make_cross_encoder()
     for dtype in (["f32", "bf16"] if a.dtype == "both" else [a.dtype]):
         for w in a.workloads.split(","):
-            c = ours(w, a.threads, a.batch, dtype)
+            c = ours(w, a.threads, a.batch, dtype, a.cls)
             s = reference(w, a.threads, a.batch, dtype)
-            print(json.dumps({"workload": w, "dtype": dtype, "condenser": c,
+            print(json.dumps({"workload": w, "dtype": dtype, "class": a.cls, "condenser": c,
                               "sentence_transformers": s,
                               "ratio": c["items_per_s"] / s["items_per_s"]}), flush=True)
     if a.process:
