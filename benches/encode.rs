@@ -299,7 +299,10 @@ fn best_of_3(mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    condenser::runtime::tune_allocator(); // as the binary does
+    // the process's settings as the binary makes them (src/main.rs): the allocator, OpenBLAS's
+    // kernel and candle's serial pool (until 2026-11-27 the bench ran the libraries' defaults)
+    condenser::runtime::tune_allocator();
+    condenser::model::kernels::blas::prepare_env();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let precision = match std::env::var("DTYPE").as_deref() {
         Ok("bf16") => Precision::Bf16,
