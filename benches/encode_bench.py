@@ -96,8 +96,8 @@ def reference(workload, threads, batch, dtype):
 
 
 def ours(workload, threads, batch, dtype, cls="native"):
-    env = dict(os.environ, **CLASS_ENV[cls][0], RAYON_NUM_THREADS=str(threads), BATCH=str(batch), DTYPE=dtype,
-               WORKLOAD=workload, CE_MODEL=CE)
+    env = dict(os.environ, **CLASS_ENV[cls][0], RAYON_NUM_THREADS=str(threads), BATCH=str(batch),
+               DTYPE=dtype, WORKLOAD=workload, CE_MODEL=CE)
     out = subprocess.run(["cargo", "bench", "--quiet", "--bench", "encode"], cwd=ROOT, env=env,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
