@@ -58,6 +58,13 @@ impl<'a> MatRef<'a> {
             cs: ld,
         }
     }
+    /// The view from row `i` on.
+    pub(super) fn offset_rows(&self, i: usize) -> MatRef<'a> {
+        MatRef {
+            data: &self.data[i * self.rs..],
+            ..*self
+        }
+    }
     pub(super) fn at(&self, i: usize, j: usize) -> f32 {
         self.data[i * self.rs + j * self.cs]
     }

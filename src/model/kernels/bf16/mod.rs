@@ -138,14 +138,6 @@ fn run(
     if m == 0 || n == 0 {
         return;
     }
-    // A once as rows of k-pair words (an odd k's last half stays zero)
-    let mut words = vec![0u32; m * b.pairs];
-    // SAFETY: the u32 buffer seen as twice as many u16, its own length and a smaller alignment
-    let halves = unsafe {
-        std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u16>(), 2 * words.len())
-    };
-    a.to_bf16_into_rows(m, b.k, 2 * b.pairs, halves);
-    let words = &words[..];
     let panels = n.div_ceil(NR);
     // on the caller's thread alone where it is one of several (`blas::may_split`)
     let threads = if super::blas::may_split() {
@@ -155,7 +147,7 @@ fn run(
     };
     let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         // SAFETY: CPU support and shapes checked by `check`; tasks get disjoint blocks of C
-        unsafe { block(words, rows, b, cols, out, ldc, bias, accumulate) }
+        unsafe { block(a, rows, b, cols, out, ldc, bias, accumulate) }
     };
     if threads <= 1 || m * n * b.k < PARALLEL_MIN_MACS {
         run(0..m, 0..panels);
@@ -172,16 +164,24 @@ fn run(
     }
 }
 
-/// One task's block of C: rows x panels, all of k; A as rows of `b.pairs` words. Row blocks of
-/// MC, k-blocks, panels, MR-row strips; the first k-block starts from the bias (or zero, or C
-/// with `accumulate`), later ones add to C.
+thread_local! {
+    /// A row block's bf16 words, kept for the thread's next block: MC rows of the widest k met
+    /// (MiniLM: 288 KiB), written fresh by every block, so it is never zero-filled again.
+    static A_BLOCK: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// One task's block of C: rows x panels, all of k. Row blocks of MC, each converted from A to
+/// rows of `b.pairs` k-pair words where the block runs (its words stay in L2 for every panel;
+/// converting all of A first wrote it to memory and read it back), then k-blocks, panels, MR-row
+/// strips; the first k-block starts from the bias (or zero, or C with `accumulate`), later ones
+/// add to C.
 ///
 /// # Safety
 /// AVX512-BF16 present; `a` holds the rows given; `out` valid for the rows x panel columns
 /// given, written by no one else; a bias holds n values.
 #[allow(clippy::too_many_arguments)]
 unsafe fn block(
-    a: &[u32],
+    a: MatRef,
     rows: std::ops::Range<usize>,
     b: &PackedB,
     panels: std::ops::Range<usize>,
@@ -205,8 +205,22 @@ unsafe fn block(
         return;
     }
     let kc = b.pairs.div_ceil(b.pairs.div_ceil(KC_MAX));
+    // taken, not borrowed: a nested call on this thread (work stolen while it waits) finds it
+    // empty and makes its own
+    let mut words = A_BLOCK.take();
+    words.resize(words.len().max(MC * lda), 0);
     for i0 in rows.clone().step_by(MC) {
         let i1 = (i0 + MC).min(rows.end);
+        // SAFETY: the u32 buffer seen as twice as many u16, its own length and a smaller alignment
+        let halves = std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u16>(), 2 * MC * lda);
+        a.offset_rows(i0)
+            .to_bf16_into_rows(i1 - i0, b.k, 2 * lda, halves);
+        if b.k % 2 == 1 {
+            // an odd k's last half multiplies B's zero padding, but stale bits may be a NaN
+            for r in 0..i1 - i0 {
+                halves[r * 2 * lda + b.k] = 0;
+            }
+        }
         for kb in (0..b.pairs).step_by(kc) {
             let pairs = kc.min(b.pairs - kb);
             for p in panels.clone() {
@@ -218,13 +232,14 @@ unsafe fn block(
                 let bp = b.data.as_ptr().add((p * b.pairs + kb) * 2 * NR);
                 let ncols = NR.min(b.n - p * NR);
                 for r0 in (i0..i1).step_by(MR) {
-                    let ap = a.as_ptr().add(r0 * lda + kb);
+                    let ap = words.as_ptr().add((r0 - i0) * lda + kb);
                     let cp = out.0.add(r0 * ldc + p * NR);
                     tile_rows(MR.min(i1 - r0), pairs, ap, lda, bp, cp, ldc, ncols, start);
                 }
             }
         }
     }
+    A_BLOCK.set(words);
 }
 
 #[cfg(test)]
@@ -346,6 +361,37 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A thread reuses its A words from one product to the next: an odd k's unused last half
+    /// must not keep what a wider product left there (here a NaN, which zero B would not hide).
+    #[test]
+    fn odd_k_after_a_wider_product_ignores_its_leftovers() {
+        if !supported() {
+            crate::runtime::skipped("bf16 gemm after a wider product", "avx512bf16", NO_BF16);
+            return;
+        }
+        let (m, n) = (20, 33);
+        let nan = vec![f32::NAN; m * 8];
+        let w8 = vec![0.5f32; n * 8];
+        let mut c = vec![0f32; m * n];
+        let wide = PackedB::weight(&w8, n, 8);
+        gemm(MatRef::rows(&nan, 8), m, &wide, &mut c, n, false);
+        assert!(c.iter().all(|v| v.is_nan()));
+        let a: Vec<f32> = (0..m * 7).map(|i| (i % 5) as f32).collect();
+        let w7 = vec![0.5f32; n * 7];
+        gemm(
+            MatRef::rows(&a, 7),
+            m,
+            &PackedB::weight(&w7, n, 7),
+            &mut c,
+            n,
+            false,
+        );
+        for i in 0..m {
+            let want: f32 = a[i * 7..i * 7 + 7].iter().sum::<f32>() * 0.5;
+            assert!(c[i * n..i * n + n].iter().all(|&v| v == want), "row {i}");
         }
     }
 
