@@ -13,7 +13,7 @@
 //! Keys past the text's end are zero words (their probabilities written as zeros); values past
 //! it zero, so the padding's zero probabilities multiply zeros, never stale NaNs.
 use super::kernel::{tile_rows, Start};
-use super::matrix::{to_bf16, MR, NR};
+use super::matrix::{halves, to_bf16, MR, NR};
 use crate::model::kernels::head_attention::{pack_keys, prefetch_now, HeadIn, C};
 
 // a bf16 panel of keys is whole f32 panels of `pack_keys`
@@ -30,12 +30,6 @@ pub fn serves(d: usize) -> bool {
 #[inline(always)]
 fn word(lo: f32, hi: f32) -> u32 {
     to_bf16(lo) as u32 | (to_bf16(hi) as u32) << 16
-}
-
-/// Words seen as their bf16 halves, two a word (low half first: x86 is little-endian).
-fn halves(w: &mut [u32]) -> &mut [u16] {
-    // SAFETY: the same memory as twice as many u16, of a smaller alignment
-    unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr().cast::<u16>(), 2 * w.len()) }
 }
 
 /// The sizes of `head_forward`'s scratch parts for `n` tokens `d` wide, in 4-byte units: the

@@ -33,6 +33,13 @@ crate::dispatch! {
     }
 }
 
+/// Words seen as their bf16 halves, two a word (low half first: x86 is little-endian): where A's
+/// rows of k-pair words are written (the GEMM's row blocks, the attention's q and probabilities).
+pub(super) fn halves(w: &mut [u32]) -> &mut [u16] {
+    // SAFETY: the same memory as twice as many u16, of a smaller alignment
+    unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr().cast::<u16>(), 2 * w.len()) }
+}
+
 /// A strided f32 matrix view: element (i, j) at `data[i * rs + j * cs]`.
 #[derive(Clone, Copy)]
 pub struct MatRef<'a> {

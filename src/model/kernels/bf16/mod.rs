@@ -14,6 +14,7 @@ mod matrix;
 pub use matrix::{from_bf16, to_bf16, to_bf16_into, MatRef, MR, NR};
 
 use kernel::{tile_rows, Start};
+use matrix::halves;
 use rayon::prelude::*;
 
 /// The largest k-block in k-pairs: one block for BERT's products up to an intermediate of 1,536
@@ -211,14 +212,13 @@ unsafe fn block(
     words.resize(words.len().max(MC * lda), 0);
     for i0 in rows.clone().step_by(MC) {
         let i1 = (i0 + MC).min(rows.end);
-        // SAFETY: the u32 buffer seen as twice as many u16, its own length and a smaller alignment
-        let halves = std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u16>(), 2 * MC * lda);
+        let row_halves = halves(&mut words[..MC * lda]);
         a.offset_rows(i0)
-            .to_bf16_into_rows(i1 - i0, b.k, 2 * lda, halves);
+            .to_bf16_into_rows(i1 - i0, b.k, 2 * lda, row_halves);
         if b.k % 2 == 1 {
             // an odd k's last half multiplies B's zero padding, but stale bits may be a NaN
             for r in 0..i1 - i0 {
-                halves[r * 2 * lda + b.k] = 0;
+                row_halves[r * 2 * lda + b.k] = 0;
             }
         }
         for kb in (0..b.pairs).step_by(kc) {
