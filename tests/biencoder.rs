@@ -77,6 +77,7 @@ fn bi_task(
     seed: u64,
 ) -> BiEncoderTask {
     let opts = BiEncoderOptions {
+        saved_max_seq_length: None,
         pooling,
         max_seq_length: max_len,
         num_labels: 3,

@@ -205,6 +205,8 @@ fn pretrain_block_cache_follows_its_corpus() {
             "1",
             "--max-seq-length",
             "32",
+            // the same folder again: its block cache is what is under test
+            "--overwrite",
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let t = stdout(&o);

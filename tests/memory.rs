@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 fn minilm_task(loss: &str) -> BiEncoderTask {
     let spec = losses::find(loss).unwrap();
     let o = BiEncoderOptions {
+        saved_max_seq_length: None,
         pooling: None,
         max_seq_length: 64,
         num_labels: 3,

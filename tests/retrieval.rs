@@ -130,6 +130,7 @@ fn minilm_task(
     use condenser::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
     let spec = condenser::train::losses::find(loss).unwrap();
     let opts = BiEncoderOptions {
+        saved_max_seq_length: None,
         pooling: None,
         max_seq_length: 128,
         num_labels: 3,

@@ -1,6 +1,7 @@
 use super::model_opts::ModelOpts;
 use super::named::short_name;
 use super::progress::{self, out};
+use condenser::data::Io;
 use condenser::error::{Error, Result};
 use condenser::eval::cls_attention::{cls_attention_entropy, AttentionReport};
 use condenser::flags::InferenceBatch;
@@ -75,4 +76,15 @@ fn attention(a: AttentionArgs) -> Result<()> {
         a.model_opts.matmuls()
     ));
     Ok(())
+}
+
+impl Analysis {
+    pub fn io(&self) -> Io {
+        match self {
+            Analysis::Attention(a) => Io::new()
+                .inputs("--model", &a.models)
+                .input("--texts", &a.texts)
+                .output("--out", &a.out),
+        }
+    }
 }

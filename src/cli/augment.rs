@@ -4,6 +4,7 @@ use super::shard_opts::{shard_note, ShardOpts};
 use condenser::augment::{
     write_pseudo_pairs, write_query_pairs, AugmentJob, PseudoSpec, QuerySpec,
 };
+use condenser::data::Io;
 use condenser::error::{Error, Result};
 
 #[derive(clap::Args)]
@@ -70,4 +71,18 @@ fn pseudo(a: &Args) -> Result<()> {
         out_path.display()
     ));
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        let (job, spec) = (&self.job, &self.job.spec);
+        Io::new()
+            .inputs("--cross-encoder", &job.cross_encoder)
+            .inputs("--model", &job.model)
+            .inputs("--input", &spec.input)
+            .inputs("--corpus", &self.pseudo.corpus)
+            .inputs("--queries", &self.queries.queries)
+            .inputs("--retriever", &self.queries.retriever)
+            .output("--out", &spec.out)
+    }
 }

@@ -1,6 +1,7 @@
 use super::eval_sets::EvalSets;
 use super::model_opts::ModelOpts;
 use super::progress::{self, out};
+use condenser::data::Io;
 use condenser::error::{Error, Result};
 use condenser::eval::choice::Choice;
 use condenser::eval::choice_report::ChoiceReport;
@@ -97,4 +98,15 @@ pub fn run(a: Args) -> Result<()> {
         a.out.display()
     ));
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        let io = Io::new()
+            .inputs("--dev", &self.dev)
+            .input("--baseline", &self.baseline)
+            .inputs("--state", &self.state);
+        let io = self.models.iter().fold(io, |io, m| io.root("--models", m));
+        self.test.inputs(io).output("--out", &self.out)
+    }
 }

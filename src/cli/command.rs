@@ -6,7 +6,9 @@ use super::{
     train_cross_encoder, train_nli, transfer_grid,
 };
 use clap::{Parser, Subcommand};
+use condenser::data::Io;
 use condenser::error::{Error, Result};
+use condenser::recipe::StepMode;
 
 /// Domain overlap, AugSBERT and Condenser pre-training for sentence encoders
 #[derive(Parser)]
@@ -63,7 +65,50 @@ pub enum Command {
     Analyze(analyze::Analysis),
 }
 
+impl Command {
+    /// What the command reads and writes, for the output guard (data::Io).
+    fn io(&self) -> Io {
+        match self {
+            Command::DomainOverlap(a) => a.io(),
+            Command::Encode(a) => a.io(),
+            Command::Evaluate(a) => a.io(),
+            Command::Similarity(a) => a.io(),
+            Command::TrainCrossEncoder(a) => a.io(),
+            Command::TrainBiencoder(a) => a.io(),
+            Command::TrainNli(a) => a.io(),
+            Command::Augment(a) => a.io(),
+            Command::Mine(a) => a.io(),
+            Command::Search(a) => a.io(),
+            Command::Index(a) => a.io(),
+            Command::Interpolate(a) => a.io(),
+            Command::Choose(a) => a.io(),
+            Command::Split(a) => a.io(),
+            Command::Convert(a) => a.io(),
+            Command::Merge(a) => a.io(),
+            Command::Pretrain(a) => a.io(),
+            Command::Run(a) => a.io(),
+            Command::Report(a) => a.io(),
+            Command::TransferGrid(a) => a.io(),
+            Command::Analyze(a) => a.io(),
+        }
+    }
+
+    /// A recipe re-running a step it ran before replaces that step's model folder.
+    fn allow_overwrite(&mut self) {
+        match self {
+            Command::TrainCrossEncoder(a) => a.train_opts.overwrite = true,
+            Command::TrainBiencoder(a) => a.train_opts.overwrite = true,
+            Command::TrainNli(a) => a.train_opts.overwrite = true,
+            Command::Pretrain(a) => a.train_opts.overwrite = true,
+            Command::Interpolate(a) => a.overwrite = true,
+            _ => {}
+        }
+    }
+}
+
+/// Run a command: the output guard first, before anything is read.
 pub fn dispatch(c: Command) -> Result<()> {
+    c.io().check()?;
     match c {
         Command::DomainOverlap(a) => domain_overlap::run(a),
         Command::Encode(a) => encode::run(a),
@@ -93,12 +138,19 @@ pub fn main() -> Result<()> {
     dispatch(Cli::parse().command)
 }
 
-/// A recipe step's argv (the program's name first) parsed, and run unless `dry`.
-fn exec(argv: Vec<String>, dry: bool) -> Result<()> {
-    let cli = Cli::try_parse_from(argv).map_err(|e| Error::msg(e.to_string().trim_end()))?;
-    if dry {
-        Ok(())
-    } else {
-        dispatch(cli.command)
+/// A recipe step's argv (the program's name first) parsed and guarded, and run unless dry.
+fn exec(argv: Vec<String>, mode: StepMode) -> Result<()> {
+    let mut cli = Cli::try_parse_from(argv).map_err(|e| Error::msg(e.to_string().trim_end()))?;
+    match mode {
+        StepMode::Parse => Ok(()),
+        StepMode::Check { overwrite } | StepMode::Run { overwrite } => {
+            if overwrite {
+                cli.command.allow_overwrite();
+            }
+            match mode {
+                StepMode::Run { .. } => dispatch(cli.command),
+                _ => cli.command.io().check(),
+            }
+        }
     }
 }

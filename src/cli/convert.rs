@@ -1,4 +1,5 @@
 use super::progress::{self, out};
+use condenser::data::Io;
 use condenser::data::{convert, ColumnSpec, Rows};
 use condenser::error::Result;
 use condenser::flags;
@@ -44,4 +45,12 @@ pub fn run(a: Args) -> Result<()> {
     bar.finish_and_clear();
     out(&format!("wrote {n} rows to {}\n", a.output.display()));
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        Io::new()
+            .input("INPUT", &self.input)
+            .output("OUTPUT", &self.output)
+    }
 }

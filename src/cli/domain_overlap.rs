@@ -2,6 +2,7 @@ use super::named::Named;
 use super::progress::{self, out};
 use super::shard_opts::{shard_note, ShardOpts};
 use condenser::data::ColumnSpec;
+use condenser::data::Io;
 use condenser::error::Result;
 use condenser::flags;
 use condenser::overlap::{self, Mode, Options, Source};
@@ -82,4 +83,14 @@ pub fn run(a: Args) -> Result<()> {
         shard_note(Some(&run), rows, "rows")
     ));
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        let io = Io::new().input("--tokenizer", &self.tokenizer);
+        self.datasets
+            .iter()
+            .fold(io, |io, d| io.input("NAME=PATH", &d.path))
+            .output("--out", &self.out)
+    }
 }

@@ -2,6 +2,7 @@ use super::model_opts::ModelOpts;
 use super::progress::{self, out};
 use super::shard_opts::{shard_note, ShardOpts};
 use condenser::data::ColumnSpec;
+use condenser::data::Io;
 use condenser::encode::encode_file;
 use condenser::error::Result;
 use condenser::flags::InferenceBatch;
@@ -63,4 +64,14 @@ pub fn run(a: Args) -> Result<()> {
         a.model_opts.matmuls()
     ));
     Ok(())
+}
+
+impl Args {
+    /// What the output guard compares (data::Io).
+    pub fn io(&self) -> Io {
+        Io::new()
+            .input("--model", &self.model)
+            .input("--input", &self.input)
+            .output("--out", &self.out)
+    }
 }

@@ -1,6 +1,7 @@
 //! `evaluate`'s dataset flags, generated from the library's evaluator registry.
 use super::named::Named;
 use clap::{Arg, ArgAction, ArgMatches};
+use condenser::data::Io;
 use condenser::error::{Error, Result};
 use condenser::eval::EVALUATORS;
 
@@ -66,5 +67,14 @@ impl clap::Args for EvalSets {
 
     fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
         Self::augment_args(cmd)
+    }
+}
+
+impl EvalSets {
+    /// The evaluation sets' paths as the guard's inputs.
+    pub fn inputs(&self, io: Io) -> Io {
+        self.0.iter().fold(io, |io, (k, set)| {
+            io.input(&format!("--{}", EVALUATORS[*k].flag), &set.path)
+        })
     }
 }

@@ -2,6 +2,7 @@ use super::eval_sets::EvalSets;
 use super::model_opts::ModelOpts;
 use super::progress::{self, out};
 use super::search_flags::{score_fn, UseIndex};
+use condenser::data::Io;
 use condenser::data::PairColumns;
 use condenser::error::{Error, Result};
 use condenser::eval::{EvalOptions, EvalReport, EVALUATORS};
@@ -91,4 +92,14 @@ pub fn run(a: Args) -> Result<()> {
         a.model.matmuls()
     ));
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        let io = Io::new()
+            .inputs("--model", &self.models)
+            .inputs("--corpus-embeddings", &self.corpus.corpus_embeddings)
+            .inputs("--index", &self.use_index.index);
+        self.sets.inputs(io).output("--out", &self.out)
+    }
 }

@@ -1,5 +1,6 @@
 use super::index_flags::IndexFlags;
 use super::progress::{self, out};
+use condenser::data::Io;
 use condenser::error::Result;
 use condenser::flags::CorpusEmbeddings;
 use condenser::search::{
@@ -65,4 +66,24 @@ pub fn run(a: Args) -> Result<()> {
         out(&format!("{}\n", second.describe(c, s.breadth_flag)));
     }
     Ok(())
+}
+
+impl Args {
+    /// The store's files (a shard folder's own, where the default index lies), and --out.
+    pub fn io(&self) -> Io {
+        let store = self.corpus.required();
+        let files: Vec<PathBuf> = match std::fs::read_dir(store) {
+            Ok(entries) => entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+                .collect(),
+            Err(_) => vec![store.to_path_buf()],
+        };
+        let io = Io::new().inputs("--corpus-embeddings", &files);
+        match &self.out {
+            Some(out) => io.output("--out", out),
+            None => io,
+        }
+    }
 }

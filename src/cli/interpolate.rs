@@ -1,4 +1,5 @@
 use super::progress::out;
+use condenser::data::Io;
 use condenser::error::Result;
 use condenser::model::folders::interpolate::interpolate;
 use std::path::PathBuf;
@@ -17,6 +18,9 @@ pub struct Args {
     /// Output model folder
     #[arg(long)]
     out: PathBuf,
+    /// Replace the model in an --out that already holds one (refused without it)
+    #[arg(long)]
+    pub(super) overwrite: bool,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -30,4 +34,13 @@ pub fn run(a: Args) -> Result<()> {
         a.out.display()
     ));
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        Io::new()
+            .input("--start", &self.start)
+            .input("--end", &self.end)
+            .model_output("--out", &self.out, false, self.overwrite)
+    }
 }

@@ -1,4 +1,5 @@
 use super::progress::out;
+use condenser::data::Io;
 use condenser::error::Result;
 use condenser::{overlap, shard};
 use std::path::PathBuf;
@@ -25,4 +26,11 @@ pub fn run(a: Args) -> Result<()> {
         a.out.display()
     ));
     Ok(())
+}
+
+impl Args {
+    /// The shards are this output's own parts, beside or inside it: only --out is named.
+    pub fn io(&self) -> Io {
+        Io::new().output("OUT", &self.out)
+    }
 }

@@ -4,6 +4,7 @@ use super::search_flags::UseIndex;
 use super::shard_opts::{shard_note, ShardOpts};
 use condenser::augment::mine::{MineJob, MineOptions, MineSource};
 use condenser::data::ColumnSpec;
+use condenser::data::Io;
 use condenser::error::Result;
 use condenser::flags::CorpusEmbeddings;
 use std::path::PathBuf;
@@ -97,4 +98,21 @@ pub fn run(a: Args) -> Result<()> {
         a.model_opts.matmuls()
     ));
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        Io::new()
+            .inputs("--model", &self.model)
+            .inputs("--retrieval", &self.retrieval)
+            .inputs("--input", &self.input)
+            .inputs("--corpus", &self.corpus)
+            .inputs(
+                "--corpus-embeddings",
+                &self.corpus_embeddings.corpus_embeddings,
+            )
+            .inputs("--cross-encoder", &self.cross_encoder)
+            .inputs("--index", &self.use_index.index)
+            .output("--out", &self.out)
+    }
 }

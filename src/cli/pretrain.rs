@@ -1,6 +1,7 @@
 use super::progress::{self, out};
 use super::train_opts::TrainOpts;
 use condenser::data::retrieval::corpus_file;
+use condenser::data::Io;
 use condenser::error::{Error, Result};
 use condenser::model::ModelFolder;
 use condenser::train::corpus;
@@ -46,7 +47,7 @@ pub struct Args {
     #[arg(long)]
     freeze_backbone: bool,
     #[command(flatten)]
-    train_opts: TrainOpts,
+    pub(super) train_opts: TrainOpts,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -93,4 +94,14 @@ pub fn run(a: Args) -> Result<()> {
     };
     let mut task = PretrainTask::new(&init, head, blocks, &spec, &a.train_opts.device()?)?;
     a.train_opts.run(&mut task, &a.out, 1e-4)
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        let io = Io::new()
+            .inputs("--model", &self.model)
+            .inputs("--continue-from", &self.continue_from)
+            .inputs("--corpus", &self.corpus);
+        self.train_opts.model_output(io, &self.out)
+    }
 }

@@ -1,4 +1,5 @@
 use super::progress::out;
+use condenser::data::Io;
 use condenser::error::Result;
 use condenser::eval::over_seeds::{read_results, SeedReport};
 use condenser::flags;
@@ -51,4 +52,13 @@ pub fn run(a: Args) -> Result<()> {
         a.out.display()
     ));
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        Io::new()
+            .inputs("--results", &self.results)
+            .inputs("--state", &self.state)
+            .output("--out", &self.out)
+    }
 }

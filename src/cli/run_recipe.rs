@@ -1,4 +1,5 @@
 use super::progress::out;
+use condenser::data::Io;
 use condenser::error::Result;
 use condenser::recipe::{Exec, Recipe, Runner};
 use std::path::PathBuf;
@@ -35,5 +36,13 @@ fn parse_set(s: &str) -> std::result::Result<(String, String), String> {
 pub fn run(a: Args, exec: Exec) -> Result<()> {
     let recipe = Recipe::load(&a.recipe, &a.opts.set)?;
     let mut runner = Runner::new(&recipe, a.opts.dry_run, a.opts.force)?;
+    runner.parse_all(&recipe.steps, exec)?;
     runner.run(&recipe.steps, "", &out, exec)
+}
+
+impl Args {
+    /// The recipe file; each step passes the guard with its own flags when it runs.
+    pub fn io(&self) -> Io {
+        Io::new().input("RECIPE", &self.recipe)
+    }
 }

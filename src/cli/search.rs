@@ -2,6 +2,7 @@ use super::model_opts::ModelOpts;
 use super::progress::{self, out};
 use super::search_flags::{score_fn, UseIndex};
 use super::shard_opts::{shard_note, ShardOpts};
+use condenser::data::Io;
 use condenser::error::Result;
 use condenser::flags::{CorpusEmbeddings, InferenceBatch};
 use condenser::search::{search_stored, with_inputs, Queries, ScoreFn, StoredEmbeddings, Wanted};
@@ -94,4 +95,16 @@ pub fn run(a: Args) -> Result<()> {
         a.model_opts.matmuls()
     ));
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        Io::new()
+            .inputs("--corpus-embeddings", &self.corpus.corpus_embeddings)
+            .inputs("--queries", &self.queries)
+            .inputs("--model", &self.model)
+            .inputs("--query-embeddings", &self.query_embeddings)
+            .inputs("--index", &self.use_index.index)
+            .output("--out", &self.out)
+    }
 }

@@ -2,6 +2,7 @@ use super::model_opts::ModelOpts;
 use super::named::short_name;
 use super::progress::out;
 use condenser::data;
+use condenser::data::Io;
 use condenser::error::{Error, Result};
 use condenser::eval::similarity;
 use std::path::PathBuf;
@@ -55,4 +56,13 @@ pub fn run(a: Args) -> Result<()> {
         a.model_opts.matmuls()
     ));
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        Io::new()
+            .inputs("--model", &self.models)
+            .inputs("--file", &self.file)
+            .output("--out", &self.out)
+    }
 }

@@ -1,4 +1,5 @@
 use super::progress::out;
+use condenser::data::Io;
 use condenser::data::{split_file, split_retrieval, ColumnSpec, QueryParts};
 use condenser::error::{Error, Result};
 use condenser::flags::Seed;
@@ -70,4 +71,13 @@ pub fn run(a: Args) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        Io::new()
+            .inputs("--retrieval", &self.retrieval)
+            .inputs("--input", &self.input)
+            .output("--out", &self.out)
+    }
 }

@@ -1,5 +1,6 @@
 use super::progress::out;
 use super::train_opts::TrainOpts;
+use condenser::data::Io;
 use condenser::data::{ColumnSpec, PairColumns};
 use condenser::error::Result;
 use condenser::eval::{dev_evaluator, EvalOptions};
@@ -42,7 +43,7 @@ pub struct Args {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     mini_batch_size: Option<u64>,
     #[command(flatten)]
-    train_opts: TrainOpts,
+    pub(super) train_opts: TrainOpts,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -50,6 +51,7 @@ pub fn run(a: Args) -> Result<()> {
     let opts = BiEncoderOptions {
         pooling: a.pooling.map(Into::into),
         max_seq_length: a.train_opts.max_seq_length(),
+        saved_max_seq_length: a.train_opts.given_max_seq_length(),
         num_labels: a.num_labels as usize,
         seed: a.train_opts.seed(),
         device: a.train_opts.device()?,
@@ -97,4 +99,11 @@ pub fn run(a: Args) -> Result<()> {
         ));
     }
     a.train_opts.run(&mut task, &a.out, 2e-5)
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        let start = ("--init", self.init.as_path());
+        (self.train_opts).fine_tuning_io(start, &self.train, &self.dev, &self.out)
+    }
 }

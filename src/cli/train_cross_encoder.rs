@@ -1,4 +1,5 @@
 use super::train_opts::TrainOpts;
+use condenser::data::Io;
 use condenser::data::PairColumns;
 use condenser::error::Result;
 use condenser::eval::{accuracy, sts, EvalOptions};
@@ -28,7 +29,7 @@ pub struct Args {
     #[arg(long, default_value = "sentence1,sentence2,label")]
     columns: PairColumns,
     #[command(flatten)]
-    train_opts: TrainOpts,
+    pub(super) train_opts: TrainOpts,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -58,4 +59,11 @@ pub fn run(a: Args) -> Result<()> {
         task.dev = Some((kind.load)(d, &eo)?);
     }
     a.train_opts.run(&mut task, &a.out, 2e-5)
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        let start = ("--model", self.model.as_path());
+        (self.train_opts).fine_tuning_io(start, &self.train, &self.dev, &self.out)
+    }
 }

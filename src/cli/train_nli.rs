@@ -1,5 +1,6 @@
 use super::progress::out;
 use super::train_opts::TrainOpts;
+use condenser::data::Io;
 use condenser::data::{entailments, read_nli, PairColumns};
 use condenser::error::Result;
 use condenser::eval::{accuracy, dev_evaluator, EvalOptions};
@@ -37,7 +38,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "mean")]
     pooling: PoolingMode,
     #[command(flatten)]
-    train_opts: TrainOpts,
+    pub(super) train_opts: TrainOpts,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -49,6 +50,7 @@ pub fn run(a: Args) -> Result<()> {
     let opts = BiEncoderOptions {
         pooling: Some(a.pooling.into()),
         max_seq_length: a.train_opts.max_seq_length(),
+        saved_max_seq_length: a.train_opts.given_max_seq_length(),
         num_labels: 3,
         seed: a.train_opts.seed(),
         device: a.train_opts.device()?,
@@ -81,4 +83,11 @@ pub fn run(a: Args) -> Result<()> {
         });
     }
     a.train_opts.run(&mut task, &a.out, 2e-5)
+}
+
+impl Args {
+    pub fn io(&self) -> Io {
+        let start = ("--init", self.init.as_path());
+        (self.train_opts).fine_tuning_io(start, &self.train, &self.dev, &self.out)
+    }
 }

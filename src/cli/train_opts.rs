@@ -1,10 +1,11 @@
 //! The flags every training command shares, and the TrainConfig they make.
+use condenser::data::Io;
 use condenser::error::Result;
 use condenser::flags;
 use condenser::model::Precision;
 use condenser::runtime::DeviceSpec;
 use condenser::train::TrainConfig;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// "at least 1" for counts that divide or step.
 fn positive() -> clap::builder::RangedU64ValueParser<usize> {
@@ -47,6 +48,10 @@ pub struct TrainOpts {
     /// Continue the killed run in --out from its last checkpoint (the same settings required)
     #[arg(long)]
     pub(super) resume: bool,
+    /// Write into an --out that already holds a model or a run (its checkpoint is discarded);
+    /// without this or --resume such a folder is refused
+    #[arg(long, conflicts_with = "resume")]
+    pub(super) overwrite: bool,
     /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
     #[arg(long, default_value = "cpu")]
     pub(super) device: DeviceSpec,
@@ -62,6 +67,27 @@ pub struct TrainOpts {
 }
 
 impl TrainOpts {
+    /// `out` as the guard's model folder, with how the user allowed an existing one.
+    pub fn model_output(&self, io: Io, out: &Path) -> Io {
+        io.model_output("--out", out, self.resume, self.overwrite)
+    }
+
+    /// The guard's view of a fine-tuning command: its start (`flag`), train and dev data read,
+    /// `out` written as a model folder.
+    pub fn fine_tuning_io(
+        &self,
+        (flag, start): (&str, &Path),
+        train: &Path,
+        dev: &Option<PathBuf>,
+        out: &Path,
+    ) -> Io {
+        let io = Io::new()
+            .input(flag, start)
+            .input("--train", train)
+            .inputs("--dev", dev);
+        self.model_output(io, out)
+    }
+
     pub fn seed(&self) -> u64 {
         self.seed.seed
     }
@@ -69,6 +95,11 @@ impl TrainOpts {
     /// Tokens per training text (pre-training: per block).
     pub fn max_seq_length(&self) -> usize {
         self.max_seq_length.training()
+    }
+
+    /// The --max-seq-length the user gave, if any.
+    pub fn given_max_seq_length(&self) -> Option<usize> {
+        self.max_seq_length.inference()
     }
 
     pub fn device(&self) -> Result<candle_core::Device> {

@@ -1,5 +1,6 @@
 use super::progress::out;
 use super::run_recipe::RunOpts;
+use condenser::data::Io;
 use condenser::error::Result;
 use condenser::recipe::grid::{Grid, GridReport, Planning};
 use condenser::recipe::{Exec, Runner};
@@ -17,6 +18,7 @@ pub struct Args {
 pub fn run(a: Args, exec: Exec) -> Result<()> {
     let grid = Grid::load(&a.grid, &a.opts.set)?;
     let mut runner = Runner::new(&grid.recipe, a.opts.dry_run, a.opts.force)?;
+    runner.parse_all(&grid.recipe.steps, exec)?;
     runner.run(&grid.recipe.steps, "prepare ", &out, exec)?;
     // a dry run plans every step, taking the preparation's outputs as written
     let planning = if a.opts.dry_run {
@@ -44,4 +46,11 @@ pub fn run(a: Args, exec: Exec) -> Result<()> {
         dir.display()
     ));
     Ok(())
+}
+
+impl Args {
+    /// The grid file; each step passes the guard with its own flags when it runs.
+    pub fn io(&self) -> Io {
+        Io::new().input("GRID", &self.grid)
+    }
 }

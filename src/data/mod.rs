@@ -6,6 +6,8 @@ mod columns;
 mod convert;
 mod delimited;
 mod format;
+pub mod guard;
+pub use guard::Io;
 mod ipc;
 mod jsonl;
 mod nli;

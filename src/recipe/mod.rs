@@ -18,7 +18,7 @@ mod runner;
 mod state;
 mod step;
 
-pub use parse::{read_toml, substitute, Recipe};
-pub use runner::{Exec, Runner};
+pub use parse::{known_keys, read_toml, substitute, Recipe};
+pub use runner::{Exec, Runner, StepMode};
 pub use state::{Decision, State};
 pub use step::Step;

@@ -17,7 +17,10 @@ pub struct Recipe {
 impl Recipe {
     /// Read a recipe; `overrides` (NAME=VALUE) replace its `[vars]`.
     pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<Recipe> {
-        let recipe = Recipe::from_table(path, &read_toml(path)?, overrides)?;
+        let doc = read_toml(path)?;
+        known_keys(&doc, RECIPE_KEYS, "")
+            .map_err(|m| Error::file(path, format!("{m} (a recipe has [vars] and [[step]])")))?;
+        let recipe = Recipe::from_table(path, &doc, overrides)?;
         if recipe.steps.is_empty() {
             return Err(Error::file(path, "no [[step]] tables"));
         }
@@ -47,6 +50,7 @@ impl Recipe {
             }
         }
         for (k, v) in overrides {
+            check_override(k, &vars, doc).map_err(bad)?;
             vars.insert(k.clone(), v.clone());
         }
         let vars = resolve_vars(vars).map_err(bad)?;
@@ -68,6 +72,7 @@ impl Recipe {
                 .map(String::from)
                 .unwrap_or_else(|| format!("step-{}", i + 1));
             let ctx = |m: String| bad(format!("step '{name}': {m}"));
+            known_keys(s, STEP_KEYS, "").map_err(ctx)?;
             if !wanted(s, &vars).map_err(ctx)? {
                 continue;
             }
@@ -240,6 +245,77 @@ fn for_each(
             .collect();
     }
     Ok(out)
+}
+
+/// The keys a recipe file may have at its top (a grid file adds its own and checks them).
+const RECIPE_KEYS: &[&str] = &["vars", "step"];
+/// The keys of a `[[step]]` table: anything else (a misspelt `argz`) would be silently ignored.
+const STEP_KEYS: &[&str] = &[
+    "name",
+    "command",
+    "args",
+    "positional",
+    "outputs",
+    "when",
+    "for_each",
+];
+
+/// Every key of `t` is one of `valid`; the first that is not is named with the nearest valid one.
+pub fn known_keys(
+    t: &toml::Table,
+    valid: &[&str],
+    prefix: &str,
+) -> std::result::Result<(), String> {
+    match t.keys().find(|k| !valid.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) => Err(format!(
+            "unknown key '{prefix}{k}'{}",
+            match nearest(k, valid.iter().copied()) {
+                Some(n) => format!("; did you mean '{prefix}{n}'?"),
+                None => format!(" (valid: {})", valid.join(", ")),
+            }
+        )),
+    }
+}
+
+/// The valid name closest to a misspelt one, when one is close enough to be meant.
+fn nearest<'a>(name: &str, valid: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    valid
+        .map(|v| (strsim::jaro_winkler(name, v), v))
+        .filter(|(score, _)| *score > 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, v)| v)
+}
+
+/// `--set NAME=VALUE` must name a variable the recipe declares in [vars] or uses as `{NAME}`;
+/// a misspelt one would otherwise leave the recipe's own value in force without a word.
+fn check_override(
+    name: &str,
+    vars: &BTreeMap<String, String>,
+    doc: &toml::Table,
+) -> std::result::Result<(), String> {
+    if vars.contains_key(name) {
+        return Ok(());
+    }
+    fn mentions(v: &toml::Value, pat: &str) -> bool {
+        match v {
+            toml::Value::String(s) => s.contains(pat),
+            toml::Value::Array(xs) => xs.iter().any(|x| mentions(x, pat)),
+            toml::Value::Table(t) => t.values().any(|x| mentions(x, pat)),
+            _ => false,
+        }
+    }
+    let pat = format!("{{{name}}}");
+    if doc.values().any(|v| mentions(v, &pat)) {
+        return Ok(());
+    }
+    Err(format!(
+        "--set {name}: the recipe has no variable '{name}'{} (its variables: {})",
+        nearest(name, vars.keys().map(String::as_str))
+            .map(|n| format!("; did you mean '{n}'?"))
+            .unwrap_or_default(),
+        vars.keys().cloned().collect::<Vec<_>>().join(", ")
+    ))
 }
 
 /// A TOML file, parsed.

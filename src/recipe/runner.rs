@@ -7,8 +7,23 @@ use super::step::Step;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// How a step's argv (`condenser <command> <args>`) is executed: `dry` parses it only.
-pub type Exec<'e> = &'e dyn Fn(Vec<String>, bool) -> Result<()>;
+/// How a step's argv (`condenser <command> <args>`) is executed.
+pub type Exec<'e> = &'e dyn Fn(Vec<String>, StepMode) -> Result<()>;
+
+/// How a step's argv is taken. `overwrite`: the step's model folder is the recipe's own (it ran
+/// the step before, or --force), so a re-run may replace it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepMode {
+    /// Its flags parsed, nothing else: every step, before the first one runs.
+    Parse,
+    /// Parsed and its outputs passed through the guard (a dry run).
+    Check {
+        overwrite: bool,
+    },
+    Run {
+        overwrite: bool,
+    },
+}
 
 pub struct Runner<'a> {
     file: &'a Path,
@@ -30,6 +45,24 @@ impl<'a> Runner<'a> {
         })
     }
 
+    /// Parse every step's flags before any runs: a misspelt flag in the last step is reported
+    /// before the first one spends an hour.
+    pub fn parse_all(&self, steps: &[Step], exec: Exec) -> Result<()> {
+        for step in steps {
+            let argv: Vec<String> = ["condenser".to_string(), step.command.clone()]
+                .into_iter()
+                .chain(step.args.iter().cloned())
+                .collect();
+            exec(argv, StepMode::Parse).map_err(|e| {
+                Error::context(
+                    format!("recipe {} step '{}'", self.file.display(), step.name),
+                    e,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// Run `steps`; `tag` prefixes their numbers in the lines given to `log`.
     pub fn run(&mut self, steps: &[Step], tag: &str, log: &dyn Fn(&str), exec: Exec) -> Result<()> {
         let n = steps.len();
@@ -44,7 +77,7 @@ impl<'a> Runner<'a> {
                 .state
                 .decide(step, self.force, &self.dirty)
                 .map_err(fail)?;
-            let resume = match decision {
+            let (resume, why) = match decision {
                 Decision::Skip(why) => {
                     log(&format!(
                         "[{tag}{}/{n}] {}: {why}, skipped\n",
@@ -53,31 +86,40 @@ impl<'a> Runner<'a> {
                     ));
                     continue;
                 }
-                Decision::Run { resume, why } => {
-                    log(&format!(
-                        "[{tag}{}/{n}] {}: runs ({why}): condenser {} {}{}\n",
-                        i + 1,
-                        step.name,
-                        step.command,
-                        step.args.join(" "),
-                        if resume { " --resume" } else { "" },
-                    ));
-                    resume
-                }
+                Decision::Run { resume, why } => (resume, why),
             };
+            let overwrite = !resume && (self.force || self.state.knows(step));
+            log(&format!(
+                "[{tag}{}/{n}] {}: runs ({why}): condenser {} {}{}\n",
+                i + 1,
+                step.name,
+                step.command,
+                step.args.join(" "),
+                match (resume, overwrite) {
+                    (true, _) => " --resume",
+                    // the recipe's own earlier output: a model folder is replaced
+                    (false, true) => " (its earlier outputs are replaced)",
+                    _ => "",
+                },
+            ));
             self.dirty.extend(step.products());
             let argv: Vec<String> = ["condenser".to_string(), step.command.clone()]
                 .into_iter()
                 .chain(step.args.iter().cloned())
                 .chain(resume.then(|| "--resume".to_string()))
                 .collect();
+            let mode = match self.dry_run {
+                true => StepMode::Check { overwrite },
+                false => StepMode::Run { overwrite },
+            };
             if self.dry_run {
                 // the plan is checked as far as it can be without running: the step's flags parse
-                exec(argv, true).map_err(fail)?;
+                // and its outputs pass the guard
+                exec(argv, mode).map_err(fail)?;
                 continue;
             }
             self.state.start(step)?;
-            exec(argv, false).map_err(fail)?;
+            exec(argv, mode).map_err(fail)?;
             self.state.finish(step).map_err(fail)?;
         }
         Ok(())

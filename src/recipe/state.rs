@@ -131,6 +131,11 @@ impl State {
     }
 
     /// The step starts: its arguments and the fingerprints of its inputs are recorded.
+    /// The recipe ran (or started) this step before: its outputs are the recipe's own.
+    pub fn knows(&self, step: &Step) -> bool {
+        self.steps.contains_key(&step.name)
+    }
+
     pub fn start(&mut self, step: &Step) -> Result<()> {
         let inputs = fingerprints(&step.inputs(), &step.products())?;
         self.steps.insert(
@@ -289,13 +294,25 @@ fn walk(
     Ok(())
 }
 
-/// xxh3 of a file's bytes, each (path, size, mtime) read once a process: a run decides on every
-/// step, and many read the same model folder.
+/// xxh3 of a file's bytes, each file read once a process: a run decides on every step, and many
+/// read the same model folder. The memo is keyed by (path, size, mtime, inode, ctime), and a file
+/// modified in the last few seconds is never memoised (git's "racy clean" rule): a same-size
+/// rewrite within the file system's time granularity (a second, or two on FAT) would otherwise
+/// keep its old hash and a step would be skipped on changed input.
 fn content_hash(p: &Path, m: &std::fs::Metadata) -> Result<u64> {
     use std::io::Read;
-    type Seen = std::sync::Mutex<BTreeMap<(PathBuf, u64, u128), u64>>;
+    use std::os::unix::fs::MetadataExt;
+    type Key = (PathBuf, u64, u128, u64, i64, i64);
+    type Seen = std::sync::Mutex<BTreeMap<Key, u64>>;
     static SEEN: std::sync::OnceLock<Seen> = std::sync::OnceLock::new();
-    let key = (p.to_path_buf(), m.len(), mtime(m));
+    let key = (
+        p.to_path_buf(),
+        m.len(),
+        mtime(m),
+        m.ino(),
+        m.ctime(),
+        m.ctime_nsec(),
+    );
     let seen = SEEN.get_or_init(Default::default);
     if let Some(&h) = seen.lock().expect("not poisoned").get(&key) {
         return Ok(h);
@@ -311,9 +328,20 @@ fn content_hash(p: &Path, m: &std::fs::Metadata) -> Result<u64> {
         h.update(&buf[..n]);
     }
     let h = h.digest();
-    seen.lock().expect("not poisoned").insert(key, h);
+    let settled = m
+        .modified()
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > RACY);
+    if settled {
+        seen.lock().expect("not poisoned").insert(key, h);
+    }
     Ok(h)
 }
+
+/// How recently modified a file must not be for its hash to be memoised: past the coarsest
+/// modification-time granularity in use (FAT's two seconds).
+const RACY: std::time::Duration = std::time::Duration::from_secs(3);
 
 fn mtime(m: &std::fs::Metadata) -> u128 {
     m.modified()
@@ -353,5 +381,29 @@ mod tests {
         assert_ne!(fingerprint(&other, &[], Kind::Content).unwrap(), now);
         let dir = fingerprint(d.path(), &[], Kind::Content).unwrap();
         assert!(dir.starts_with(DIR_TAG) && dir.contains(":3:"), "{dir}");
+    }
+
+    /// A same-size rewrite that keeps the file's modification time (a copy with preserved times,
+    /// or one within the clock's granularity) is a change: the memo of hashes does not hide it.
+    #[test]
+    fn a_same_size_rewrite_with_the_same_mtime_is_a_change() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("train.csv");
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let write = |bytes: &[u8]| {
+            std::fs::write(&p, bytes).unwrap();
+            let f = std::fs::File::options().write(true).open(&p).unwrap();
+            f.set_modified(old).unwrap();
+        };
+        write(b"a,1\n");
+        let first = fingerprint(&p, &[], Kind::Content).unwrap();
+        write(b"b,2\n");
+        let second = fingerprint(&p, &[], Kind::Content).unwrap();
+        assert_ne!(first, second, "same size, same mtime, other bytes");
+        // a file written just now is hashed again each time, never memoised
+        std::fs::write(&p, b"c,3\n").unwrap();
+        let third = fingerprint(&p, &[], Kind::Content).unwrap();
+        std::fs::write(&p, b"d,4\n").unwrap();
+        assert_ne!(third, fingerprint(&p, &[], Kind::Content).unwrap());
     }
 }

@@ -109,6 +109,11 @@ pub fn train(
             )),
         })?;
     }
+    if !resume && ckpt.exists() {
+        // a fresh run into a folder the user let it replace (--overwrite, or a recipe's re-run):
+        // the earlier run's checkpoint goes now, so a later --resume cannot continue a stale run
+        std::fs::remove_dir_all(&ckpt).map_err(|e| Error::file(&ckpt, e))?;
+    }
     st.settings = Some(settings);
     loss_scale::init(&mut st, cfg.precision);
     std::fs::create_dir_all(&cfg.out).map_err(|e| Error::file(&cfg.out, e))?;

@@ -86,7 +86,7 @@ impl InferenceOptions {
             enc.pooling = Pooling::from(p);
         }
         if let Some(m) = self.max_seq_length {
-            enc.max_seq_length = m.clamp(2, enc.bert.config.max_position_embeddings);
+            enc.max_seq_length = fits_positions(m, enc.bert.config.max_position_embeddings, dir)?;
         }
         Ok(enc)
     }
@@ -107,6 +107,11 @@ impl Loaded {
         if is_cross_encoder(&folder) {
             let mut ce = CrossEncoderModel::load(dir, &o.device)?;
             ce.model.set_precision(o.precision()?)?;
+            if let Some(m) = o.max_seq_length {
+                // a pair's tokens, both texts and three special tokens, as the folder's max_length
+                ce.tok.max_seq_length =
+                    fits_positions(m, folder.config.max_position_embeddings, dir)?;
+            }
             return Ok(Loaded::CrossEncoder(ce));
         }
         let enc = o.encoder(dir)?;
@@ -127,4 +132,19 @@ impl Loaded {
         };
         Ok(Loaded::Encoder { enc, head })
     }
+}
+
+/// A --max-seq-length the model can take: past its position embeddings it is refused, not cut
+/// quietly to them (the user asked for texts the model cannot read whole).
+pub fn fits_positions(asked: usize, positions: usize, dir: &Path) -> Result<usize> {
+    if asked > positions {
+        return Err(Error::file(
+            dir,
+            format!(
+                "--max-seq-length {asked} is past the model's {positions} positions \
+                 (max_position_embeddings in config.json): give at most {positions}"
+            ),
+        ));
+    }
+    Ok(asked)
 }

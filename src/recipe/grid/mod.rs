@@ -16,7 +16,7 @@ mod steps;
 pub use grid_report::{Cell, GridReport, SourceFigure};
 pub use steps::Planning;
 
-use super::{read_toml, substitute, Recipe};
+use super::{known_keys, read_toml, substitute, Recipe};
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -110,8 +110,9 @@ pub struct Grid {
 impl Grid {
     pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<Grid> {
         let doc = read_toml(path)?;
-        let recipe = Recipe::from_table(path, &doc, overrides)?;
         let bad = |m: String| Error::file(path, m);
+        known_keys(&doc, &["vars", "step", "grid", "domain"], "").map_err(bad)?;
+        let recipe = Recipe::from_table(path, &doc, overrides)?;
         let table = |name: &str| -> Result<toml::Value> {
             let v = doc
                 .get(name)

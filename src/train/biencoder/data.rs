@@ -96,22 +96,19 @@ impl BiData {
                         data.target.extend(v);
                     }
                 }
-                Target::Class => {
+                Target::Class | Target::Score => {
                     for (i, l) in b.labels(col)?.into_iter().enumerate() {
-                        if l.fract() != 0.0 || l < 0.0 || l as usize >= num_labels {
+                        if let Some(want) = outside_domain(spec, l, num_labels) {
                             return Err(Error::cell(
                                 path,
                                 row(i),
                                 col,
-                                format!("label {l}: expected a class id in 0..{num_labels}"),
+                                format!("label {l}: {want}"),
                             ));
                         }
                         data.target.push(l as f32);
                     }
                 }
-                Target::Score => data
-                    .target
-                    .extend(b.labels(col)?.into_iter().map(|x| x as f32)),
                 Target::None | Target::TextIds => {}
             }
         }
@@ -137,5 +134,23 @@ impl BiData {
             return Err(Error::msg("no training examples"));
         }
         Ok(data)
+    }
+}
+
+/// What a label outside `spec`'s domain should have been (None: it is inside): a class id below
+/// the head's label count, a score in the loss's range (a cosine reaches only [-1, 1]), or at
+/// least a finite value.
+fn outside_domain(spec: &LossSpec, l: f64, num_labels: usize) -> Option<String> {
+    match (spec.target, spec.score_range) {
+        (Target::Class, _) if l.fract() != 0.0 || l < 0.0 || l as usize >= num_labels => {
+            Some(format!("expected a class id in 0..{num_labels}"))
+        }
+        (Target::Score, Some((lo, hi))) if !(lo <= l && l <= hi) => Some(format!(
+            "loss {} takes scores in [{lo}, {hi}] (normalise the labels, e.g. STS's 0-5 \
+             divided by 5)",
+            spec.name
+        )),
+        (Target::Score, None) if !l.is_finite() => Some("expected a finite score".into()),
+        _ => None,
     }
 }

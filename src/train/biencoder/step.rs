@@ -139,7 +139,7 @@ impl TrainTask for BiEncoderTask {
         let layout = EncoderLayout {
             pooling: self.enc.pooling,
             normalize: self.enc.normalize,
-            max_seq_length: self.enc.max_seq_length,
+            max_seq_length: self.saved_len,
         };
         let head = head_name.filter(|_| !head.is_empty()).map(|n| (n, head));
         save_sentence_encoder(&self.folder, backbone, &layout, head, dir)

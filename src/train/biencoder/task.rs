@@ -19,7 +19,11 @@ pub(super) const HEAD_PREFIX: &str = "head";
 pub struct BiEncoderOptions {
     /// The pooling to train with (default: the starting folder's; mean for a plain BERT).
     pub pooling: Option<Pooling>,
+    /// Tokens per text in training.
     pub max_seq_length: usize,
+    /// The max_seq_length the saved model declares (its inference truncation): the user's
+    /// --max-seq-length, or None to keep the starting folder's (never the training default).
+    pub saved_max_seq_length: Option<usize>,
     /// Classes of a classification head (SoftmaxLoss).
     pub num_labels: usize,
     pub seed: u64,
@@ -33,6 +37,8 @@ pub struct BiEncoderOptions {
 pub const DEFAULT_MINI_BATCH: usize = 32;
 
 pub struct BiEncoderTask {
+    /// The max_seq_length written into the saved folder (`BiEncoderOptions`).
+    pub(super) saved_len: usize,
     pub enc: SentenceEncoder,
     pub spec: &'static LossSpec,
     pub loss: Box<dyn Loss>,
@@ -87,6 +93,16 @@ impl BiEncoderTask {
         )?;
         let (bert, loss) = t.model;
         let (max_len, note) = cfg.fit_length(o.max_seq_length);
+        let saved_len = o
+            .saved_max_seq_length
+            .map(|m| m.min(max_len))
+            .unwrap_or(folder.max_seq_length);
+        let keeps = (saved_len != max_len).then(|| {
+            format!(
+                "training at {max_len} tokens a text; the saved model keeps its start's \
+                 max_seq_length {saved_len} (give --max-seq-length to set both)"
+            )
+        });
         let enc = SentenceEncoder::new(
             bert,
             folder.tokenizer()?,
@@ -106,7 +122,8 @@ impl BiEncoderTask {
             fresh: t.fresh,
             mini_batch,
             threads: 1,
-            notes: note.into_iter().collect(),
+            notes: note.into_iter().chain(keeps).collect(),
+            saved_len,
         })
     }
 

@@ -4,9 +4,10 @@ use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
     name: "cosine",
-    help: "CosineSimilarityLoss: MSE of cos(u, v) against a [0, 1] score",
+    help: "CosineSimilarityLoss: MSE of cos(u, v) against a score in [-1, 1] (STS: 0-5 / 5)",
     columns: "sentence1,sentence2,label",
     target: Target::Score,
+    score_range: Some((-1.0, 1.0)),
     build: |_| Ok(Box::new(Cosine)),
     ..LossSpec::BASE
 };

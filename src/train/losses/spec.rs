@@ -82,6 +82,9 @@ pub struct LossSpec {
     pub texts: usize,
     pub more_texts: bool,
     pub target: Target,
+    /// The values a `Target::Score` may take (a cosine reaches only [-1, 1], so a 0-5 STS label
+    /// left unnormalised would train toward the impossible); None: any finite value.
+    pub score_range: Option<(f64, f64)>,
     /// The loss is a mean of independent per-example terms, so a batch may be split across
     /// threads (not so for in-batch negatives).
     pub per_example: bool,
@@ -114,6 +117,7 @@ impl LossSpec {
         texts: 2,
         more_texts: false,
         target: Target::None,
+        score_range: None,
         per_example: true,
         cached: false,
         build: |_| Err(candle_core::Error::Msg("a loss spec without build".into())),
