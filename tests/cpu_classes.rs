@@ -5,8 +5,11 @@
 mod common;
 use condenser::model::kernels::isa::{detected, Isa};
 
-/// (CONDENSER_ISA, CONDENSER_BLAS, class) for each class, widest last.
-const CLASSES: [(&str, &str, Isa); 2] = [
+/// (CONDENSER_ISA, CONDENSER_BLAS, class) for each class, widest last. The baseline (SSE,
+/// OpenBLAS's Nehalem kernel) runs on every x86-64, so each CPU compares at least two classes:
+/// an AVX2-only CPU compared its widest class with itself before.
+const CLASSES: [(&str, &str, Isa); 3] = [
+    ("baseline", "nehalem", Isa::Baseline),
     ("avx2", "haswell", Isa::Avx2),
     ("avx512", "skylakex", Isa::Avx512),
 ];
@@ -89,7 +92,8 @@ fn every_class_trains_like_the_widest() {
         .map(|(i, b)| (i, losses(i, b)))
         .collect();
     let (widest, want) = runs.last().unwrap();
-    for (isa, got) in &runs {
+    assert!(runs.len() >= 2, "one class compared with itself");
+    for (isa, got) in &runs[..runs.len() - 1] {
         assert_eq!(got.len(), 6);
         for (a, b) in got.iter().zip(want) {
             assert!(
@@ -124,4 +128,13 @@ fn the_f32_kernel_and_the_blas_embed_alike() {
             "{route}: worst cosine {worst}, max diff {max_diff}"
         );
     }
+    // CONDENSER_ISA caps every kernel of condenser's: the baseline class takes the BLAS even
+    // where CONDENSER_F32_GEMM=own asks for the AVX2 kernel
+    let capped = [("CONDENSER_F32_GEMM", "own"), ("CONDENSER_ISA", "baseline")];
+    let (said, worst, max_diff) = common::fixture_run(&capped, &[]);
+    assert!(!said.contains("condenser's f32 kernel"), "baseline: {said}");
+    assert!(
+        worst > 0.999_999 && max_diff < 1e-5,
+        "baseline: {worst} {max_diff}"
+    );
 }

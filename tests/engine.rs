@@ -371,6 +371,50 @@ fn first_token_forward_equals_the_full_forward_at_cls() {
     }
     assert!(worst < 1e-5, "first-token rows: worst difference {worst}");
 
+    // the [CLS]-only forward on frozen weights made ready (f32 on condenser's kernel, and bf16
+    // where the CPU has AVX512-BF16): its q is the last layer's own ready weight, and its rows
+    // equal the full forward's at [CLS] in the same precision
+    use condenser::model::kernels::{bf16, f32_gemm, precision::Precision};
+    let mut precisions = vec![];
+    if f32_gemm::chosen() {
+        precisions.push((Precision::F32, 1e-5f32));
+    } else {
+        condenser::runtime::skipped("f32 [CLS]-only on ready weights", "avx2", "no f32 kernel");
+    }
+    if bf16::supported() {
+        precisions.push((Precision::Bf16, 2e-2));
+    } else {
+        condenser::runtime::skipped("bf16 [CLS]-only path", "avx512bf16", "no AVX512-BF16");
+    }
+    for (p, tol) in precisions {
+        let mut frozen = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
+        frozen.bert.set_precision(p).unwrap();
+        assert!(frozen.bert.first_token_query_ready(), "{p:?}: q not ready");
+        let eng = Engine::for_bert(&frozen.bert).unwrap();
+        let (full, first) = eng
+            .infer(|run| {
+                Ok((
+                    run.forward(&ids, Some(&ty))?,
+                    run.forward_first(&ids, Some(&ty))?,
+                ))
+            })
+            .unwrap();
+        let mut worst = 0f32;
+        for (item, &off) in full.packed.offsets().iter().enumerate() {
+            let want = &full.hidden[off * h..(off + 1) * h];
+            let got = &first[item * h..(item + 1) * h];
+            worst = want
+                .iter()
+                .zip(got)
+                .map(|(a, b)| (a - b).abs())
+                .fold(worst, f32::max);
+        }
+        assert!(
+            worst < tol,
+            "{p:?} first-token rows: worst difference {worst}"
+        );
+    }
+
     let mut enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
     enc.pooling = Pooling::CLS;
     let stsb = stsb_dev();
@@ -440,4 +484,31 @@ fn inference_is_the_same_bits_on_any_thread_count() {
             "cross-encoder scores differ between 1 and {t} threads"
         );
     }
+}
+
+/// Training in bf16 takes the f32 attention in every pass: GradCache's first pass (no tape) and
+/// the taped pass that recomputes it give the same embeddings bit for bit. Before, the tapeless
+/// pass took the bf16 attention, so the cached embeddings and the recomputed ones differed.
+#[test]
+fn a_training_pass_without_a_tape_equals_the_taped_one_in_bf16() {
+    use condenser::model::kernels::{bf16, precision::Precision};
+    if !bf16::supported() {
+        condenser::runtime::skipped(
+            "bf16 training passes with and without a tape",
+            "avx512bf16",
+            "this CPU has no AVX512-BF16",
+        );
+        return;
+    }
+    let (mut t, tok) = minilm();
+    t.model.set_precision(Precision::Bf16).unwrap();
+    let seqs = sentences(&tok, 16);
+    let ids: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let eng = Engine::for_bert(&t.model).unwrap();
+    let cached = eng.forward(&ids, None, None, None, false).unwrap();
+    let taped = eng.forward(&ids, None, None, None, true).unwrap();
+    assert!(
+        cached.hidden == taped.hidden,
+        "the tapeless pass took another attention"
+    );
 }

@@ -124,7 +124,7 @@ fn plain_hf_folder_with_bert_prefix() {
 }
 
 /// WiSE-FT: `interpolate` mixes two folders' weights tensor by tensor, (1 - alpha) start + alpha
-/// end, keeps the end's files, and refuses an alpha outside [0, 1] or models whose tensors differ.
+/// end, keeps the end's model files (not its run's checkpoint and logs), and refuses an alpha outside [0, 1] or models whose tensors differ.
 #[test]
 fn interpolate_mixes_weights_and_refuses_other_architectures() {
     use candle_core::Tensor;
@@ -134,6 +134,16 @@ fn interpolate_mixes_weights_and_refuses_other_architectures() {
     std::fs::create_dir(&end).unwrap();
     for f in ["config.json", "tokenizer.json"] {
         std::fs::copy(start.join(f), end.join(f)).unwrap();
+    }
+    // the end's training run: its checkpoint (optimizer moments), log and curve stay behind
+    std::fs::create_dir(end.join("checkpoint")).unwrap();
+    for f in [
+        "checkpoint/state.json",
+        "train_log.csv",
+        "loss.svg",
+        "blocks-32-x.u32",
+    ] {
+        std::fs::write(end.join(f), b"run").unwrap();
     }
     let w = candle_core::safetensors::load(start.join("model.safetensors"), &Device::Cpu).unwrap();
     let write = |dir: &Path, t: &std::collections::HashMap<String, Tensor>| {
@@ -169,6 +179,9 @@ fn interpolate_mixes_weights_and_refuses_other_architectures() {
     let (o, mixed) = run(&end, "0.25", "mixed");
     common::ok(o);
     assert!(mixed.join("tokenizer.json").is_file());
+    for f in ["checkpoint", "train_log.csv", "loss.svg", "blocks-32-x.u32"] {
+        assert!(!mixed.join(f).exists(), "{f} of the end's run copied");
+    }
     let m = candle_core::safetensors::load(mixed.join("model.safetensors"), &Device::Cpu).unwrap();
     assert_eq!(m.len(), w.len());
     for (k, v) in &w {

@@ -76,7 +76,21 @@ impl LayerGrads {
     }
 }
 
-/// The layer's output for input `x` (t x h), and its tape when `keep` (training with backward).
+/// Which forward a layer runs: inference, or training (with its tape for backward when `keep`;
+/// without, GradCache's first pass, whose embeddings must equal the taped pass's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    Infer,
+    Train { keep: bool },
+}
+
+impl Pass {
+    pub fn keeps(self) -> bool {
+        matches!(self, Pass::Train { keep: true })
+    }
+}
+
+/// The layer's output for input `x` (t x h), and its tape when the pass keeps one.
 pub fn forward(
     g: Gemm,
     w: &LayerW,
@@ -84,8 +98,9 @@ pub fn forward(
     p: &Packed,
     heads: Heads,
     sites: &Sites,
-    keep: bool,
+    pass: Pass,
 ) -> Result<(Vec<f32>, Option<LayerTape>)> {
+    let keep = pass.keeps();
     let (t, h, i) = (p.rows(), w.g1.len(), w.bi.len());
     let qkv = match (&w.qkv, &w.packed) {
         // frozen weights made ready once as one (bf16, or f32 on condenser's kernel)
@@ -94,9 +109,10 @@ pub fn forward(
     };
     let pk = |j: usize| w.packed[j].as_deref();
     let (mut ctx, mut lse) = (vec![0f32; t * h], vec![0f32; t * heads.heads]);
-    // attention's products in bf16 in a bf16 inference only (`Products::Bf16`)
-    let products = match g.precision {
-        Precision::Bf16 if !keep => Products::Bf16,
+    // attention's products in bf16 in a bf16 inference only (`Products::Bf16`); training keeps
+    // f32 attention in every pass, taped or not (docs/engine.md)
+    let products = match (g.precision, pass) {
+        (Precision::Bf16, Pass::Infer) => Products::Bf16,
         _ => Products::F32,
     };
     packed_attention::forward(

@@ -3,7 +3,7 @@
 use super::embeddings::{self, EmbGrads};
 use super::first_token;
 use super::gemm::Gemm;
-use super::layer::{self, LayerGrads, LayerTape, Sites};
+use super::layer::{self, LayerGrads, LayerTape, Pass, Sites};
 use super::packed::Packed;
 use super::packed_attention::Heads;
 use super::weights;
@@ -65,7 +65,7 @@ pub struct Infer<'a> {
 impl Infer<'_> {
     /// The last layer's rows for token sequences (`types`: token types, 0 where None).
     pub fn forward(&self, ids: &[&[u32]], types: Option<&[&[u32]]>) -> Result<Forward> {
-        self.forward_t(ids, types, None, None, false)
+        self.forward_t(ids, types, None, None, Pass::Infer)
     }
 
     /// The last layer's rows at each sequence's first token only (items x hidden), for heads that
@@ -80,7 +80,7 @@ impl Infer<'_> {
         embeddings::check(&self.emb, ids, types)?;
         let (x, _) = embeddings::forward(&self.emb, ids, types, &packed, None, false);
         let e = self.engine;
-        let fwd = e.run_layers(rest, x, None, packed, None, false)?;
+        let fwd = e.run_layers(rest, x, None, packed, None, Pass::Infer)?;
         first_token::forward(e.gemm(), last, &fwd.hidden, &fwd.packed, e.heads)
     }
 
@@ -91,14 +91,15 @@ impl Infer<'_> {
         types: Option<&[&[u32]]>,
         keys: Option<&[u64]>,
         drop: Option<&Dropout>,
-        keep: bool,
+        pass: Pass,
     ) -> Result<Forward> {
         let packed = Packed::of(ids, keys)?;
         embeddings::check(&self.emb, ids, types)?;
         let mask = Engine::mask(drop, 0, false);
+        let keep = pass.keeps();
         let (x, et) = embeddings::forward(&self.emb, ids, types, &packed, mask.as_ref(), keep);
         self.engine
-            .run_layers(&self.layers, x, et, packed, drop, keep)
+            .run_layers(&self.layers, x, et, packed, drop, pass)
     }
 }
 
@@ -229,7 +230,9 @@ impl<'m> Engine<'m> {
         drop: Option<&Dropout>,
         keep: bool,
     ) -> Result<Forward> {
-        self.infer(|run| run.forward_t(ids, types, keys, drop, keep))
+        // a training pass even without a tape (GradCache's first pass): its embeddings must
+        // equal the ones recomputed with the tape, so it takes the same f32 attention
+        self.infer(|run| run.forward_t(ids, types, keys, drop, Pass::Train { keep }))
     }
 
     /// `f` runs any number of forwards (`Infer::forward`: inference, no tape, no dropout) on the
@@ -264,7 +267,7 @@ impl<'m> Engine<'m> {
             );
         }
         weights::with_weights(None, self.layers, |_, ls| {
-            self.run_layers(&ls, x, None, packed, drop, keep)
+            self.run_layers(&ls, x, None, packed, drop, Pass::Train { keep })
         })
     }
 
@@ -275,8 +278,9 @@ impl<'m> Engine<'m> {
         emb: Option<embeddings::EmbTape>,
         packed: Packed,
         drop: Option<&Dropout>,
-        keep: bool,
+        pass: Pass,
     ) -> Result<Forward> {
+        let keep = pass.keeps();
         let mut tapes = Vec::with_capacity(ls.len());
         for (l, w) in ls.iter().enumerate() {
             let (y, tape) = layer::forward(
@@ -286,7 +290,7 @@ impl<'m> Engine<'m> {
                 &packed,
                 self.heads,
                 &Self::sites(drop, l),
-                keep,
+                pass,
             )?;
             tapes.extend(tape);
             x = y;

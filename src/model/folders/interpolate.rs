@@ -75,12 +75,32 @@ pub fn interpolate(start: &Path, end: &Path, alpha: f64, out: &Path) -> Result<u
     Ok(mixed.len())
 }
 
-/// Every file of `from` (sub-folders included) copied into `to`, but its weights.
+/// What a training run leaves beside its model (the trainer's checkpoint with its optimizer
+/// moments, its log and loss curve, pre-training's block cache and head): the end's run, not
+/// the interpolated model's, so never copied into it.
+fn run_file(name: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    [
+        "checkpoint",
+        "train_log.csv",
+        "loss.svg",
+        "loss.png",
+        "condenser_head.safetensors",
+    ]
+    .contains(&name.as_ref())
+        || name.ends_with(".u32")
+}
+
+/// Every file of `from` (sub-folders included) copied into `to`, but its weights and its run's
+/// files.
 fn copy_folder(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(|e| Error::file(to, e))?;
     for e in std::fs::read_dir(from).map_err(|e| Error::file(from, e))? {
         let p = e.map_err(|e| Error::file(from, e))?.path();
         let name = p.file_name().expect("a directory entry");
+        if run_file(name) {
+            continue;
+        }
         if p.is_dir() {
             copy_folder(&p, &to.join(name))?;
         } else if name != "model.safetensors" {

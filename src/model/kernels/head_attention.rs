@@ -120,7 +120,7 @@ pub(crate) fn pack_keys(k: &[f32], ld: usize, n: usize, d: usize, kt: &mut [f32]
     let np = n.div_ceil(C) * C;
     assert!(kt.len() >= np * d && (n == 0 || k.len() >= (n - 1) * ld + d));
     #[cfg(target_arch = "x86_64")]
-    if d.is_multiple_of(8) && std::arch::is_x86_feature_detected!("avx2") {
+    if d.is_multiple_of(8) && super::isa::active() >= super::isa::Isa::Avx2 {
         // SAFETY: AVX2 detected; the bounds are asserted above
         return unsafe { pack_keys_avx2(k, ld, n, d, kt) };
     }

@@ -268,7 +268,24 @@ impl Bert {
 
     /// Every encoder Linear's precision (model/kernels/precision.rs); embeddings and norms stay f32.
     pub fn set_precision(&mut self, p: Precision) -> Result<()> {
-        self.layers.iter_mut().try_for_each(|l| l.set_precision(p))
+        self.layers
+            .iter_mut()
+            .try_for_each(|l| l.set_precision(p))?;
+        // the last layer's query also alone: the [CLS]-only forward (engine/first_token.rs: a
+        // cross-encoder's scores, CLS pooling) projects one row an item by q, not by q, k and v
+        if let Some(last) = self.layers.last_mut() {
+            if last.attention.qkv_packed.is_some() {
+                last.attention.query.set_precision(p)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the last layer's query holds a ready weight (the `[CLS]`-only forward's q).
+    pub fn first_token_query_ready(&self) -> bool {
+        self.layers
+            .last()
+            .is_some_and(|l| l.attention.query.packed().is_some())
     }
 
     /// The precision of the encoder's products.

@@ -32,7 +32,8 @@ const PARALLEL_MIN_MACS: usize = 1 << 21;
 pub fn supported() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        // the AVX-512 class, not capped by CONDENSER_ISA, with the bf16 pair products
+        super::isa::active() == super::isa::Isa::Avx512
             && std::arch::is_x86_feature_detected!("avx512bf16")
     }
     #[cfg(not(target_arch = "x86_64"))]

@@ -55,11 +55,14 @@ pub fn describe() -> &'static str {
     }
 }
 
-/// Whether this CPU runs the kernel (AVX2 and FMA).
+/// Whether this CPU runs the kernel (AVX2 and FMA, the class not capped below them).
 pub fn supported() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        // CONDENSER_ISA=baseline caps every kernel of condenser's, this one too
+        super::isa::active() >= super::isa::Isa::Avx2
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
