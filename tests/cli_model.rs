@@ -144,7 +144,7 @@ fn evaluate_writes_results_for_every_model_and_dataset() {
     let reference = common::fixture()["sts"]["stsb-dev"]["spearman_cosine"]
         .as_f64()
         .expect("the fixture's stsb-dev spearman_cosine");
-    assert!((r[0]["metrics"]["spearman_cosine"].as_f64().unwrap() - reference).abs() < 1e-4);
+    assert!((r[0]["metrics"]["spearman_cosine"].as_f64().unwrap() - reference).abs() <= 5e-7);
     assert_eq!(r[1]["task"], "classification");
     // the threshold sweep includes "all negative" and "all positive": never below the majority rate
     let labels =

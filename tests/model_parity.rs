@@ -22,7 +22,7 @@ fn half_precision_stays_within_2e2_cosine() {
 }
 
 #[test]
-fn embeddings_match_sentence_transformers_within_1e5() {
+fn embeddings_match_sentence_transformers_within_3e7() {
     let (sentences, want) = common::fixture_embeddings();
     let sentences: Vec<&str> = sentences.iter().map(String::as_str).collect();
     assert_eq!(sentences.len(), 64);
@@ -39,8 +39,9 @@ fn embeddings_match_sentence_transformers_within_1e5() {
                 max_diff = max_diff.max((*a as f64 - b).abs());
             }
         }
+        // README's figure: embeddings equal sentence-transformers' to 3e-7
         assert!(
-            max_diff < 1e-5,
+            max_diff < 3e-7,
             "batch {batch_size}: max abs diff {max_diff}"
         );
         eprintln!("batch {batch_size}: max abs diff {max_diff:.2e}");
@@ -48,7 +49,7 @@ fn embeddings_match_sentence_transformers_within_1e5() {
 }
 
 #[test]
-fn stsb_dev_and_test_match_fixture_within_1e4() {
+fn stsb_dev_and_test_match_fixture_to_its_six_decimals() {
     let fx = common::fixture();
     let enc = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
     for (split, key) in [("dev", "stsb-dev"), ("test", "stsb-test")] {
@@ -65,7 +66,9 @@ fn stsb_dev_and_test_match_fixture_within_1e4() {
             let w = want[name]
                 .as_f64()
                 .unwrap_or_else(|| panic!("fixture lacks {name}"));
-            assert!((value - w).abs() < 1e-4, "{key} {name}: {value} vs {w}");
+            // the fixture keeps 6 decimals: equal to them is within half a unit of the last (README's
+            // 2e-7 is against sentence-transformers' evaluators run live, benches/st_eval_reference.py)
+            assert!((value - w).abs() <= 5e-7, "{key} {name}: {value} vs {w}");
         }
     }
 }

@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn sum_squares_of_known_values() {
         let Ok(gpu) = Device::new_cuda(0) else {
-            eprintln!("skipped: no CUDA device on this machine");
+            crate::runtime::skipped("a CUDA kernel", "gpu", "no CUDA device on this machine");
             return;
         };
         let dev =
@@ -203,7 +203,7 @@ mod tests {
     #[test]
     fn one_launch_update_matches_the_cpu() {
         let Ok(gpu) = Device::new_cuda(0) else {
-            eprintln!("skipped: no CUDA device on this machine");
+            crate::runtime::skipped("a CUDA kernel", "gpu", "no CUDA device on this machine");
             return;
         };
         let cpu = Device::Cpu;

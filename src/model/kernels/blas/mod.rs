@@ -110,7 +110,11 @@ mod tests {
     #[test]
     fn overlapping_serial_scopes_keep_the_library_serial_until_the_last_closes() {
         let Some((_, get)) = blas().and_then(|b| b.threads) else {
-            eprintln!("skipped: no BLAS with a thread-count call here");
+            crate::runtime::skipped(
+                "serial BLAS scopes",
+                "blas",
+                "no BLAS with a thread-count call here",
+            );
             return;
         };
         // SAFETY: the library's thread-count query
