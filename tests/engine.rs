@@ -348,27 +348,33 @@ fn first_token_forward_equals_the_full_forward_at_cls() {
         .collect();
     let ids: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
     let ty: Vec<&[u32]> = types.iter().map(Vec::as_slice).collect();
-    let eng = Engine::for_bert(&t.model).unwrap();
-    let (full, first) = eng
-        .infer(|run| {
-            Ok((
-                run.forward(&ids, Some(&ty))?,
-                run.forward_first(&ids, Some(&ty))?,
-            ))
-        })
-        .unwrap();
-    let h = 384;
-    assert_eq!(first.len(), seqs.len() * h);
-    let mut worst = 0f32;
-    for (item, &off) in full.packed.offsets().iter().enumerate() {
-        let want = &full.hidden[off * h..(off + 1) * h];
-        let got = &first[item * h..(item + 1) * h];
-        worst = want
-            .iter()
-            .zip(got)
-            .map(|(a, b)| (a - b).abs())
-            .fold(worst, f32::max);
-    }
+    // the [CLS]-only forward's rows (one an item) against the full forward's at [CLS]: the
+    // largest difference
+    let first_vs_full = |bert: &Bert| -> f32 {
+        let eng = Engine::for_bert(bert).unwrap();
+        let (full, first) = eng
+            .infer(|run| {
+                Ok((
+                    run.forward(&ids, Some(&ty))?,
+                    run.forward_first(&ids, Some(&ty))?,
+                ))
+            })
+            .unwrap();
+        let h = 384;
+        assert_eq!(first.len(), seqs.len() * h);
+        let mut worst = 0f32;
+        for (item, &off) in full.packed.offsets().iter().enumerate() {
+            let want = &full.hidden[off * h..(off + 1) * h];
+            let got = &first[item * h..(item + 1) * h];
+            worst = want
+                .iter()
+                .zip(got)
+                .map(|(a, b)| (a - b).abs())
+                .fold(worst, f32::max);
+        }
+        worst
+    };
+    let worst = first_vs_full(&t.model);
     assert!(worst < 1e-5, "first-token rows: worst difference {worst}");
 
     // the [CLS]-only forward on frozen weights made ready (f32 on condenser's kernel, and bf16
@@ -390,25 +396,7 @@ fn first_token_forward_equals_the_full_forward_at_cls() {
         let mut frozen = SentenceEncoder::load(&common::model(), &Device::Cpu).unwrap();
         frozen.bert.set_precision(p).unwrap();
         assert!(frozen.bert.first_token_query_ready(), "{p:?}: q not ready");
-        let eng = Engine::for_bert(&frozen.bert).unwrap();
-        let (full, first) = eng
-            .infer(|run| {
-                Ok((
-                    run.forward(&ids, Some(&ty))?,
-                    run.forward_first(&ids, Some(&ty))?,
-                ))
-            })
-            .unwrap();
-        let mut worst = 0f32;
-        for (item, &off) in full.packed.offsets().iter().enumerate() {
-            let want = &full.hidden[off * h..(off + 1) * h];
-            let got = &first[item * h..(item + 1) * h];
-            worst = want
-                .iter()
-                .zip(got)
-                .map(|(a, b)| (a - b).abs())
-                .fold(worst, f32::max);
-        }
+        let worst = first_vs_full(&frozen.bert);
         assert!(
             worst < tol,
             "{p:?} first-token rows: worst difference {worst}"

@@ -24,33 +24,27 @@ fn snapshot(p: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-/// Run `args`; it must fail (or succeed, `ok`), its output naming every string of `says`, no
-/// panic, and every path of `inputs` byte for byte as before.
-fn probe(args: &[&str], inputs: &[&Path], ok: bool, says: &[&str]) -> String {
+/// Run the command line `line` (arguments split on spaces: the temporary paths hold none); it
+/// must fail (or succeed, `ok`), its output naming every string of `says`, no panic, and every
+/// path of `inputs` byte for byte as before.
+fn probe(line: &str, inputs: &[&Path], ok: bool, says: &[&str]) -> String {
+    let args: Vec<&str> = line.split_whitespace().collect();
     let before: Vec<_> = inputs.iter().map(|p| snapshot(p)).collect();
-    let o = common::condenser(args);
+    let o = common::condenser(&args);
     let text =
         String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.success(), ok, "{args:?}: {text}");
-    assert!(!text.contains("panicked"), "{args:?} panicked: {text}");
+    assert_eq!(o.status.success(), ok, "{line}: {text}");
+    assert!(!text.contains("panicked"), "{line} panicked: {text}");
     for s in says {
-        assert!(text.contains(s), "{args:?} does not say '{s}': {text}");
+        assert!(text.contains(s), "{line} does not say '{s}': {text}");
     }
     for (p, b) in inputs.iter().zip(before) {
-        assert!(
-            snapshot(p) == b,
-            "{args:?} changed its input {}",
-            p.display()
-        );
+        assert!(snapshot(p) == b, "{line} changed its input {}", p.display());
     }
     text
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// A pairs CSV `name` in `dir` from its rows (header first).
+/// A CSV `name` in `dir` from its rows (header first).
 fn csv(dir: &Path, name: &str, rows: &[&str]) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, rows.join("\n") + "\n").unwrap();
@@ -81,23 +75,32 @@ fn retrieval(dir: &Path) -> PathBuf {
     d
 }
 
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let dest = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, dest).unwrap();
+        }
+    }
+}
+
 #[test]
 fn outputs_that_would_replace_an_input_are_refused() {
     let d = tempfile::tempdir().unwrap();
-    let tiny = common::tiny_bert(d.path());
+    let tiny = common::tiny_bert(d.path()).display().to_string();
     let cf = retrieval(d.path());
     let x = pairs(d.path());
+    let (t, c, xs) = (Path::new(&tiny), cf.display(), x.display());
     let split = |out: &Path, says: &str| {
-        let args = [
-            "split",
-            "--retrieval",
-            s(&cf),
-            "--out",
-            s(out),
-            "--test-fraction",
-            "0.5",
-        ];
-        probe(&args, &[&cf], false, &[says, s(&cf)]);
+        let line = format!(
+            "split --retrieval {c} --out {} --test-fraction 0.5",
+            out.display()
+        );
+        probe(&line, &[&cf], false, &[says, &c.to_string()]);
     };
     // 1. split into its own folder (it truncated corpus and queries to 0 bytes), or inside it
     split(&cf, "is the input --retrieval");
@@ -108,62 +111,24 @@ fn outputs_that_would_replace_an_input_are_refused() {
     std::os::unix::fs::symlink(&cf, &link).unwrap();
     split(&link, "is the input");
     split(&cf.join("not-yet/.."), "is the input");
-    // 2. convert and encode over their input, augment over its input
-    let q = cf.join("queries.parquet");
-    let args = ["convert", s(&q), s(&q), "--sample", "10"];
-    probe(&args, &[&cf], false, &["OUTPUT", "is the input INPUT"]);
-    let csv_out = x.with_file_name("pairs.csv");
-    let args = [
-        "encode",
-        "--model",
-        s(&tiny),
-        "--input",
-        s(&x),
-        "--out",
-        s(&csv_out),
-    ];
-    probe(
-        &args,
-        &[&x, &tiny],
-        false,
-        &["--out", "is the input --input"],
-    );
-    let args = [
-        "encode",
-        "--model",
-        s(&tiny),
-        "--input",
-        s(&x),
-        "--out",
-        s(&tiny),
-    ];
-    probe(&args, &[&x, &tiny], false, &["is the input --model"]);
-    let args = [
-        "augment",
-        "--input",
-        s(&x),
-        "--cross-encoder",
-        s(&tiny),
-        "--out",
-        s(&x),
-    ];
-    probe(&args, &[&x, &tiny], false, &["is the input --input"]);
-    let pseudo = cf.join("pseudo.parquet");
-    let args = ["augment", "--corpus", s(&cf), "--out", s(&pseudo)];
-    probe(&args, &[&cf], false, &["inside the input folder --corpus"]);
+    // 2. convert and encode over their input, augment over its input or into its corpus
+    let q = cf.join("queries.parquet").display().to_string();
+    let line = format!("convert {q} {q} --sample 10");
+    probe(&line, &[&cf], false, &["OUTPUT", "is the input INPUT"]);
+    let line = format!("encode --model {tiny} --input {xs} --out {xs}");
+    probe(&line, &[&x, t], false, &["--out", "is the input --input"]);
+    let line = format!("encode --model {tiny} --input {xs} --out {tiny}");
+    probe(&line, &[&x, t], false, &["is the input --model"]);
+    let line = format!("augment --input {xs} --cross-encoder {tiny} --out {xs}");
+    probe(&line, &[&x, t], false, &["is the input --input"]);
+    let line = format!("augment --corpus {c} --out {c}/pseudo.parquet");
+    probe(&line, &[&cf], false, &["inside the input folder --corpus"]);
     // 3. interpolate over the fine-tuned model
     let end = d.path().join("end");
-    copy_dir(&tiny, &end);
-    let args = [
-        "interpolate",
-        "--start",
-        s(&tiny),
-        "--end",
-        s(&end),
-        "--out",
-        s(&end),
-    ];
-    probe(&args, &[&tiny, &end], false, &["is the input --end"]);
+    copy_dir(t, &end);
+    let e = end.display();
+    let line = format!("interpolate --start {tiny} --end {e} --out {e}");
+    probe(&line, &[t, &end], false, &["is the input --end"]);
 }
 
 #[test]
@@ -172,52 +137,38 @@ fn an_existing_model_folder_needs_resume_or_overwrite() {
     let tiny = common::tiny_bert(d.path());
     let x = pairs(d.path());
     let out = d.path().join("model");
-    let train = |extra: &[&str], ok: bool, says: &[&str]| {
-        let mut a = vec!["train-biencoder", "--init", s(&tiny), "--train", s(&x)];
-        a.extend(["--loss", "cosine", "--max-steps", "1", "--batch-size", "2"]);
-        a.extend(["--out", s(&out)]);
-        a.extend(extra);
+    let (t, xs, o) = (tiny.display(), x.display(), out.display());
+    let train = |extra: &str, ok: bool, says: &[&str]| {
+        let line = format!(
+            "train-biencoder --init {t} --train {xs} --loss cosine --max-steps 1 --batch-size 2 \
+             --out {o} {extra}"
+        );
         let inputs: Vec<&Path> = match ok {
             true => vec![&tiny, &x],
             false => vec![&tiny, &x, &out],
         };
-        probe(&a, &inputs, ok, says);
+        probe(&line, &inputs, ok, says);
     };
-    train(&[], true, &["wrote"]);
+    train("", true, &["wrote"]);
     // 3. again into the trained model: refused, saying how to go on; the model stays as it was
     train(
-        &[],
+        "",
         false,
         &["already holds a model", "--resume", "--overwrite"],
     );
-    train(&["--overwrite"], true, &["wrote"]);
-    train(&["--resume"], true, &["already finished"]);
-    // interpolate into an existing folder likewise
-    let args = [
-        "interpolate",
-        "--start",
-        s(&tiny),
-        "--end",
-        s(&out),
-        "--out",
-        s(&tiny),
-    ];
-    probe(&args, &[&tiny, &out], false, &["is the input --start"]);
+    train("--overwrite", true, &["wrote"]);
+    train("--resume", true, &["already finished"]);
+    // interpolate: never over an input, and into an existing folder only with --overwrite
+    let line = format!("interpolate --start {t} --end {o} --out {t}");
+    probe(&line, &[&tiny, &out], false, &["is the input --start"]);
     let mixed = d.path().join("mixed");
-    let args = [
-        "interpolate",
-        "--start",
-        s(&tiny),
-        "--end",
-        s(&out),
-        "--out",
-        s(&mixed),
-    ];
-    probe(&args, &[&tiny, &out], true, &["tensors"]);
-    probe(&args, &[&tiny, &out, &mixed], false, &["--overwrite"]);
-    let mut again = args.to_vec();
-    again.push("--overwrite");
-    probe(&again, &[&tiny, &out], true, &["tensors"]);
+    let line = format!(
+        "interpolate --start {t} --end {o} --out {}",
+        mixed.display()
+    );
+    probe(&line, &[&tiny, &out], true, &["tensors"]);
+    probe(&line, &[&tiny, &out, &mixed], false, &["--overwrite"]);
+    probe(&(line + " --overwrite"), &[&tiny, &out], true, &["tensors"]);
 }
 
 #[test]
@@ -225,11 +176,11 @@ fn recipe_keys_and_variables_are_checked_before_any_step_runs() {
     let d = tempfile::tempdir().unwrap();
     let x = pairs(d.path());
     let out = d.path().join("out");
-    let recipe = |extra: &str| {
+    let recipe = |extra: &str, flag: &str| {
         let p = d.path().join("r.toml");
         let text = format!(
             "[vars]\ngold = \"2\"\nout = \"{}\"\n\n[[step]]\nname = \"sample\"\ncommand = \
-             \"convert\"\npositional = [\"{}\", \"{{out}}/s.parquet\"]\nargs = {{ sample = \
+             \"convert\"\npositional = [\"{}\", \"{{out}}/s.parquet\"]\nargs = {{ {flag} = \
              \"{{gold}}\" }}\n{extra}\n",
             out.display(),
             x.display()
@@ -238,107 +189,48 @@ fn recipe_keys_and_variables_are_checked_before_any_step_runs() {
         p
     };
     // 4. a misspelt step key, an unknown field, a misspelt --set, a misspelt flag in args
-    for dry in [false, true] {
-        let run = |r: &Path, set: &[&str], says: &[&str]| {
-            let mut a = vec!["run", s(r)];
-            a.extend(set);
-            if dry {
-                a.push("--dry-run");
-            }
-            probe(&a, &[r, &x], false, says);
+    for dry in ["", " --dry-run"] {
+        let run = |r: &Path, set: &str, says: &[&str]| {
+            let line = format!("run {}{set}{dry}", r.display());
+            probe(&line, &[r, &x], false, says);
             assert!(!out.join("s.parquet").exists(), "a step ran");
         };
-        run(
-            &recipe("argz = { batch-size = 8 }"),
-            &[],
-            &["'argz'", "did you mean 'args'"],
-        );
-        run(
-            &recipe("after = [\"x\"]"),
-            &[],
-            &["unknown key 'after'", "valid: name"],
-        );
-        run(
-            &recipe(""),
-            &["--set", "golld=2000"],
-            &["golld", "did you mean 'gold'"],
-        );
-        let flag = recipe("").to_string_lossy().into_owned();
-        std::fs::write(
-            &flag,
-            std::fs::read_to_string(&flag)
-                .unwrap()
-                .replace("sample =", "smaple ="),
-        )
-        .unwrap();
-        run(Path::new(&flag), &[], &["--smaple", "--sample"]);
+        let argz = recipe("argz = { batch-size = 8 }", "sample");
+        run(&argz, "", &["'argz'", "did you mean 'args'"]);
+        let after = recipe("after = [\"x\"]", "sample");
+        run(&after, "", &["unknown key 'after'", "valid: name"]);
+        let set = recipe("", "sample");
+        run(&set, " --set golld=2000", &["golld", "did you mean 'gold'"]);
+        run(&recipe("", "smaple"), "", &["--smaple", "--sample"]);
     }
-    let r = recipe("");
-    probe(
-        &["run", s(&r), "--set", "gold=3"],
-        &[&r, &x],
-        true,
-        &["wrote 3 rows"],
-    );
+    let r = recipe("", "sample");
+    let line = format!("run {} --set gold=3", r.display());
+    probe(&line, &[&r, &x], true, &["wrote 3 rows"]);
 }
 
 #[test]
 fn labels_outside_the_loss_domain_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let tiny = common::tiny_bert(d.path());
-    let seven = csv(
-        d.path(),
-        "sts05.csv",
-        &[
-            "sentence1,sentence2,label",
-            "a b,c d,0.5",
-            "e f,g h,7.0",
-            "i j,k l,1.0",
-        ],
-    );
-    let out = d.path().join("m");
-    // 5. cosine: a score in [-1, 1]; the message names file, row, column and value
-    let args = [
-        "train-biencoder",
-        "--init",
-        s(&tiny),
-        "--train",
-        s(&seven),
-        "--loss",
-        "cosine",
-        "--out",
-        s(&out),
+    let rows = [
+        "sentence1,sentence2,label",
+        "a b,c d,0.5",
+        "e f,g h,7.0",
+        "i j,k l,1.0",
     ];
-    probe(
-        &args,
-        &[&seven, &tiny],
-        false,
-        &["sts05.csv", "row 2", "'label'", "label 7", "[-1, 1]"],
-    );
+    let seven = csv(d.path(), "sts05.csv", &rows);
+    let out = d.path().join("m");
+    let (t, s7, o) = (tiny.display(), seven.display(), out.display());
+    // 5. cosine: a score in [-1, 1]; the message names file, row, column and value
+    let line = format!("train-biencoder --init {t} --train {s7} --loss cosine --out {o}");
+    let says = ["sts05.csv", "row 2", "'label'", "label 7", "[-1, 1]"];
+    probe(&line, &[&seven, &tiny], false, &says);
     assert!(!out.exists());
     // softmax: class ids below --num-labels; a cross-encoder's one label: [0, 1]
-    let args = [
-        "train-biencoder",
-        "--init",
-        s(&tiny),
-        "--train",
-        s(&seven),
-        "--loss",
-        "softmax",
-        "--out",
-        s(&out),
-    ];
-    probe(&args, &[&seven], false, &["row 1", "label 0.5", "class id"]);
-    let args = [
-        "train-cross-encoder",
-        "--model",
-        s(&tiny),
-        "--train",
-        s(&seven),
-        "--out",
-        s(&out),
-    ];
-    probe(&args, &[&seven], false, &["row 2", "label 7", "[0, 1]"]);
+    let line = format!("train-biencoder --init {t} --train {s7} --loss softmax --out {o}");
+    probe(&line, &[&seven], false, &["row 1", "label 0.5", "class id"]);
+    let line = format!("train-cross-encoder --model {t} --train {s7} --out {o}");
+    probe(&line, &[&seven], false, &["row 2", "label 7", "[0, 1]"]);
 }
 
 #[test]
@@ -346,23 +238,15 @@ fn max_seq_length_past_the_positions_is_refused_and_a_saved_model_keeps_its_leng
     let d = tempfile::tempdir().unwrap();
     let tiny = common::tiny_bert(d.path());
     let x = pairs(d.path());
+    let (t, xs) = (tiny.display(), x.display());
     // 6. encode past the tiny model's 128 positions
     let e = d.path().join("e.parquet");
-    let args = [
-        "encode",
-        "--model",
-        s(&tiny),
-        "--input",
-        s(&x),
-        "--columns",
-        "sentence1",
-        "--out",
-        s(&e),
-        "--max-seq-length",
-        "100000",
-    ];
+    let line = format!(
+        "encode --model {t} --input {xs} --columns sentence1 --out {} --max-seq-length 100000",
+        e.display()
+    );
     probe(
-        &args,
+        &line,
         &[&x, &tiny],
         false,
         &["--max-seq-length 100000", "128 positions"],
@@ -376,19 +260,21 @@ fn max_seq_length_past_the_positions_is_refused_and_a_saved_model_keeps_its_leng
         r#"{"max_seq_length": 100}"#,
     )
     .unwrap();
-    let saved = |extra: &[&str], name: &str| -> u64 {
+    let saved = |extra: &str, name: &str| -> u64 {
         let out = d.path().join(name);
-        let mut a = vec!["train-biencoder", "--init", s(&start), "--train", s(&x)];
-        a.extend(["--loss", "cosine", "--max-steps", "1", "--out", s(&out)]);
-        a.extend(extra);
-        probe(&a, &[&start, &x], true, &["wrote"]);
+        let line = format!(
+            "train-biencoder --init {} --train {xs} --loss cosine --max-steps 1 --out {} {extra}",
+            start.display(),
+            out.display()
+        );
+        probe(&line, &[&start, &x], true, &["wrote"]);
         let c = std::fs::read_to_string(out.join("sentence_bert_config.json")).unwrap();
         serde_json::from_str::<serde_json::Value>(&c).unwrap()["max_seq_length"]
             .as_u64()
             .unwrap()
     };
-    assert_eq!(saved(&[], "keeps"), 100);
-    assert_eq!(saved(&["--max-seq-length", "64"], "given"), 64);
+    assert_eq!(saved("", "keeps"), 100);
+    assert_eq!(saved("--max-seq-length 64", "given"), 64);
 }
 
 #[test]
@@ -397,45 +283,40 @@ fn bad_input_handled_before_stays_handled() {
     let tiny = common::tiny_bert(d.path());
     let x = pairs(d.path());
     let out = d.path().join("e.parquet");
-    let encode = |input: &Path, extra: &[&str], says: &[&str]| {
-        let mut a = vec![
-            "encode",
-            "--model",
-            s(&tiny),
-            "--input",
-            s(input),
-            "--out",
-            s(&out),
-        ];
-        a.extend(extra);
-        probe(&a, &[input, &tiny], false, says);
+    let encode = |model: &Path, input: &Path, out: &Path, extra: &str| {
+        format!(
+            "encode --model {} --input {} --out {} {extra}",
+            model.display(),
+            input.display(),
+            out.display()
+        )
     };
-    let col = ["--columns", "sentence1"];
-    encode(&d.path().join("missing.csv"), &col, &["missing.csv"]);
-    let empty = csv(d.path(), "empty.csv", &[]);
-    encode(&empty, &col, &["empty.csv"]);
-    encode(
-        &x,
-        &["--columns", "sentense1"],
-        &["'sentense1'", "sentence1, sentence2, label"],
-    );
+    let refused = |input: &Path, extra: &str, says: &[&str]| {
+        probe(
+            &encode(&tiny, input, &out, extra),
+            &[input, &tiny],
+            false,
+            says,
+        );
+    };
+    let col = "--columns sentence1";
+    refused(&d.path().join("missing.csv"), col, &["missing.csv"]);
+    refused(&csv(d.path(), "empty.csv", &[]), col, &["empty.csv"]);
+    let listed = ["'sentense1'", "sentence1, sentence2, label"];
+    refused(&x, "--columns sentense1", &listed);
     let ragged = csv(
         d.path(),
         "ragged.csv",
         &["sentence1,sentence2", "a,b", "c,d,e,f"],
     );
-    encode(&ragged, &col, &["ragged.csv", "2"]);
+    refused(&ragged, col, &["ragged.csv", "2"]);
     let null = d.path().join("null.jsonl");
     std::fs::write(&null, "{\"sentence1\": \"a\"}\n{\"sentence1\": null}\n").unwrap();
-    encode(&null, &col, &["null.jsonl", "row 2", "sentence1"]);
+    refused(&null, col, &["null.jsonl", "row 2", "sentence1"]);
     let latin1 = d.path().join("latin1.csv");
     std::fs::write(&latin1, b"sentence1\ncaf\xe9\n").unwrap();
-    encode(&latin1, &col, &["latin1.csv"]);
-    encode(
-        &x,
-        &["--columns", "sentence1", "--batch-size", "0"],
-        &["--batch-size"],
-    );
+    refused(&latin1, col, &["latin1.csv"]);
+    refused(&x, "--columns sentence1 --batch-size 0", &["--batch-size"]);
     // a broken model: weights cut short, or random bytes
     for (name, bytes) in [("cut", None), ("random", Some(vec![0x5au8; 4096]))] {
         let m = d.path().join(name);
@@ -443,61 +324,24 @@ fn bad_input_handled_before_stays_handled() {
         let w = m.join("model.safetensors");
         let b = bytes.unwrap_or_else(|| std::fs::read(&w).unwrap()[..1000].to_vec());
         std::fs::write(&w, b).unwrap();
-        let a = [
-            "encode",
-            "--model",
-            s(&m),
-            "--input",
-            s(&x),
-            "--columns",
-            "sentence1",
-            "--out",
-            s(&out),
-        ];
-        probe(&a, &[&m, &x], false, &["model.safetensors"]);
+        probe(
+            &encode(&m, &x, &out, col),
+            &[&m, &x],
+            false,
+            &["model.safetensors"],
+        );
     }
     // an output that cannot be written (a file where its folder should be)
     let blocker = csv(d.path(), "blocker", &["x"]);
-    let under = blocker.join("e.parquet");
-    let a = [
-        "encode",
-        "--model",
-        s(&tiny),
-        "--input",
-        s(&x),
-        "--columns",
-        "sentence1",
-        "--out",
-        s(&under),
-    ];
-    probe(&a, &[&x, &blocker], false, &["blocker"]);
+    let line = encode(&tiny, &x, &blocker.join("e.parquet"), col);
+    probe(&line, &[&x, &blocker], false, &["blocker"]);
     // a failed run over an existing output keeps the old bytes
-    let a = [
-        "encode",
-        "--model",
-        s(&tiny),
-        "--input",
-        s(&x),
-        "--columns",
-        "sentence1",
-        "--out",
-        s(&out),
-    ];
-    probe(&a, &[&x], true, &["wrote 4 rows"]);
-    let mut bad = a.to_vec();
-    bad[6] = "nope";
-    probe(&bad, &[&x, &out], false, &["'nope'"]);
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let p = e.unwrap().path();
-        let dest = to.join(p.file_name().unwrap());
-        if p.is_dir() {
-            copy_dir(&p, &dest);
-        } else {
-            std::fs::copy(&p, dest).unwrap();
-        }
-    }
+    probe(
+        &encode(&tiny, &x, &out, col),
+        &[&x],
+        true,
+        &["wrote 4 rows"],
+    );
+    let line = encode(&tiny, &x, &out, "--columns nope");
+    probe(&line, &[&x, &out], false, &["'nope'"]);
 }
