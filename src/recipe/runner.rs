@@ -95,7 +95,10 @@ impl<'a> Runner<'a> {
                 step.name,
                 step.command,
                 step.args.join(" "),
-                match (resume, overwrite) {
+                match (
+                    resume,
+                    overwrite && step.products().iter().any(|p| p.exists())
+                ) {
                     (true, _) => " --resume",
                     // the recipe's own earlier output: a model folder is replaced
                     (false, true) => " (its earlier outputs are replaced)",
