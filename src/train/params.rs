@@ -57,6 +57,18 @@ pub struct Trainable<M> {
 /// fresh only under one of `heads` (a classifier, a pooler, a Condenser head); any other missing
 /// tensor is an error naming it, so a checkpoint whose names do not fit (every name prefixed, a
 /// different architecture) is refused instead of trained from random weights.
+/// A LayerNorm's weight or bias under the TF-era names some checkpoints keep (`gamma`, `beta`:
+/// BERT's original release, SPLADE-tiny); None for any other tensor.
+fn tf_norm_name(name: &str) -> Option<String> {
+    let (norm, which) = name.rsplit_once('.')?;
+    let tf = match which {
+        "weight" => "gamma",
+        "bias" => "beta",
+        _ => return None,
+    };
+    norm.ends_with("LayerNorm").then(|| format!("{norm}.{tf}"))
+}
+
 pub fn load_trainable<M>(
     weights: &Path,
     extra: &[PathBuf],
@@ -82,6 +94,7 @@ pub fn load_trainable<M>(
             format!("bert.{name}"),
         ]
         .into_iter()
+        .flat_map(|n| [tf_norm_name(&n), Some(n)].into_iter().flatten())
         .find_map(|n| file.get(&n))
         .map(|t| (t, weights));
         let found = in_file.or_else(|| {

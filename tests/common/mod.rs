@@ -20,6 +20,11 @@ pub fn model() -> PathBuf {
     require(root().join("datasets/model/all-MiniLM-L6-v2"))
 }
 
+/// SPLADE-tiny: a plain BertForMaskedLM (gamma/beta LayerNorms, tied decoder, no pooler).
+pub fn bert_tiny_mlm() -> PathBuf {
+    require(root().join("datasets/model/bert-tiny-mlm"))
+}
+
 pub fn data(rel: &str) -> PathBuf {
     require(root().join("datasets/data").join(rel))
 }
