@@ -141,16 +141,15 @@ pub fn main() -> Result<()> {
 /// A recipe step's argv (the program's name first) parsed and guarded, and run unless dry.
 fn exec(argv: Vec<String>, mode: StepMode) -> Result<()> {
     let mut cli = Cli::try_parse_from(argv).map_err(|e| Error::msg(e.to_string().trim_end()))?;
+    let overwrite = match mode {
+        StepMode::Parse => return Ok(()),
+        StepMode::Check { overwrite } | StepMode::Run { overwrite } => overwrite,
+    };
+    if overwrite {
+        cli.command.allow_overwrite();
+    }
     match mode {
-        StepMode::Parse => Ok(()),
-        StepMode::Check { overwrite } | StepMode::Run { overwrite } => {
-            if overwrite {
-                cli.command.allow_overwrite();
-            }
-            match mode {
-                StepMode::Run { .. } => dispatch(cli.command),
-                _ => cli.command.io().check(),
-            }
-        }
+        StepMode::Run { .. } => dispatch(cli.command),
+        _ => cli.command.io().check(),
     }
 }

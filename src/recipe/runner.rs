@@ -49,11 +49,7 @@ impl<'a> Runner<'a> {
     /// before the first one spends an hour.
     pub fn parse_all(&self, steps: &[Step], exec: Exec) -> Result<()> {
         for step in steps {
-            let argv: Vec<String> = ["condenser".to_string(), step.command.clone()]
-                .into_iter()
-                .chain(step.args.iter().cloned())
-                .collect();
-            exec(argv, StepMode::Parse).map_err(|e| {
+            exec(step.argv(false), StepMode::Parse).map_err(|e| {
                 Error::context(
                     format!("recipe {} step '{}'", self.file.display(), step.name),
                     e,
@@ -106,11 +102,7 @@ impl<'a> Runner<'a> {
                 },
             ));
             self.dirty.extend(step.products());
-            let argv: Vec<String> = ["condenser".to_string(), step.command.clone()]
-                .into_iter()
-                .chain(step.args.iter().cloned())
-                .chain(resume.then(|| "--resume".to_string()))
-                .collect();
+            let argv = step.argv(resume);
             let mode = match self.dry_run {
                 true => StepMode::Check { overwrite },
                 false => StepMode::Run { overwrite },

@@ -38,6 +38,16 @@ impl Step {
         out
     }
 
+    /// The step's argv as the binary parses it (`condenser <command> <args>`), `--resume` added
+    /// when it continues its checkpoint.
+    pub fn argv(&self, resume: bool) -> Vec<String> {
+        ["condenser".to_string(), self.command.clone()]
+            .into_iter()
+            .chain(self.args.iter().cloned())
+            .chain(resume.then(|| "--resume".to_string()))
+            .collect()
+    }
+
     /// What the step writes: its --out and its outputs.
     pub fn products(&self) -> Vec<PathBuf> {
         self.out.iter().chain(&self.outputs).cloned().collect()
