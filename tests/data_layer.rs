@@ -405,3 +405,55 @@ fn parquet_output_is_atomic() {
         "{codec:?}"
     );
 }
+
+/// A pre-training corpus's texts from a list of columns: a pair file gives each column it has
+/// (STSb train: both sentences of every row), a text file its one; a file with none of them is
+/// refused naming the columns it has.
+#[test]
+fn corpus_texts_from_a_column_list() {
+    let stsb = common::data("stsb/train.parquet");
+    let mut n = 0usize;
+    let mut first = Vec::new();
+    data::for_each_text_of(
+        &stsb,
+        "text,sentence1,sentence2",
+        |t| {
+            if first.is_empty() {
+                first.push(t.to_string());
+            }
+            n += 1;
+            Ok(true)
+        },
+        |_| {},
+    )
+    .unwrap();
+    let one = data::read_texts(&stsb, "sentence1", None).unwrap();
+    let two = data::read_texts(&stsb, "sentence2", None).unwrap();
+    assert_eq!(n, one.len() + two.len());
+    assert_eq!(first[0], one[0]);
+    let wiki = common::data("wikitext2/valid.parquet");
+    let mut w = 0usize;
+    data::for_each_text_of(
+        &wiki,
+        "text,sentence1",
+        |_| {
+            Ok({
+                w += 1;
+                true
+            })
+        },
+        |_| {},
+    )
+    .unwrap();
+    assert_eq!(w, data::read_texts(&wiki, "text", None).unwrap().len());
+    let e = err(data::for_each_text_of(
+        &stsb,
+        "body,title",
+        |_| Ok(true),
+        |_| {},
+    ));
+    assert!(
+        e.contains("train.parquet") && e.contains("body or title") && e.contains("sentence1"),
+        "{e}"
+    );
+}

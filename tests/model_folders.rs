@@ -283,3 +283,57 @@ fn an_mlm_bert_with_gamma_beta_norms_trains_from_its_own_weights() {
         "{said}"
     );
 }
+
+/// A masked-LM BERT folder (no Pooling module) is pooled by `[CLS]`, as Condenser's paper
+/// fine-tunes it, and says so; a plain BertModel folder by the mean, saying so; a
+/// sentence-transformers folder by its own Pooling module, without a line.
+#[test]
+fn a_masked_lm_folder_pools_by_cls_and_says_which() {
+    use condenser::model::folders::folder::PoolingFrom;
+    let mlm = common::bert_tiny_mlm();
+    let f = ModelFolder::open(&mlm).unwrap();
+    assert_eq!(
+        (f.pooling, f.pooling_from),
+        (Pooling::CLS, PoolingFrom::MlmDefault)
+    );
+    let note = f.pooling_note().unwrap();
+    assert!(
+        note.contains("pooling cls") && note.contains("--pooling"),
+        "{note}"
+    );
+    // the default's embeddings are the [CLS] state's, not the mean's
+    let texts =
+        condenser::data::read_texts(&common::data("stsb/dev.parquet"), "sentence1", Some(16))
+            .unwrap();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let bar = indicatif::ProgressBar::hidden();
+    let embed = |p: Option<Pooling>| {
+        let mut enc = SentenceEncoder::load(&mlm, &Device::Cpu).unwrap();
+        if let Some(p) = p {
+            enc.pooling = p;
+        }
+        enc.encode(&texts, 8, &bar).unwrap().data
+    };
+    let (default, cls, mean) = (
+        embed(None),
+        embed(Some(Pooling::CLS)),
+        embed(Some(Pooling::MEAN)),
+    );
+    assert_eq!(default, cls);
+    let far = default
+        .iter()
+        .zip(&mean)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(far > 1e-2, "[CLS] and mean pooling agree to {far}");
+    // a BertModel folder (a pretrain output's shape) keeps the mean, with its line
+    let d = tempfile::tempdir().unwrap();
+    let plain = ModelFolder::open(&common::tiny_bert(d.path())).unwrap();
+    assert_eq!(
+        (plain.pooling, plain.pooling_from),
+        (Pooling::MEAN, PoolingFrom::PlainDefault)
+    );
+    assert!(plain.pooling_note().unwrap().contains("pooling mean"));
+    let st = ModelFolder::open(&common::model()).unwrap();
+    assert_eq!(st.pooling_from, PoolingFrom::Module);
+    assert!(st.pooling_note().is_none());
+}

@@ -2,7 +2,7 @@
 //! steps run through the same dispatch (`exec`), handed to the commands that run recipes.
 use super::{
     analyze, augment, choose, convert, domain_overlap, encode, evaluate, index, interpolate, merge,
-    mine, pretrain, report, run_recipe, search, similarity, split, train_biencoder,
+    mine, pick, pretrain, report, run_recipe, search, similarity, split, train_biencoder,
     train_cross_encoder, train_nli, transfer_grid,
 };
 use clap::{Parser, Subcommand};
@@ -58,6 +58,8 @@ pub enum Command {
     Run(run_recipe::Args),
     /// Methods over seeds from evaluate's results: mean +- sd, and gains beyond twice the sd
     Report(report::Args),
+    /// Pick a training setting (a learning rate) on dev results: the value whose models score best
+    Pick(pick::Args),
     /// The domain-transfer grid: every source's cross-encoder labels every target's pairs
     TransferGrid(transfer_grid::Args),
     /// Analyses of a model (attention: how broadly `[CLS]` attends, per layer)
@@ -88,6 +90,7 @@ impl Command {
             Command::Pretrain(a) => a.io(),
             Command::Run(a) => a.io(),
             Command::Report(a) => a.io(),
+            Command::Pick(a) => a.io(),
             Command::TransferGrid(a) => a.io(),
             Command::Analyze(a) => a.io(),
         }
@@ -129,6 +132,7 @@ pub fn dispatch(c: Command) -> Result<()> {
         Command::Pretrain(a) => pretrain::run(a),
         Command::Run(a) => run_recipe::run(a, &exec),
         Command::Report(a) => report::run(a),
+        Command::Pick(a) => pick::run(a),
         Command::TransferGrid(a) => transfer_grid::run(a, &exec),
         Command::Analyze(a) => analyze::run(a),
     }

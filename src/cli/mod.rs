@@ -16,6 +16,7 @@ mod merge;
 mod mine;
 mod model_opts;
 mod named;
+mod pick;
 mod pretrain;
 mod progress;
 mod report;

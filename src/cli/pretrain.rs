@@ -24,17 +24,23 @@ pub struct Args {
     /// retrieval folder (BEIR's or ours), its corpus file (repeatable)
     #[arg(long = "corpus", required = true)]
     corpus: Vec<PathBuf>,
-    /// Text column of tabular corpus files
+    /// Text columns of tabular corpus files, comma-separated: each file gives every one of them
+    /// it has ("text,sentence1,sentence2": a corpus beside pair files)
     #[arg(long, default_value = "text")]
     column: String,
     /// Output: the backbone as an HF BERT folder, condenser_head.safetensors, logs, checkpoint/
     #[arg(long)]
     out: PathBuf,
-    #[arg(long, default_value_t = 2)]
-    head_layers: usize,
+    /// Layers of the Condenser head [default: 2, the paper's]
+    #[arg(long)]
+    head_layers: Option<usize>,
     /// Layer whose token states feed the head [default: half the backbone's depth]
     #[arg(long)]
     skip_from: Option<usize>,
+    /// Plain MLM on the last layer, no Condenser head: the control that shows how much of a
+    /// Condenser's effect is more pre-training alone (the same text, steps and masking)
+    #[arg(long, conflicts_with_all = ["head_layers", "skip_from", "no_late_mlm", "cocondenser", "freeze_backbone", "continue_from"])]
+    plain_mlm: bool,
     /// Train the head's MLM loss only (no late-layer MLM)
     #[arg(long)]
     no_late_mlm: bool,
@@ -58,6 +64,11 @@ pub fn run(a: Args) -> Result<()> {
     };
     let folder = ModelFolder::open(&init)?;
     let skip_from = a.skip_from.unwrap_or(folder.config.num_hidden_layers / 2);
+    let head_layers = if a.plain_mlm {
+        0
+    } else {
+        a.head_layers.unwrap_or(2)
+    };
     let (max_len, note) = folder.config.fit_length(a.train_opts.max_seq_length());
     if let Some(n) = note {
         out(&format!("note: {n}\n"));
@@ -74,25 +85,41 @@ pub fn run(a: Args) -> Result<()> {
     let tok = folder.tokenizer()?;
     let (blocks, built) = corpus::prepare(&a.out, &files, &a.column, &tok, doc_len, &bar)?;
     bar.finish_and_clear();
+    let objective = if a.plain_mlm {
+        "plain MLM on the last layer, no Condenser head".to_string()
+    } else {
+        format!(
+            "head {head_layers} layers reading layer {skip_from}{}",
+            if a.no_late_mlm { "" } else { " + late MLM" }
+        )
+    };
     out(&format!(
-        "corpus: {} {} of up to {doc_len} tokens ({}); head {} layers reading layer {skip_from}{}{}{}\n",
+        "corpus: {} {} of up to {doc_len} tokens ({}); {objective}{}{}\n",
         blocks.len,
         if a.cocondenser { "documents" } else { "blocks" },
         if built { "tokenized now" } else { "cached" },
-        a.head_layers,
-        if a.no_late_mlm { "" } else { " + late MLM" },
-        if a.cocondenser { " + span contrast" } else { "" },
-        if a.freeze_backbone { "; backbone frozen (head only)" } else { "" }
+        if a.cocondenser {
+            " + span contrast"
+        } else {
+            ""
+        },
+        if a.freeze_backbone {
+            "; backbone frozen (head only)"
+        } else {
+            ""
+        }
     ));
     let spec = PretrainSpec {
-        head_layers: a.head_layers,
+        head_layers,
         skip_from,
+        head_mlm: !a.plain_mlm,
         late_mlm: !a.no_late_mlm,
         cocondenser: a.cocondenser.then_some(body),
         freeze_backbone: a.freeze_backbone,
         seed: a.train_opts.seed(),
     };
     let mut task = PretrainTask::new(&init, head, blocks, &spec, &a.train_opts.device()?)?;
+    out(&format!("{}\n", task.mlm_head_note(head)));
     a.train_opts.run(&mut task, &a.out, 1e-4)
 }
 

@@ -12,7 +12,7 @@ use std::path::Path;
 impl TrainOpts {
     /// Say which tensors start fresh, train with a progress bar, print the summary line.
     pub fn run(&self, task: &mut impl TrainTask, out_dir: &Path, default_lr: f64) -> Result<()> {
-        let cfg = self.config(out_dir, default_lr);
+        let cfg = self.config(out_dir, default_lr)?;
         cfg.validate()?;
         if self.precision != Precision::F32 {
             if self.device != DeviceSpec::Cpu {

@@ -1,6 +1,7 @@
 //! The flags every training command shares, and the TrainConfig they make.
 use condenser::data::Io;
 use condenser::error::Result;
+use condenser::eval::pick::Choice;
 use condenser::flags;
 use condenser::model::Precision;
 use condenser::runtime::DeviceSpec;
@@ -22,6 +23,9 @@ pub struct TrainOpts {
     /// Peak learning rate [default: 2e-5; pretrain: 1e-4]
     #[arg(long = flags::LR)]
     lr: Option<f64>,
+    /// The learning rate `pick --setting lr` chose on dev, read from its choice file
+    #[arg(long, conflicts_with = "lr")]
+    lr_from: Option<PathBuf>,
     /// Warm-up as a fraction of the optimizer steps
     #[arg(long = flags::WARMUP, default_value_t = 0.1)]
     warmup: f64,
@@ -69,7 +73,12 @@ pub struct TrainOpts {
 impl TrainOpts {
     /// `out` as the guard's model folder, with how the user allowed an existing one.
     pub fn model_output(&self, io: Io, out: &Path) -> Io {
-        io.model_output("--out", out, self.resume, self.overwrite)
+        io.inputs("--lr-from", &self.lr_from).model_output(
+            "--out",
+            out,
+            self.resume,
+            self.overwrite,
+        )
     }
 
     /// The guard's view of a fine-tuning command: its start (`flag`), train and dev data read,
@@ -106,11 +115,30 @@ impl TrainOpts {
         self.device.open()
     }
 
-    pub fn config(&self, out: &Path, default_lr: f64) -> TrainConfig {
-        TrainConfig {
+    /// The peak learning rate: --lr, the value --lr-from's choice file holds (said in a line),
+    /// or the command's default.
+    fn lr(&self, default_lr: f64) -> Result<f64> {
+        let Some(f) = &self.lr_from else {
+            return Ok(self.lr.unwrap_or(default_lr));
+        };
+        let c = Choice::load(f, "lr")?;
+        let lr: f64 = c.value.parse().map_err(|_| {
+            condenser::error::Error::file(f, format!("lr '{}' is not a number", c.value))
+        })?;
+        super::progress::out(&format!(
+            "note: learning rate {lr}, chosen on {} by {} ({})\n",
+            c.dataset,
+            c.metric,
+            f.display()
+        ));
+        Ok(lr)
+    }
+
+    pub fn config(&self, out: &Path, default_lr: f64) -> Result<TrainConfig> {
+        Ok(TrainConfig {
             epochs: self.epochs,
             batch_size: self.batch_size,
-            lr: self.lr.unwrap_or(default_lr),
+            lr: self.lr(default_lr)?,
             warmup: self.warmup,
             weight_decay: self.weight_decay,
             max_grad_norm: 1.0,
@@ -125,6 +153,6 @@ impl TrainOpts {
                 .unwrap_or_else(candle_core::utils::get_num_threads),
             precision: self.precision,
             out: out.to_path_buf(),
-        }
+        })
     }
 }

@@ -2,8 +2,51 @@
 //! text a line. Blank texts are skipped. Any other extension is the readers' unknown-extension
 //! error, never a guess.
 use super::Format;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use std::path::Path;
+
+/// Call `f` on each non-blank text of every column in `columns` (a comma-separated list) that
+/// `path` has, column after column: a pair file's sentence1 and sentence2 both feed a
+/// pre-training corpus beside the text column of another. A tabular file with none of them is
+/// refused naming the columns it has; plain text has its one.
+pub fn for_each_text_of(
+    path: &Path,
+    columns: &str,
+    mut f: impl FnMut(&str) -> Result<bool>,
+    mut rows: impl FnMut(u64),
+) -> Result<()> {
+    let want: Vec<&str> = columns
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let found: Vec<&str> = match Format::from_path(path)? {
+        Format::Text => vec![super::plain_text::COLUMN],
+        _ => {
+            let have = super::column_names(path)?;
+            let found: Vec<&str> = want
+                .iter()
+                .copied()
+                .filter(|w| have.iter().any(|h| h == w))
+                .collect();
+            if found.is_empty() {
+                return Err(Error::file(
+                    path,
+                    format!(
+                        "no text column {} (has {})",
+                        want.join(" or "),
+                        have.join(", ")
+                    ),
+                ));
+            }
+            found
+        }
+    };
+    for c in found {
+        for_each_text(path, c, &mut f, &mut rows)?;
+    }
+    Ok(())
+}
 
 /// Call `f` on each non-blank text of `path` until it returns false; `rows(n)` after every n rows
 /// read (progress). `column` names the text column of tabular files (plain text has one).

@@ -27,7 +27,7 @@ pub use batch::Batch;
 pub use blocks::{blocks, Blocks};
 pub use columns::{Column, ColumnSpec};
 pub use convert::{convert, Rows};
-pub use corpus_texts::{for_each_text, read_texts};
+pub use corpus_texts::{for_each_text, for_each_text_of, read_texts};
 pub use format::Format;
 pub use nli::{entailments, read_classes, read_nli, NLI_CLASSES};
 pub use pairs::{PairColumns, Pairs};

@@ -11,6 +11,7 @@ mod evaluator;
 pub mod finals;
 pub mod metrics;
 pub mod over_seeds;
+pub mod pick;
 pub mod ranking;
 mod registry;
 mod results;

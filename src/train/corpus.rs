@@ -84,7 +84,8 @@ impl Blocks {
         4 * (width + 1)
     }
 
-    /// Pack `inputs` (text files, `column` for tabular ones) into `dest`, atomically.
+    /// Pack `inputs` (text files; tabular ones: each of the comma-separated `column` names they
+    /// have) into `dest`, atomically.
     pub fn build(
         inputs: &[PathBuf],
         column: &str,
@@ -127,7 +128,7 @@ impl Blocks {
             Ok(())
         };
         for input in inputs {
-            crate::data::for_each_text(
+            crate::data::for_each_text_of(
                 input,
                 column,
                 |t| add(t, &mut w).map(|_| true),

@@ -42,6 +42,9 @@ pub struct PretrainSpec {
     pub head_layers: usize,
     /// Layer whose token states feed the head.
     pub skip_from: usize,
+    /// The head's MLM loss (Condenser); false: plain MLM on the last layer, no head (the
+    /// control: more pre-training alone, the same text and steps).
+    pub head_mlm: bool,
     pub late_mlm: bool,
     /// coCondenser: each block is a document giving two spans of this many body tokens, and the
     /// span contrastive loss joins the MLM losses.
@@ -88,9 +91,11 @@ impl PretrainTask {
                 (vec![f], &[])
             }
         };
-        let t = load_trainable(&folder.weights, &extra, heads, spec.seed, device, |vb| {
-            Condenser::load(vb, &folder.config, spec.head_layers, spec.skip_from)
+        let head_layers = if spec.head_mlm { spec.head_layers } else { 0 };
+        let mut t = load_trainable(&folder.weights, &extra, heads, spec.seed, device, |vb| {
+            Condenser::load(vb, &folder.config, head_layers, spec.skip_from)
         })?;
+        t.model.head_mlm = spec.head_mlm;
         let pad = crate::model::Specials::of(&tok)?.pad;
         Ok(PretrainTask {
             model: t.model,
@@ -103,6 +108,28 @@ impl PretrainTask {
             folder,
             fresh: t.fresh,
         })
+    }
+
+    /// Where the MLM head came from and which losses it serves: a masked-LM checkpoint's own
+    /// head is kept (only the Condenser head's layers start fresh); a sentence encoder has none.
+    pub fn mlm_head_note(&self, head: HeadInit) -> String {
+        let fresh = self.fresh.iter().any(|n| n.starts_with("cls.predictions."));
+        let from = match (head, fresh) {
+            (HeadInit::Continue, _) => "read back from the Condenser folder",
+            (HeadInit::Fresh, false) => "the starting checkpoint's own",
+            (HeadInit::Fresh, true) => "started fresh (the starting folder has no MLM head)",
+        };
+        let serves = match (self.spec.head_mlm, self.spec.late_mlm) {
+            (true, true) => "both MLM losses (the head's and the last layer's)",
+            (true, false) => "the head's MLM loss",
+            _ => "the last layer's MLM loss",
+        };
+        let layers = match (self.spec.head_mlm, head) {
+            (false, _) => "; no Condenser head (plain MLM)",
+            (true, HeadInit::Continue) => "; the Condenser head's layers read back",
+            (true, HeadInit::Fresh) => "; the Condenser head's layers start fresh",
+        };
+        format!("MLM head (cls.predictions): {from}, serving {serves}{layers}")
     }
 
     /// The rows of a micro-batch, masked: each block (coCondenser: its two spans, as rows
@@ -127,18 +154,22 @@ impl PretrainTask {
 
     /// The MLM losses (and coCondenser's span contrast) of a forward's logits.
     fn losses(&self, out: &CondenserOutput, tgt: &Tensor) -> Result<LossOutput> {
-        let head = cross_entropy(&out.head_logits, tgt)?;
-        let mut total = head.clone();
-        let mut parts = vec![("head_mlm", head)];
+        let mut parts = Vec::new();
+        if let Some(h) = &out.head_logits {
+            parts.push(("head_mlm", cross_entropy(h, tgt)?));
+        }
         if let Some(l) = &out.late_logits {
-            let late = cross_entropy(l, tgt)?;
-            total = (total + &late)?;
-            parts.push(("late_mlm", late));
+            parts.push(("late_mlm", cross_entropy(l, tgt)?));
         }
         if self.spec.cocondenser.is_some() {
-            let co = span_contrastive(&out.cls)?;
-            total = (total + &co)?;
-            parts.push(("contrastive", co));
+            parts.push(("contrastive", span_contrastive(&out.cls)?));
+        }
+        let mut total = parts
+            .first()
+            .map(|(_, t)| t.clone())
+            .ok_or_else(|| Error::msg("pre-training with no loss: the head's or the late MLM"))?;
+        for (_, t) in &parts[1..] {
+            total = (total + t)?;
         }
         Ok(LossOutput { total, parts })
     }
@@ -203,11 +234,17 @@ impl TrainTask for PretrainTask {
     ) -> Result<Gradients> {
         let params = params::var_list(&self.varmap);
         let m = &self.model;
-        let (Some(body), Some(head)) = (
-            Engine::for_bert(&m.bert),
-            Engine::for_layers(&m.head, m.bert.precision()),
-        ) else {
-            return super::task::backward(self.loss(idx, seed, drop)?, weight, &params);
+        let fallback = || super::task::backward(self.loss(idx, seed, drop)?, weight, &params);
+        let Some(body) = Engine::for_bert(&m.bert) else {
+            return fallback();
+        };
+        // plain MLM has no head to run
+        let head = match m.head_mlm {
+            true => match Engine::for_layers(&m.head, m.bert.precision()) {
+                Some(h) => Some(h),
+                None => return fallback(),
+            },
+            false => None,
         };
         let rows = self.rows(idx, seed)?;
         let refs: Vec<&[u32]> = rows.iter().map(|m| m.input.as_slice()).collect();
@@ -224,17 +261,24 @@ impl TrainTask for PretrainTask {
             positions.extend(mk.positions.iter().map(|&q| (p.offsets()[r] + q) as u32));
             targets.extend_from_slice(&mk.targets);
         }
-        // the head's input: each item's last-layer [CLS], then layer skip_from's tokens
-        let early = fwd.state(m.skip_from).expect("the tape was kept");
-        let mut hin = early.to_vec();
-        for &off in p.offsets() {
-            hin[off * h..(off + 1) * h].copy_from_slice(&fwd.hidden[off * h..(off + 1) * h]);
-        }
         let head_drop = drop.map(|d| d.fork(u64::MAX));
-        let hfwd = head.forward_rows(hin, p.clone(), head_drop.as_ref(), true)?;
+        let hfwd = match &head {
+            Some(head) => {
+                // the head's input: each item's last-layer [CLS], then layer skip_from's tokens
+                let early = fwd.state(m.skip_from).expect("the tape was kept");
+                let mut hin = early.to_vec();
+                for &off in p.offsets() {
+                    hin[off * h..(off + 1) * h]
+                        .copy_from_slice(&fwd.hidden[off * h..(off + 1) * h]);
+                }
+                Some(head.forward_rows(hin, p.clone(), head_drop.as_ref(), true)?)
+            }
+            None => None,
+        };
         let dev = &self.device;
         let leaf = |v: &[f32]| Var::from_tensor(&Tensor::from_vec(v.to_vec(), (p.rows(), h), dev)?);
-        let (hv, lv) = (leaf(&hfwd.hidden)?, leaf(&fwd.hidden)?);
+        let hv = hfwd.as_ref().map(|f| leaf(&f.hidden)).transpose()?;
+        let lv = leaf(&fwd.hidden)?;
         let n = positions.len();
         let pos = Tensor::from_vec(positions, n, dev)?;
         let tgt = Tensor::from_vec(targets, n, dev)?;
@@ -243,8 +287,11 @@ impl TrainTask for PretrainTask {
         } else {
             None
         };
-        let (head_logits, late_logits) =
-            m.mlm_logits(&hv.as_tensor().index_select(&pos, 0)?, late.as_ref())?;
+        let head_sel = hv
+            .as_ref()
+            .map(|v| v.as_tensor().index_select(&pos, 0))
+            .transpose()?;
+        let (head_logits, late_logits) = m.mlm_logits(head_sel.as_ref(), late.as_ref())?;
         let offs: Vec<u32> = p.offsets().iter().map(|&o| o as u32).collect();
         let cls = lv
             .as_tensor()
@@ -261,22 +308,30 @@ impl TrainTask for PretrainTask {
                 None => vec![0f32; p.rows() * h],
             })
         };
-        let (dhead, mut dlast) = (grad_of(&hv)?, grad_of(&lv)?);
-        let mut hg = head.zero_grads()?;
-        let mut dhin = head
-            .backward(hfwd, dhead, Vec::new(), head_drop.as_ref(), &mut hg)?
-            .expect("the head has no embeddings: its input's gradient comes back");
-        for &off in p.offsets() {
-            for j in 0..h {
-                dlast[off * h + j] += dhin[off * h + j];
-                dhin[off * h + j] = 0.0;
+        let mut dlast = grad_of(&lv)?;
+        let mut early_grads = Vec::new();
+        let mut head_export = None;
+        if let (Some(head), Some(hfwd), Some(hv)) = (&head, hfwd, &hv) {
+            let mut hg = head.zero_grads()?;
+            let mut dhin = head
+                .backward(hfwd, grad_of(hv)?, Vec::new(), head_drop.as_ref(), &mut hg)?
+                .expect("the head has no embeddings: its input's gradient comes back");
+            for &off in p.offsets() {
+                for j in 0..h {
+                    dlast[off * h + j] += dhin[off * h + j];
+                    dhin[off * h + j] = 0.0;
+                }
             }
+            early_grads.push((m.skip_from, dhin));
+            head_export = Some(head.export(hg)?);
         }
         let mut bg = body.zero_grads()?;
-        body.backward(fwd, dlast, vec![(m.skip_from, dhin)], drop, &mut bg)?;
+        body.backward(fwd, dlast, early_grads, drop, &mut bg)?;
         let mut grads = ParamGrads::from_store(&params, store);
         grads.add_pairs(body.export(bg)?)?;
-        grads.add_pairs(head.export(hg)?)?;
+        if let Some(pairs) = head_export {
+            grads.add_pairs(pairs)?;
+        }
         g.grads = grads;
         Ok(g)
     }
@@ -286,7 +341,8 @@ impl TrainTask for PretrainTask {
         super::TaskKey {
             // the objective: the head's shape and the losses it trains
             loss: format!(
-                "condenser head_layers={} skip_from={} late_mlm={} cocondenser={:?}{}",
+                "{} head_layers={} skip_from={} late_mlm={} cocondenser={:?}{}",
+                if s.head_mlm { "condenser" } else { "plain mlm" },
                 s.head_layers,
                 s.skip_from,
                 s.late_mlm,

@@ -17,9 +17,28 @@ pub struct ModelFolder {
     pub config: BertConfig,
     pub weights: PathBuf,
     pub pooling: Pooling,
+    /// Where `pooling` came from: the folder's 1_Pooling, or a default for a folder without one.
+    pub pooling_from: PoolingFrom,
     pub normalize: bool,
     pub max_seq_length: usize,
 }
+
+/// Where a folder's pooling comes from. A folder without a Pooling module is pooled by a default
+/// that the commands name in one line, since it decides every embedding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolingFrom {
+    /// The sentence-transformers folder's 1_Pooling/config.json.
+    Module,
+    /// A plain HF BERT folder: mean pooling, as sentence-transformers gives it.
+    PlainDefault,
+    /// A masked-LM BERT (config.json's architectures BertForMaskedLM or BertForPreTraining):
+    /// `[CLS]`, the embedding Condenser's paper fine-tunes (its Table 1) and a masked-LM BERT's
+    /// pre-training reads for next-sentence prediction.
+    MlmDefault,
+}
+
+/// The architectures whose folders pool by `[CLS]` by default.
+const MLM_ARCHITECTURES: [&str; 2] = ["BertForMaskedLM", "BertForPreTraining"];
 
 fn read_json(path: &Path) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
@@ -78,17 +97,45 @@ impl ModelFolder {
         }
         .unwrap_or(512)
         .min(config.max_position_embeddings);
-        // a plain HF folder gets mean pooling, as sentence-transformers gives it
-        let pooling = pooling.unwrap_or(Pooling::MEAN);
+        let is_mlm = config
+            .extra
+            .get("architectures")
+            .and_then(|a| a.as_array())
+            .is_some_and(|a| a.iter().any(|x| MLM_ARCHITECTURES.iter().any(|m| x == m)));
+        let (pooling, pooling_from) = match (pooling, is_mlm) {
+            (Some(p), _) => (p, PoolingFrom::Module),
+            (None, true) => (Pooling::CLS, PoolingFrom::MlmDefault),
+            // a plain HF folder gets mean pooling, as sentence-transformers gives it
+            (None, false) => (Pooling::MEAN, PoolingFrom::PlainDefault),
+        };
         Ok(ModelFolder {
             dir: dir.to_path_buf(),
             transformer_dir,
             config,
             weights,
             pooling,
+            pooling_from,
             normalize,
             max_seq_length,
         })
+    }
+
+    /// The line that says which pooling a folder without a Pooling module gets (None for a
+    /// sentence-transformers folder, whose pooling is its own).
+    pub fn pooling_note(&self) -> Option<String> {
+        let why = match self.pooling_from {
+            PoolingFrom::Module => return None,
+            PoolingFrom::PlainDefault => {
+                "mean, a plain BERT folder's default (as sentence-transformers)"
+            }
+            PoolingFrom::MlmDefault => {
+                "cls ([CLS]), a masked-LM BERT's default (as Condenser's paper fine-tunes it)"
+            }
+        };
+        Some(format!(
+            "{}: no Pooling module; pooling {why}; --pooling names another",
+            self.dir.display()
+        ))
     }
 
     pub fn tokenizer(&self) -> Result<Tokenizer> {

@@ -82,8 +82,14 @@ impl InferenceOptions {
         let precision = self.precision()?;
         let mut enc = SentenceEncoder::load_as(dir, &self.device, self.dtype())?;
         enc.bert.set_precision(precision)?;
-        if let Some(p) = self.pooling {
-            enc.pooling = Pooling::from(p);
+        match self.pooling {
+            Some(p) => enc.pooling = Pooling::from(p),
+            None => {
+                // a folder without a Pooling module is pooled by a default: say which
+                if let Some(n) = super::folder::ModelFolder::open(dir)?.pooling_note() {
+                    eprintln!("note: {n}");
+                }
+            }
         }
         if let Some(m) = self.max_seq_length {
             enc.max_seq_length = fits_positions(m, enc.bert.config.max_position_embeddings, dir)?;

@@ -60,11 +60,15 @@ pub struct Condenser {
     pub mlm: MlmHead,
     /// Layer whose token states feed the head (k = output of the k-th encoder layer).
     pub skip_from: usize,
+    /// Whether the head's MLM loss is trained: false for plain MLM (the last layer's loss
+    /// alone, no head layers), the control that shows what more pre-training alone does.
+    pub head_mlm: bool,
 }
 
-/// Logits at the masked positions: from the head, and from the backbone's last layer.
+/// Logits at the masked positions: from the head (unless plain MLM), and from the backbone's
+/// last layer.
 pub struct CondenserOutput {
-    pub head_logits: Tensor,
+    pub head_logits: Option<Tensor>,
     pub late_logits: Option<Tensor>,
     /// The last layer's `[CLS]` vectors (b, h), for coCondenser's span contrast.
     pub cls: Tensor,
@@ -99,6 +103,7 @@ impl Condenser {
                 .collect::<Result<_>>()?,
             mlm: MlmHead::load(vb.pp("cls.predictions"), c)?,
             skip_from,
+            head_mlm: true,
         })
     }
 
@@ -115,18 +120,21 @@ impl Condenser {
     /// GEMM, and one dense gradient of the tied word embeddings instead of two.
     pub fn mlm_logits(
         &self,
-        head: &Tensor,
+        head: Option<&Tensor>,
         late: Option<&Tensor>,
-    ) -> Result<(Tensor, Option<Tensor>)> {
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
         let words = self.bert.embeddings.word_embeddings();
-        match late {
-            Some(l) => {
-                let n = head.dim(0)?;
-                let both = self.mlm.forward(&Tensor::cat(&[head, l], 0)?, words)?;
-                Ok((both.narrow(0, 0, n)?, Some(both.narrow(0, n, n)?)))
+        Ok(match (head, late) {
+            (Some(h), Some(l)) => {
+                let n = h.dim(0)?;
+                let both = self.mlm.forward(&Tensor::cat(&[h, l], 0)?, words)?;
+                (Some(both.narrow(0, 0, n)?), Some(both.narrow(0, n, n)?))
             }
-            None => Ok((self.mlm.forward(head, words)?, None)),
-        }
+            (h, l) => (
+                h.map(|h| self.mlm.forward(h, words)).transpose()?,
+                l.map(|l| self.mlm.forward(l, words)).transpose()?,
+            ),
+        })
     }
 
     /// `positions` indexes the flattened (b * s) tokens that were masked.
@@ -140,18 +148,23 @@ impl Condenser {
         let states = self
             .bert
             .forward_states_t(&b.ids, &b.type_ids, &b.mask, drop)?;
-        let bias = attention_bias(&b.mask, self.bert.dtype())?;
-        let mut x = self.head_input(&states)?;
-        for l in &self.head {
-            x = l.forward_t(&x, &bias, drop)?;
-        }
         let at = |t: &Tensor| -> Result<Tensor> {
             let (bs, s, h) = t.dims3()?;
             t.reshape((bs * s, h))?.index_select(positions, 0)
         };
+        let head = if self.head_mlm {
+            let bias = attention_bias(&b.mask, self.bert.dtype())?;
+            let mut x = self.head_input(&states)?;
+            for l in &self.head {
+                x = l.forward_t(&x, &bias, drop)?;
+            }
+            Some(at(&x)?)
+        } else {
+            None
+        };
         let last = states.last().unwrap();
         let late = if late_mlm { Some(at(last)?) } else { None };
-        let (head_logits, late_logits) = self.mlm_logits(&at(&x)?, late.as_ref())?;
+        let (head_logits, late_logits) = self.mlm_logits(head.as_ref(), late.as_ref())?;
         Ok(CondenserOutput {
             head_logits,
             late_logits,

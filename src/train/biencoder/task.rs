@@ -72,6 +72,7 @@ impl BiEncoderTask {
         };
         let folder = ModelFolder::open(init)?;
         let pooling = o.pooling.unwrap_or(folder.pooling);
+        let pooling_note = o.pooling.is_none().then(|| folder.pooling_note()).flatten();
         let cfg = folder.config.clone();
         let head_prefix = format!("{HEAD_PREFIX}.");
         let t = load_trainable(
@@ -122,7 +123,7 @@ impl BiEncoderTask {
             fresh: t.fresh,
             mini_batch,
             threads: 1,
-            notes: note.into_iter().chain(keeps).collect(),
+            notes: note.into_iter().chain(keeps).chain(pooling_note).collect(),
             saved_len,
         })
     }
