@@ -4,7 +4,7 @@
 # fine-tuned at 500 and 1,000 pairs (condenser-sts's subsets and chosen learning rates, 3 seeds)
 # and scored on STSb dev. Needs a finished `condenser run recipes/condenser-sts.toml` in $CS.
 # Usage: [WARM=STEPS] scripts/condenser-study.sh NAME [pretrain flags...]
-#   e.g. scripts/condenser-study.sh cd-600 --max-steps 600
+#   e.g. scripts/condenser-study.sh cd-600 --max-steps 600 --checkpoint-steps 100
 #   WARM=100: the Condenser head first warms up for 100 steps with the backbone frozen
 #   (--freeze-backbone, at WARM_LR, default 1e-3), and the variant continues from it.
 set -euo pipefail
@@ -26,9 +26,12 @@ if [ "${WARM:-0}" -gt 0 ] && [ ! -f "$pt/model.safetensors" ]; then
     --seed 1 --column text,sentence1,sentence2 "${corpus[@]}" --overwrite > "$OUT/$name.warm.log" 2>&1
   start=(--continue-from "$pt-head")
 fi
+# condenser-sts's 300 steps unless the flags name others
+steps=(--max-steps 300 --checkpoint-steps 50)
+case " $* " in *" --max-steps "*) steps=() ;; esac
 if [ ! -f "$pt/model.safetensors" ]; then
   /usr/bin/time -f "pretrain $name: %e s, %M KB" "$B" pretrain "${start[@]}" --out "$pt" --batch-size 32 \
-    --max-steps 300 --checkpoint-steps 50 --seed 1 --column text,sentence1,sentence2 "${corpus[@]}" "$@" \
+    "${steps[@]}" --seed 1 --column text,sentence1,sentence2 "${corpus[@]}" "$@" \
     --overwrite > "$OUT/$name.pretrain.log" 2>&1
 fi
 models=()

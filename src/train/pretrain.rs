@@ -187,7 +187,9 @@ impl TrainTask for PretrainTask {
 
     fn engine_declines(&self) -> Option<String> {
         let m = &self.model;
-        Engine::declines(&m.bert.layers).or_else(|| Engine::declines(&m.head))
+        // plain MLM runs no head: its empty layer list is not a reason to leave the engine
+        Engine::declines(&m.bert.layers)
+            .or_else(|| m.head_mlm.then(|| Engine::declines(&m.head)).flatten())
     }
 
     /// MLM losses are means over masked tokens: a shard weighs its masked-token count. The span
