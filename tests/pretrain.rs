@@ -743,3 +743,43 @@ fn engine_equals_graph(t: &PretrainTask, min_compared: usize) {
     }
     assert!(compared > min_compared, "{compared} parameters compared");
 }
+
+/// A column list reads each file's listed columns; a listed name that no corpus file has (a
+/// typo beside a name that matches) is refused, never skipped.
+#[test]
+fn a_column_no_corpus_file_has_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let tok = ModelFolder::open(&common::bert_tiny_mlm())
+        .unwrap()
+        .tokenizer()
+        .unwrap();
+    let files = [
+        common::data("wikitext2/valid.parquet"),
+        common::data("stsb/dev.parquet"),
+    ];
+    let build = |column: &str, name: &str| {
+        Blocks::build(
+            &files,
+            column,
+            &tok,
+            64,
+            &d.path().join(name),
+            "test",
+            &indicatif::ProgressBar::hidden(),
+        )
+    };
+    let both = build("text,sentence1,sentence2", "a.u32").unwrap();
+    let wiki_only = build("text,sentence1", "b.u32").unwrap();
+    assert!(
+        both.len > wiki_only.len,
+        "{} vs {}",
+        both.len,
+        wiki_only.len
+    );
+    let e = match build("text,sentence1,sentense2", "c.u32") {
+        Ok(_) => panic!("a misspelt column was skipped"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("sentense2") && e.contains("--column"), "{e}");
+    assert!(!d.path().join("c.u32").exists() && !d.path().join("c.tmp").exists());
+}

@@ -8,44 +8,43 @@ use std::path::Path;
 /// Call `f` on each non-blank text of every column in `columns` (a comma-separated list) that
 /// `path` has, column after column: a pair file's sentence1 and sentence2 both feed a
 /// pre-training corpus beside the text column of another. A tabular file with none of them is
-/// refused naming the columns it has; plain text has its one.
-pub fn for_each_text_of(
+/// refused naming the columns it has; plain text has its one. Returns the listed columns read
+/// (None for plain text), so a caller can refuse a name that no file had (a typo).
+pub fn for_each_text_of<'c>(
     path: &Path,
-    columns: &str,
+    columns: &'c str,
     mut f: impl FnMut(&str) -> Result<bool>,
     mut rows: impl FnMut(u64),
-) -> Result<()> {
+) -> Result<Option<Vec<&'c str>>> {
     let want: Vec<&str> = columns
         .split(',')
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .collect();
-    let found: Vec<&str> = match Format::from_path(path)? {
-        Format::Text => vec![super::plain_text::COLUMN],
-        _ => {
-            let have = super::column_names(path)?;
-            let found: Vec<&str> = want
-                .iter()
-                .copied()
-                .filter(|w| have.iter().any(|h| h == w))
-                .collect();
-            if found.is_empty() {
-                return Err(Error::file(
-                    path,
-                    format!(
-                        "no text column {} (has {})",
-                        want.join(" or "),
-                        have.join(", ")
-                    ),
-                ));
-            }
-            found
-        }
-    };
-    for c in found {
+    if Format::from_path(path)? == Format::Text {
+        for_each_text(path, super::plain_text::COLUMN, &mut f, &mut rows)?;
+        return Ok(None);
+    }
+    let have = super::column_names(path)?;
+    let found: Vec<&str> = want
+        .iter()
+        .copied()
+        .filter(|w| have.iter().any(|h| h == w))
+        .collect();
+    if found.is_empty() {
+        return Err(Error::file(
+            path,
+            format!(
+                "no text column {} (has {})",
+                want.join(" or "),
+                have.join(", ")
+            ),
+        ));
+    }
+    for c in &found {
         for_each_text(path, c, &mut f, &mut rows)?;
     }
-    Ok(())
+    Ok(Some(found))
 }
 
 /// Call `f` on each non-blank text of `path` until it returns false; `rows(n)` after every n rows

@@ -127,13 +127,33 @@ impl Blocks {
             }
             Ok(())
         };
+        // the listed columns some tabular file had: one that none had is a typo, never skipped
+        let mut read: Option<Vec<&str>> = None;
         for input in inputs {
-            crate::data::for_each_text_of(
+            let cols = crate::data::for_each_text_of(
                 input,
                 column,
                 |t| add(t, &mut w).map(|_| true),
                 |n| bar.inc(n),
             )?;
+            if let Some(cols) = cols {
+                read.get_or_insert_with(Vec::new).extend(cols);
+            }
+        }
+        if let Some(read) = read {
+            let unread: Vec<&str> = column
+                .split(',')
+                .map(str::trim)
+                .filter(|c| !c.is_empty() && !read.contains(c))
+                .collect();
+            if !unread.is_empty() {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(Error::msg(format!(
+                    "--column {}: no corpus file has {} (a misspelt name would be skipped silently)",
+                    column,
+                    unread.join(", ")
+                )));
+            }
         }
         // the tail shorter than a block is kept when it has some substance
         if pending.len() >= body / 4 {
