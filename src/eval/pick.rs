@@ -71,11 +71,7 @@ impl Choice {
             return Err(Error::msg("no candidates: give --candidate VALUE=MODEL"));
         }
         for c in &mut candidates {
-            let n = c.values.len() as f64;
-            c.mean = c.values.iter().sum::<f64>() / n;
-            c.sd = (c.values.len() > 1).then(|| {
-                (c.values.iter().map(|v| (v - c.mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt()
-            });
+            (c.mean, c.sd) = super::over_seeds::mean_sd(&c.values);
         }
         let best =
             candidates.iter().enumerate().fold(
