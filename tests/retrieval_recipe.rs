@@ -20,6 +20,13 @@ fn retrieval_adaptation_recipe_chooses_on_dev_folds_and_reads_test_once() {
         "max_len=32".to_string(),
         "big_batch=64".to_string(),
         "extended=true".to_string(),
+        // g's mechanics: its cross-encoder here learns from this very folder's judgments (a
+        // development run names other collections)
+        "gpl=true".to_string(),
+        format!("source_root={}", d.path().display()),
+        "sources=cranfield-beir".to_string(),
+        "ce_negatives=2".to_string(),
+        "also=pw,b,g".to_string(),
     ];
     let run_with = |extra: &[String]| {
         let mut args = vec!["run".to_string(), recipe.display().to_string()];
@@ -50,7 +57,16 @@ fn retrieval_adaptation_recipe_chooses_on_dev_folds_and_reads_test_once() {
     assert!(md.contains("| tiny (stock) | 1 |"), "{md}");
     // label-free methods a row of two seeds, label methods one dev seed over three folds, each
     // with the wall time of its runs
-    for (method, seeds) in [("p", 2), ("pw", 2), ("f", 2), ("c", 2), ("b", 1), ("pb", 1)] {
+    for (method, seeds) in [
+        ("p", 2),
+        ("pw", 2),
+        ("f", 2),
+        ("c", 2),
+        ("g", 2),
+        ("b", 1),
+        ("pb", 1),
+        ("bw", 1),
+    ] {
         let row = md
             .lines()
             .find(|l| {
@@ -60,10 +76,11 @@ fn retrieval_adaptation_recipe_chooses_on_dev_folds_and_reads_test_once() {
             .unwrap_or_else(|| panic!("no dev row for {method}: {md}"));
         assert!(row.trim_end().ends_with(" s |"), "{row}");
     }
-    // test: the stock model, the chosen method and the named ones (pw, b), two seeds each
+    // test: the stock model, the chosen method and the named ones (pw, b, g), two seeds each,
+    // and each one's gain paired over the test queries with its wins and losses
     let test = &md[md.find("Test, read once").expect("a test section")..];
     assert!(test.contains("| tiny (baseline) | 1 |"), "{test}");
-    for method in ["pw", "b"] {
+    for method in ["pw", "b", "g"] {
         assert!(
             test.lines()
                 .any(|l| l.starts_with(&format!("| {method} | 2 |"))),
@@ -74,6 +91,16 @@ fn retrieval_adaptation_recipe_chooses_on_dev_folds_and_reads_test_once() {
         serde_json::from_str(&std::fs::read_to_string(out.join("report/report.json")).unwrap())
             .unwrap();
     assert!(json["dev"]["chosen"].is_string(), "{json}");
+    assert_eq!(json["chosen"]["method"], json["dev"]["chosen"], "{json}");
+    let gains = json["test_gains"].as_array().expect("test gains");
+    assert!(gains.len() >= 3, "{json}");
+    for g in gains {
+        let (won, lost, n) = (&g["wins"], &g["losses"], &g["queries"]);
+        assert_eq!(n.as_u64(), Some(113), "{g}");
+        assert!(won.as_u64().unwrap() + lost.as_u64().unwrap() <= 113, "{g}");
+    }
+    // test's scores query by query, what `condenser loco` reads of a development collection
+    assert!(out.join("report/test/per_query.csv").is_file());
     for f in ["report.svg", "report.png"] {
         assert!(out.join("report").join(f).is_file(), "{f}");
     }

@@ -4,7 +4,9 @@
 //!   title), only where the document has a title;
 //! - crop: two spans of the same document cropped independently (Contriever's "independent
 //!   cropping": each span's length a uniform fraction of the document's words, its start uniform),
-//!   one pair per document per `--crops`.
+//!   one pair per document per `--crops`;
+//! - crop-doc: one cropped span against its whole document (a pseudo-query and the corpus
+//!   document it came from, for mining and a cross-encoder's margins as GPL trains).
 //!
 //! Documents are deduplicated by text first (a corpus with a document twice would make it its
 //! own in-batch negative). Each document's draws come from a generator seeded by (seed, document
@@ -33,6 +35,9 @@ pub enum PseudoPairs {
     Crop,
     /// both of the above
     Both,
+    /// a cropped span against its whole document: a pseudo-query whose positive is a corpus
+    /// document (GPL's shape: `mine --corpus` finds its negatives, a cross-encoder its margins)
+    CropDoc,
 }
 
 /// `augment --corpus`'s flags.
@@ -118,7 +123,7 @@ impl PseudoSpec {
         };
         let (title, crop) = match self.pseudo {
             PseudoPairs::TitleBody => (true, false),
-            PseudoPairs::Crop => (false, true),
+            PseudoPairs::Crop | PseudoPairs::CropDoc => (false, true),
             PseudoPairs::Both => (true, true),
         };
         for d in &docs {
@@ -137,8 +142,12 @@ impl PseudoSpec {
                     rand::rngs::StdRng::seed_from_u64(xxh3_64_with_seed(d.id.as_bytes(), seed));
                 for _ in 0..self.crops {
                     let a = self.span(&words, &mut rng);
-                    let b = self.span(&words, &mut rng);
-                    summary.crops += push(a, b, d, "crop") as usize;
+                    let (b, kind) = if self.pseudo == PseudoPairs::CropDoc {
+                        (d.full_text(), "crop-doc")
+                    } else {
+                        (self.span(&words, &mut rng), "crop")
+                    };
+                    summary.crops += push(a, b, d, kind) as usize;
                 }
             }
         }

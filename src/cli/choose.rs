@@ -6,6 +6,7 @@ use condenser::error::{Error, Result};
 use condenser::eval::choice::Choice;
 use condenser::eval::choice_report::ChoiceReport;
 use condenser::eval::finals;
+use condenser::eval::loco::{test_gains, Shipped};
 use condenser::eval::over_seeds::{read_per_query, read_results, SeedReport};
 use condenser::eval::{EvalOptions, EvalReport, EVALUATORS};
 use condenser::flags::{self, InferenceBatch};
@@ -39,12 +40,20 @@ pub struct Args {
     /// The qrels split of the test folder
     #[arg(long, default_value = "test")]
     split: String,
+    /// The rules a leave-one-collection-out study shipped (`condenser loco`'s loco.json): the
+    /// rule with labels chooses, the zero-label rule names the pick for a user with no labels
+    /// (read on test too), and each candidate's row says how often its dev and test gains agreed
+    /// there. Without it: the highest dev gain beyond twice its standard error and sd, else the
+    /// stock model
+    #[arg(long)]
+    rule_from: Option<PathBuf>,
     /// A recipe's recipe_state.json (or its out folder): each candidate's wall time
     #[arg(long)]
     state: Option<PathBuf>,
     #[command(flatten)]
     batch: InferenceBatch,
-    /// Folder for report.md, report.json and the chart
+    /// Folder for report.md, report.json and the chart; test/ in it holds the test scores as
+    /// evaluate writes them (results.csv, per_query.csv)
     #[arg(long = flags::OUT)]
     out: PathBuf,
     #[command(flatten)]
@@ -61,13 +70,33 @@ pub fn run(a: Args) -> Result<()> {
     let wall = |m: &str| walls.iter().find(|(o, _)| o == Path::new(m)).map(|w| w.1);
     let (metric, base) = (&a.metric, a.baseline.to_string_lossy());
     let (results, per_query) = (read_results(&a.dev)?, read_per_query(&a.dev, metric)?);
-    let dev = Choice::new(&results, &per_query, metric, &base, &wall)?;
+    let mut dev = Choice::new(&results, &per_query, metric, &base, &wall)?;
+    let rules = a.rule_from.as_deref().map(Shipped::read).transpose()?;
+    let label_free = rules.as_ref().map(|r| {
+        let m = r.apply(&mut dev);
+        let why = format!(
+            "the zero-label rule set on the development collections ({})",
+            r.collections.join(", ")
+        );
+        (m, why)
+    });
+    let agreement: Vec<(String, usize, usize)> = match &rules {
+        None => Vec::new(),
+        Some(r) => (dev.candidates.iter())
+            .filter_map(|c| {
+                r.agreement(&c.method)
+                    .map(|(s, n)| (c.method.clone(), s, n))
+            })
+            .collect(),
+    };
     out(&dev.markdown());
     let test = match a.test.0.first() {
         None => None,
         Some((kind, set)) => {
             let (stock, chosen) = (&dev.baseline.method, &dev.chosen);
-            let finals = finals::to_read(&a.baseline, stock, chosen, &a.also, &a.models)?;
+            let mut also = a.also.clone();
+            also.extend(label_free.iter().map(|l| l.0.clone()));
+            let finals = finals::to_read(&a.baseline, stock, chosen, &also, &a.models)?;
             let opts = EvalOptions {
                 split: Some(a.split.clone()),
                 ..Default::default()
@@ -77,17 +106,19 @@ pub fn run(a: Args) -> Result<()> {
             let bar = |m: &str, n: &str| progress::bar(Some(0), &format!("texts ({m} on {n})"));
             let (inference, batch) = (a.model.inference()?, a.batch.batch_size);
             let report = EvalReport::run(&finals, &sets, &inference, batch, bar)?;
+            // the test scores as evaluate writes them, query by query: the report's per-query
+            // wins and losses, and a development collection's validation of a rule (issue 55)
+            let test_dir = a.out.join("test");
+            std::fs::create_dir_all(&test_dir).map_err(|e| Error::file(&test_dir, e))?;
+            report.save(&test_dir)?;
             let rows = report.rows();
-            Some(SeedReport::new(
-                &rows,
-                &set.name,
-                metric,
-                Some(&base),
-                &wall,
-            )?)
+            let seeds = SeedReport::new(&rows, &set.name, metric, Some(&base), &wall)?;
+            let per_query = read_per_query(&[test_dir.join("results.csv")], metric)?;
+            let (stock_score, gains) = test_gains(&per_query, stock)?;
+            Some((seeds, stock_score, gains))
         }
     };
-    let r = ChoiceReport { dev, test };
+    let r = ChoiceReport::new(dev, test, label_free, agreement);
     r.save(&a.out)?;
     out(&format!(
         "{}\nwrote {}/report.{{md,json,svg,png}}\n",
@@ -105,6 +136,7 @@ impl Args {
         let io = Io::new()
             .inputs("--dev", &self.dev)
             .input("--baseline", &self.baseline)
+            .inputs("--rule-from", &self.rule_from)
             .inputs("--state", &self.state);
         let io = self.models.iter().fold(io, |io, m| io.root("--models", m));
         self.test.inputs(io).output("--out", &self.out)

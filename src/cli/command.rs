@@ -1,8 +1,8 @@
 //! The subcommands: their flag types (one module each) and the call each one makes; a recipe's
 //! steps run through the same dispatch (`exec`), handed to the commands that run recipes.
 use super::{
-    analyze, augment, choose, convert, domain_overlap, encode, evaluate, index, interpolate, merge,
-    mine, pick, pretrain, report, run_recipe, search, similarity, split, train_biencoder,
+    analyze, augment, choose, convert, domain_overlap, encode, evaluate, index, interpolate, loco,
+    merge, mine, pick, pretrain, report, run_recipe, search, similarity, split, train_biencoder,
     train_cross_encoder, train_nli, transfer_grid,
 };
 use clap::{Parser, Subcommand};
@@ -60,6 +60,9 @@ pub enum Command {
     Report(report::Args),
     /// Pick a training setting (a learning rate) on dev results: the value whose models score best
     Pick(pick::Args),
+    /// Leave one collection out: each choice rule set on the other development collections and
+    /// scored on the test half of the one left out
+    Loco(loco::Args),
     /// The domain-transfer grid: every source's cross-encoder labels every target's pairs
     TransferGrid(transfer_grid::Args),
     /// Analyses of a model (attention: how broadly `[CLS]` attends, per layer)
@@ -91,6 +94,7 @@ impl Command {
             Command::Run(a) => a.io(),
             Command::Report(a) => a.io(),
             Command::Pick(a) => a.io(),
+            Command::Loco(a) => a.io(),
             Command::TransferGrid(a) => a.io(),
             Command::Analyze(a) => a.io(),
         }
@@ -133,6 +137,7 @@ pub fn dispatch(c: Command) -> Result<()> {
         Command::Run(a) => run_recipe::run(a, &exec),
         Command::Report(a) => report::run(a),
         Command::Pick(a) => pick::run(a),
+        Command::Loco(a) => loco::run(a),
         Command::TransferGrid(a) => transfer_grid::run(a, &exec),
         Command::Analyze(a) => analyze::run(a),
     }

@@ -12,6 +12,7 @@ mod evaluate;
 mod index;
 mod index_flags;
 mod interpolate;
+mod loco;
 mod merge;
 mod mine;
 mod model_opts;

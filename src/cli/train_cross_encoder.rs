@@ -12,8 +12,9 @@ pub struct Args {
     /// Starting model: an HF BERT folder, a sentence-transformers folder or a cross-encoder
     #[arg(long = flags::MODEL)]
     model: PathBuf,
-    #[arg(long = flags::TRAIN)]
-    train: PathBuf,
+    /// Labelled pairs; repeat it to train on several files with the same columns as one set
+    #[arg(long = flags::TRAIN, required = true)]
+    train: Vec<PathBuf>,
     /// Dev pairs: Spearman of the scores (one label) or accuracy (classes)
     #[arg(long = flags::DEV)]
     dev: Option<PathBuf>,

@@ -88,6 +88,11 @@ pub fn run(a: Args) -> Result<()> {
 impl Args {
     pub fn io(&self) -> Io {
         let start = ("--init", self.init.as_path());
-        (self.train_opts).fine_tuning_io(start, &self.train, &self.dev, &self.out)
+        (self.train_opts).fine_tuning_io(
+            start,
+            std::slice::from_ref(&self.train),
+            &self.dev,
+            &self.out,
+        )
     }
 }

@@ -86,13 +86,13 @@ impl TrainOpts {
     pub fn fine_tuning_io(
         &self,
         (flag, start): (&str, &Path),
-        train: &Path,
+        train: &[PathBuf],
         dev: &Option<PathBuf>,
         out: &Path,
     ) -> Io {
         let io = Io::new()
             .input(flag, start)
-            .input("--train", train)
+            .inputs("--train", train)
             .inputs("--dev", dev);
         self.model_output(io, out)
     }

@@ -71,6 +71,17 @@ pub struct Document {
     pub text: String,
 }
 
+impl Document {
+    /// The text a retriever sees: `title text` where there is a title (as BEIR's evaluation and
+    /// sentence-transformers' join them), else the text.
+    pub fn full_text(&self) -> String {
+        match &self.title {
+            Some(title) => format!("{title} {}", self.text),
+            None => self.text.clone(),
+        }
+    }
+}
+
 /// The corpus file's rows (`_id` or `id`, `text`, optional `title`).
 pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
     let id = pick(path, &["_id", "id"])?;
@@ -110,13 +121,8 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
 pub fn read_texts(path: &Path) -> Result<Vec<(String, String)>> {
     Ok(read_documents(path)?
         .into_iter()
-        .map(|d| {
-            let text = match d.title {
-                Some(title) => format!("{title} {}", d.text),
-                None => d.text,
-            };
-            (d.id, text)
-        })
+        .map(|d| (d.full_text(), d))
+        .map(|(text, d)| (d.id, text))
         .collect())
 }
 

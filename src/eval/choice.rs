@@ -9,12 +9,12 @@
 //! Test is read afterwards, once, for the chosen method and the stock model (`ChoiceReport`).
 use super::over_seeds::{mean_sd, method_of};
 use crate::error::{Error, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 use std::path::Path;
 
 /// One candidate's dev figures.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DevRow {
     pub method: String,
     /// Per seed: the mean over the dev sets the seed's models were scored on, and the mean gain
@@ -42,7 +42,7 @@ pub struct DevRow {
     pub wall_seconds: Option<f64>,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Choice {
     pub metric: String,
     /// The stock model's dev row (gain 0).
@@ -131,6 +131,11 @@ fn query_gains(
 }
 
 impl Choice {
+    /// The dev queries the label-free candidates were scored on: every judged train query.
+    pub fn dev_queries(&self) -> usize {
+        self.candidates.iter().map(|r| r.queries).max().unwrap_or(0)
+    }
+
     /// The choice among `rows` (evaluate's dev results: model, dataset, metric, value) by `metric`,
     /// with `per_query` the same models' `metric` query by query (model, dataset, query, value);
     /// `baseline` the stock model's folder; `wall(model)` a model's training seconds.

@@ -9,6 +9,7 @@ pub mod cls_attention;
 pub mod correlation;
 mod evaluator;
 pub mod finals;
+pub mod loco;
 pub mod metrics;
 pub mod over_seeds;
 pub mod pick;

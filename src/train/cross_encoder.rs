@@ -16,7 +16,7 @@ use crate::model::{CrossEncoder, Dropout, DropoutRates, ModelFolder, PairTokeniz
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use indicatif::ProgressBar;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A cross-encoder's head: transformers' classifier, and the pooler a sentence-transformers
 /// model may lack; only these may start fresh.
@@ -63,7 +63,9 @@ pub fn check_labels(path: &Path, column: &str, labels: &[f64], num_labels: usize
 
 /// The training pairs and how to read them.
 pub struct CrossEncoderData<'a> {
-    pub train: &'a Path,
+    /// One file or several with the same columns, read in order as one training set (a
+    /// cross-encoder trained on several collections' judgments, as GPL's teacher is).
+    pub train: &'a [PathBuf],
     pub columns: &'a PairColumns,
     pub both_orders: bool,
 }
@@ -86,16 +88,20 @@ impl CrossEncoderTask {
         let t = load_trainable(&folder.weights, &[], &HEADS, seed, device, |vb| {
             CrossEncoder::load(vb, &folder.config, num_labels)
         })?;
-        let gold = Pairs::read(data.train, data.columns)?;
-        check_labels(data.train, &data.columns.label, &gold.labels, num_labels)?;
-        let mut train = Vec::with_capacity(gold.len() * 2);
-        let mut labels = Vec::with_capacity(gold.len() * 2);
-        for i in 0..gold.len() {
-            train.push(tok.encode(&gold.sentence1[i], &gold.sentence2[i])?);
-            labels.push(gold.labels[i] as f32);
-            if data.both_orders {
-                train.push(tok.encode(&gold.sentence2[i], &gold.sentence1[i])?);
+        if data.train.is_empty() {
+            return Err(Error::msg("--train: no training file"));
+        }
+        let (mut train, mut labels) = (Vec::new(), Vec::new());
+        for path in data.train {
+            let gold = Pairs::read(path, data.columns)?;
+            check_labels(path, &data.columns.label, &gold.labels, num_labels)?;
+            for i in 0..gold.len() {
+                train.push(tok.encode(&gold.sentence1[i], &gold.sentence2[i])?);
                 labels.push(gold.labels[i] as f32);
+                if data.both_orders {
+                    train.push(tok.encode(&gold.sentence2[i], &gold.sentence1[i])?);
+                    labels.push(gold.labels[i] as f32);
+                }
             }
         }
         Ok(CrossEncoderTask {

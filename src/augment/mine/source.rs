@@ -1,7 +1,7 @@
 //! What `mine` reads: a retrieval folder (each (query, relevant document) of a qrels split is a
 //! pair, the folder's corpus the corpus) or a pairs file with an optional corpus file.
 use super::MineInput;
-use crate::data::retrieval::{read_texts, RetrievalSet};
+use crate::data::retrieval::{corpus_file, read_texts, RetrievalSet};
 use crate::data::{self, ColumnSpec};
 use crate::error::{Error, Result};
 use std::collections::HashSet;
@@ -91,6 +91,8 @@ impl MineSource {
                     return Err(Error::file(file, "no (anchor, positive) pairs"));
                 }
                 if let Some(c) = corpus {
+                    // a retrieval folder stands for its corpus file, as `augment --corpus` takes it
+                    let c = &corpus_file(c)?;
                     out.corpus = read_texts(c)?.into_iter().map(|(_, t)| t).collect();
                     // a positive the corpus lacks means the two files do not belong together
                     let have: HashSet<&str> = out.corpus.iter().map(String::as_str).collect();

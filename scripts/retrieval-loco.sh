@@ -1,0 +1,30 @@
+#!/bin/bash
+# Leave one collection out (issue 55): recipes/retrieval-adaptation.toml on each development
+# collection (Cranfield, CACM, MED, TIME) with test read for every candidate (`also`: their
+# validation, as development collections), then `condenser loco`: each rule set on three of them
+# and scored on the fourth's test half, and the rule shipped (least worst-case harm over all
+# four, then the highest mean gain) into out/loco/report/loco.{md,json}.
+#   COLLECTIONS="time med" scripts/retrieval-loco.sh   # some runs only (loco needs 3+ finished)
+#   GPL=true ...                                       # also g: a cross-encoder trained on the
+#                                                      # other collections' judgments, MarginMSE
+# Each run resumes where it stopped (the recipe's state); peak RSS in out/loco/<name>.time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+C=${C:-target/release/condenser}
+ALL="cranfield cacm med time"
+GPL=${GPL:-false}
+also=p,pw,b,bw,pb
+label_free=p,pw
+if [ "$GPL" = true ]; then also=$also,g; label_free=$label_free,g; fi
+mkdir -p out/loco
+for c in ${COLLECTIONS:-$ALL}; do
+  others=$(for o in $ALL; do [ $o = $c ] || printf '%s ' $o; done)
+  /usr/bin/time -v -o out/loco/$c.time $C run recipes/retrieval-adaptation.toml \
+    --set data=datasets/data/$c --set name=$c --set out=out/loco/$c --set also=$also \
+    --set gpl=$GPL --set sources="$others" > out/loco/$c.log 2>&1
+done
+done_runs=()
+for c in $ALL; do
+  [ -f out/loco/$c/report/test/per_query.csv ] && done_runs+=(--collection $c=out/loco/$c)
+done
+$C loco "${done_runs[@]}" --label-free $label_free --out out/loco/report
