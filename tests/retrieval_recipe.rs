@@ -104,6 +104,87 @@ fn retrieval_adaptation_recipe_chooses_on_dev_folds_and_reads_test_once() {
     for f in ["report.svg", "report.png"] {
         assert!(out.join("report").join(f).is_file(), "{f}");
     }
+    // the run as a development collection: loco over three copies of it agrees with itself, and
+    // its shipped rules, applied by choose, name the pick with labels and the one without
+    let loco = d.path().join("loco");
+    let named: Vec<String> = ["x", "y", "z"]
+        .iter()
+        .map(|n| format!("--collection={n}={}", out.display()))
+        .collect();
+    let refused = common::err(common::condenser(&[
+        "loco",
+        &named[0],
+        &named[1],
+        &named[2],
+        "--out",
+        &d.path().join("refused").display().to_string(),
+    ]));
+    assert!(
+        refused.contains("collection x: p lacks dev figures or test scores"),
+        "{refused}"
+    );
+    let mut args: Vec<&str> = vec!["loco", "--label-free", "pw,g", "--labels", "b", "--out"];
+    let loco_s = loco.display().to_string();
+    args.push(&loco_s);
+    args.extend(named.iter().map(String::as_str));
+    let table = common::ok(common::condenser(&args));
+    assert!(
+        table.contains("### with labels: each collection left out in turn"),
+        "{table}"
+    );
+    assert!(table.contains("| g | x "), "{table}");
+    let shipped: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(loco.join("loco.json")).unwrap()).unwrap();
+    let zero = &shipped["settings"][0]["shipped"];
+    assert_eq!(zero["rule"], "always", "{shipped}");
+    let (base, rules) = (model.display().to_string(), loco.join("loco.json"));
+    let (rules, ruled) = (rules.display().to_string(), d.path().join("ruled"));
+    let ruled_s = ruled.display().to_string();
+    let models_s = out.display().to_string();
+    let test_set = format!("t={}", out.join("data").display());
+    let mut args = vec![
+        "choose",
+        "--baseline",
+        &base,
+        "--rule-from",
+        &rules,
+        "--models",
+    ];
+    args.extend([
+        models_s.as_str(),
+        "--retrieval",
+        &test_set,
+        "--out",
+        &ruled_s,
+    ]);
+    let devs: Vec<String> = ["eval", "eval-g", "eval-f0", "eval-f1", "eval-f2"]
+        .iter()
+        .map(|e| {
+            format!(
+                "--dev={}",
+                out.join("dev").join(e).join("results.csv").display()
+            )
+        })
+        .collect();
+    args.extend(devs.iter().map(String::as_str));
+    common::ok(common::condenser(&args));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ruled.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["label_free"]["method"], zero["method"], "{json}");
+    assert!(json["label_free"]["test"]["gain"].is_number(), "{json}");
+    assert!(
+        json["chosen"]["why"].as_str().unwrap().contains("x, y, z"),
+        "{json}"
+    );
+    let md = std::fs::read_to_string(ruled.join("report.md")).unwrap();
+    // each candidate's dev-test agreement over the three (identical) development runs
+    for m in ["pw", "g", "b"] {
+        let row = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {m} | ")) && l.ends_with(" of 3 |"));
+        assert!(row.is_some(), "{m}: {md}");
+    }
+
     let second = run_with(&[]);
     assert!(
         !second.contains(": runs ("),

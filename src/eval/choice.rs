@@ -150,7 +150,8 @@ impl Choice {
         let stock = method_of(baseline);
         let mut base_on: Vec<(&str, f64)> = Vec::new();
         for (model, dataset, _, v) in rows.iter().filter(|r| r.2 == metric) {
-            if method_of(model) == stock {
+            // the stock model may be scored on one dev set in several results files
+            if method_of(model) == stock && !base_on.iter().any(|b| b.0 == dataset) {
                 base_on.push((dataset.as_str(), *v));
             }
         }

@@ -408,6 +408,18 @@ impl Loco {
             .baseline
             .method;
         let all: Vec<String> = label_free.iter().chain(labels).cloned().collect();
+        for c in cs {
+            for m in &all {
+                if c.gain(m).is_none() || !c.dev.candidates.iter().any(|r| &r.method == m) {
+                    return Err(Error::msg(format!(
+                        "collection {}: {m} lacks dev figures or test scores (a development run \
+                         names every candidate in the recipe's `also`); name only the methods it \
+                         ran with --label-free and --labels",
+                        c.name
+                    )));
+                }
+            }
+        }
         let settings = [
             Setting::zero_labels(stock, label_free),
             Setting::with_labels(stock, &all),
