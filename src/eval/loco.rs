@@ -798,4 +798,38 @@ mod tests {
         assert!(md.contains("| b | A +0.0300 / +0.0500;"), "{md}");
         assert!(Loco::rotate(&cs[..2], &[], &labels).is_err());
     }
+
+    /// A shipped rule file: the rule with labels chooses (the default below 20 dev queries,
+    /// said so), the zero-label rule names the label-free pick, agreement counts signs.
+    #[test]
+    fn shipped_rules_choose_and_say_when_dev_cannot_decide() {
+        let json = r#"{"collections": ["A", "B", "C"], "labels": ["b"],
+            "settings": [
+              {"setting": "zero labels", "shipped": {"rule": "always", "method": "pw"}},
+              {"setting": "with labels", "shipped": {"rule": "dev", "k": 2.0, "correction": 1.5, "fallback": "bw"}}],
+            "agreement": [["b", [["A", 0.01, 0.02], ["B", 0.01, -0.03], ["C", -0.01, -0.02]]]]}"#;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loco.json");
+        std::fs::write(&path, json).unwrap();
+        let shipped = Shipped::read(&path).unwrap();
+        assert_eq!(shipped.agreement("b"), Some((2, 3)));
+        assert_eq!(shipped.agreement("pb"), None);
+        // 40 dev queries: b's +0.015 is short of 2 se (0.02) but x1.5 passes it
+        let mut dev = collection("X", 40, &[("pw", 0.001), ("b", 0.015)], &[]).dev;
+        assert_eq!(shipped.apply(&mut dev), "pw");
+        assert_eq!(dev.chosen, "b", "{}", dev.why);
+        assert!(dev.why.contains("A, B, C"), "{}", dev.why);
+        let mut few = collection("Y", 14, &[("pw", 0.001), ("b", 0.05)], &[]).dev;
+        shipped.apply(&mut few);
+        assert_eq!(few.chosen, "bw");
+        assert!(
+            few.why
+                .contains("dev cannot decide here: 14 judged train queries"),
+            "{}",
+            few.why
+        );
+        std::fs::write(&path, json.replace("with labels", "with label")).unwrap();
+        let e = Shipped::read(&path).unwrap_err().to_string();
+        assert!(e.contains("no shipped rule for 'with labels'"), "{e}");
+    }
 }
