@@ -72,14 +72,16 @@ pub fn run(a: Args) -> Result<()> {
     let (results, per_query) = (read_results(&a.dev)?, read_per_query(&a.dev, metric)?);
     let mut dev = Choice::new(&results, &per_query, metric, &base, &wall)?;
     let rules = a.rule_from.as_deref().map(Shipped::read).transpose()?;
-    let label_free = rules.as_ref().map(|r| {
-        let m = r.apply(&mut dev);
-        let why = format!(
-            "the zero-label rule set on the development collections ({})",
-            r.collections.join(", ")
-        );
-        (m, why)
-    });
+    let label_free = match &rules {
+        None => None,
+        Some(r) => {
+            let why = format!(
+                "the zero-label rule set on the development collections ({})",
+                r.collections.join(", ")
+            );
+            Some((r.apply(&mut dev)?, why))
+        }
+    };
     let agreement: Vec<(String, usize, usize)> = match &rules {
         None => Vec::new(),
         Some(r) => (dev.candidates.iter())
@@ -113,8 +115,7 @@ pub fn run(a: Args) -> Result<()> {
             report.save(&test_dir)?;
             let rows = report.rows();
             let seeds = SeedReport::new(&rows, &set.name, metric, Some(&base), &wall)?;
-            let per_query = read_per_query(&[test_dir.join("results.csv")], metric)?;
-            let (stock_score, gains) = test_gains(&per_query, stock)?;
+            let (stock_score, gains) = test_gains(&report.per_query_rows(metric), stock)?;
             Some((seeds, stock_score, gains))
         }
     };

@@ -121,8 +121,10 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>> {
 pub fn read_texts(path: &Path) -> Result<Vec<(String, String)>> {
     Ok(read_documents(path)?
         .into_iter()
-        .map(|d| (d.full_text(), d))
-        .map(|(text, d)| (d.id, text))
+        .map(|d| {
+            let text = d.full_text();
+            (d.id, text)
+        })
         .collect())
 }
 

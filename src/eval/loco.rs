@@ -39,6 +39,11 @@ pub struct TestGain {
 /// Per method: (collection, dev gain, test gain) on each collection where both exist.
 pub type Agreement = Vec<(String, Vec<(String, f64, f64)>)>;
 
+/// How many of (collection, dev gain, test gain) had dev and test gains of one sign.
+fn same_sign(rows: &[(String, f64, f64)]) -> usize {
+    rows.iter().filter(|r| (r.1 > 0.0) == (r.2 > 0.0)).count()
+}
+
 /// One development collection: its dev choice figures and every final model's test gain.
 #[derive(Clone, Debug)]
 pub struct Collection {
@@ -160,14 +165,15 @@ pub fn test_gains(
             })
             .collect();
         let (gain, sd) = mean_sd(&per_query);
+        let (seed_gain, seed_sd) = mean_sd(&seed_gains);
         let n = per_query.len();
         out.push(TestGain {
             method: m,
             seeds: models.len(),
-            score: stock_score + mean_sd(&seed_gains).0,
+            score: stock_score + seed_gain,
             gain,
             se: sd.unwrap_or(0.0) / (n as f64).sqrt(),
-            sd: mean_sd(&seed_gains).1,
+            sd: seed_sd,
             wins: per_query.iter().filter(|g| **g > 0.0).count(),
             losses: per_query.iter().filter(|g| **g < 0.0).count(),
             queries: n,
@@ -544,7 +550,7 @@ impl Loco {
             let cells: Vec<String> = (rows.iter())
                 .map(|(c, d, t)| format!("{c} {d:+.4} / {t:+.4}"))
                 .collect();
-            let agree = rows.iter().filter(|r| (r.1 > 0.0) == (r.2 > 0.0)).count();
+            let agree = same_sign(rows);
             let _ = writeln!(
                 s,
                 "| {m} | {} | {agree} of {} |",
@@ -559,6 +565,7 @@ impl Loco {
 /// The rules a study shipped (its loco.json), as `choose --rule-from` applies them.
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct Shipped {
+    pub metric: String,
     pub collections: Vec<String>,
     pub labels: Vec<String>,
     settings: Vec<ShippedSetting>,
@@ -589,12 +596,31 @@ impl Shipped {
             .shipped
     }
 
-    /// Apply the rule with labels to `dev` (its `chosen` and `why`); the zero-label pick.
-    pub fn apply(&self, dev: &mut Choice) -> String {
+    /// Apply the rule with labels to `dev` (its `chosen` and `why`); the zero-label pick. A rule
+    /// set on another metric, or a pick this run did not train, is refused: it would be applied
+    /// to figures it was not made for.
+    pub fn apply(&self, dev: &mut Choice) -> Result<String> {
+        if dev.metric != self.metric {
+            return Err(Error::msg(format!(
+                "--rule-from: the rules were set on {}, this choice is by {}",
+                self.metric, dev.metric
+            )));
+        }
         let mut allowed = vec![dev.baseline.method.clone()];
         allowed.extend(dev.candidates.iter().map(|r| r.method.clone()));
+        let trained = |m: String| {
+            if allowed.contains(&m) {
+                Ok(m)
+            } else {
+                Err(Error::msg(format!(
+                    "--rule-from: the shipped rule picks {m}, which this run has no dev figures \
+                     of (its candidates: {}); run it, or name rules set on these candidates",
+                    allowed.join(", ")
+                )))
+            }
+        };
         let rule = self.rule("with labels");
-        dev.chosen = rule.pick(dev, &allowed, &self.labels);
+        dev.chosen = trained(rule.pick(dev, &allowed, &self.labels))?;
         let n = dev.dev_queries();
         dev.why = match rule {
             Rule::Dev { fallback, .. } if n < MIN_DEV_QUERIES => format!(
@@ -607,14 +633,13 @@ impl Shipped {
                 rule.name()
             ),
         };
-        self.rule("zero labels").pick(dev, &allowed, &self.labels)
+        trained(self.rule("zero labels").pick(dev, &allowed, &self.labels))
     }
 
     /// In how many development collections a method's dev and test gains had the same sign.
     pub fn agreement(&self, method: &str) -> Option<(usize, usize)> {
         let rows = &self.agreement.iter().find(|a| a.0 == method)?.1;
-        let same = rows.iter().filter(|r| (r.1 > 0.0) == (r.2 > 0.0)).count();
-        Some((same, rows.len()))
+        Some((same_sign(rows), rows.len()))
     }
 }
 
@@ -803,7 +828,7 @@ mod tests {
     /// said so), the zero-label rule names the label-free pick, agreement counts signs.
     #[test]
     fn shipped_rules_choose_and_say_when_dev_cannot_decide() {
-        let json = r#"{"collections": ["A", "B", "C"], "labels": ["b"],
+        let json = r#"{"metric": "ndcg", "collections": ["A", "B", "C"], "labels": ["b"],
             "settings": [
               {"setting": "zero labels", "shipped": {"rule": "always", "method": "pw"}},
               {"setting": "with labels", "shipped": {"rule": "dev", "k": 2.0, "correction": 1.5, "fallback": "bw"}}],
@@ -816,11 +841,11 @@ mod tests {
         assert_eq!(shipped.agreement("pb"), None);
         // 40 dev queries: b's +0.015 is short of 2 se (0.02) but x1.5 passes it
         let mut dev = collection("X", 40, &[("pw", 0.001), ("b", 0.015)], &[]).dev;
-        assert_eq!(shipped.apply(&mut dev), "pw");
+        assert_eq!(shipped.apply(&mut dev).unwrap(), "pw");
         assert_eq!(dev.chosen, "b", "{}", dev.why);
         assert!(dev.why.contains("A, B, C"), "{}", dev.why);
-        let mut few = collection("Y", 14, &[("pw", 0.001), ("b", 0.05)], &[]).dev;
-        shipped.apply(&mut few);
+        let mut few = collection("Y", 14, &[("pw", 0.001), ("b", 0.05), ("bw", 0.0)], &[]).dev;
+        shipped.apply(&mut few).unwrap();
         assert_eq!(few.chosen, "bw");
         assert!(
             few.why
@@ -828,6 +853,16 @@ mod tests {
             "{}",
             few.why
         );
+        // the default bw is not among this run's candidates; nor is the rules' metric its
+        let e = shipped.apply(&mut collection("Z", 14, &[("pw", 0.0)], &[]).dev);
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("picks bw, which this run"));
+        let mut other = collection("W", 40, &[("pw", 0.0)], &[]).dev;
+        other.metric = "mrr".into();
+        let e = shipped.apply(&mut other).unwrap_err().to_string();
+        assert!(e.contains("set on ndcg, this choice is by mrr"), "{e}");
         std::fs::write(&path, json.replace("with labels", "with label")).unwrap();
         let e = Shipped::read(&path).unwrap_err().to_string();
         assert!(e.contains("no shipped rule for 'with labels'"), "{e}");

@@ -152,6 +152,17 @@ impl EvalReport {
         Ok(String::from_utf8(bytes).expect("CSV of UTF-8 fields"))
     }
 
+    /// `metric` query by query: (model, dataset, query, value), as `read_per_query` reads them
+    /// back from per_query.csv (only the primary metric is scored query by query).
+    pub fn per_query_rows(&self, metric: &str) -> Vec<(String, String, String, f64)> {
+        (self.results.iter().filter(|r| r.primary == metric))
+            .flat_map(|r| {
+                (r.per_query.iter())
+                    .map(|(q, v)| (r.model.clone(), r.dataset.clone(), q.clone(), *v))
+            })
+            .collect()
+    }
+
     /// The primary metric of each query, one a row: model, dataset, query, metric, value; None
     /// where no evaluator scored queries one by one.
     pub fn per_query_csv(&self) -> Result<Option<String>> {
