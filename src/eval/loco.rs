@@ -14,6 +14,10 @@ use std::path::{Path, PathBuf};
 /// The dev queries below which the dev figures cannot decide: a rule falls back to its default.
 pub const MIN_DEV_QUERIES: usize = 20;
 
+/// The starting model as the rules name it: a shipped rule must apply to a run from any model
+/// (bert-base, SciBERT), so it never names the model the development runs started from.
+pub const STOCK: &str = "stock";
+
 /// A harm smaller than this is no harm (the targets' tolerance: no worse than stock - 0.005).
 pub const TOLERANCE: f64 = 0.005;
 
@@ -82,11 +86,12 @@ impl Collection {
         })
     }
 
-    /// The test gain of `method` (the stock model's: zero).
+    /// The test gain of `method` (the stock model's, STOCK or its name: zero).
     pub fn gain(&self, method: &str) -> Option<TestGain> {
+        let base = &self.dev.baseline.method;
         gain_of(
-            method,
-            &self.dev.baseline.method,
+            if method == STOCK { base } else { method },
+            base,
             self.stock_score,
             &self.test,
         )
@@ -277,7 +282,7 @@ fn outcome(rule: &Rule, c: &Collection, allowed: &[String], labels: &[String]) -
         .ok_or_else(|| Error::msg(format!("{}: no test score of {m}", c.name)))?;
     let best = (allowed.iter())
         .filter_map(|m| c.gain(m))
-        .chain(c.gain(&c.dev.baseline.method))
+        .chain(c.gain(STOCK))
         .max_by(|a, b| a.gain.total_cmp(&b.gain))
         .expect("the stock model");
     let labelled = allowed.iter().any(|m| labels.contains(m));
@@ -407,12 +412,7 @@ impl Loco {
     /// The study over `cs`: the zero-label setting among `label_free`, the one with labels among
     /// those and `labels`.
     pub fn run(cs: &[Collection], label_free: &[String], labels: &[String]) -> Result<Loco> {
-        let stock = &cs
-            .first()
-            .ok_or_else(|| Error::msg("no collection"))?
-            .dev
-            .baseline
-            .method;
+        let stock = STOCK;
         let all: Vec<String> = label_free.iter().chain(labels).cloned().collect();
         for c in cs {
             for m in &all {
@@ -606,10 +606,14 @@ impl Shipped {
                 self.metric, dev.metric
             )));
         }
-        let mut allowed = vec![dev.baseline.method.clone()];
+        let mut allowed = vec![STOCK.to_string()];
         allowed.extend(dev.candidates.iter().map(|r| r.method.clone()));
+        // STOCK is this run's starting model, whatever its name
+        let base = dev.baseline.method.clone();
         let trained = |m: String| {
-            if allowed.contains(&m) {
+            if m == STOCK {
+                Ok(base.clone())
+            } else if allowed.contains(&m) {
                 Ok(m)
             } else {
                 Err(Error::msg(format!(
@@ -625,7 +629,12 @@ impl Shipped {
         dev.why = match rule {
             Rule::Dev { fallback, .. } if n < MIN_DEV_QUERIES => format!(
                 "dev cannot decide here: {n} judged train queries, fewer than {MIN_DEV_QUERIES}; \
-                 the rule's default {fallback} is taken"
+                 the rule's default is taken: {}",
+                if fallback == STOCK {
+                    format!("the stock model ({base})")
+                } else {
+                    fallback.clone()
+                }
             ),
             _ => format!(
                 "the rule set on the development collections ({}): {}",
@@ -866,5 +875,22 @@ mod tests {
         std::fs::write(&path, json.replace("with labels", "with label")).unwrap();
         let e = Shipped::read(&path).unwrap_err().to_string();
         assert!(e.contains("no shipped rule for 'with labels'"), "{e}");
+        // rules naming `stock` apply to a run from another model: its own name comes back
+        let stocky = json.replace(r#""method": "pw""#, r#""method": "stock""#);
+        std::fs::write(
+            &path,
+            stocky.replace(r#""fallback": "bw""#, r#""fallback": "stock""#),
+        )
+        .unwrap();
+        let shipped = Shipped::read(&path).unwrap();
+        let mut bert = collection("V", 14, &[("b", 0.05)], &[]).dev;
+        bert.baseline.method = "bert-base-uncased".into();
+        assert_eq!(shipped.apply(&mut bert).unwrap(), "bert-base-uncased");
+        assert_eq!(bert.chosen, "bert-base-uncased");
+        let why = &bert.why;
+        assert!(
+            why.contains("taken: the stock model (bert-base-uncased)"),
+            "{why}"
+        );
     }
 }
