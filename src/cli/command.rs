@@ -34,7 +34,8 @@ pub enum Command {
     TrainBiencoder(train_biencoder::Args),
     /// SBERT's NLI training: softmax over (u, v, |u-v|), or MNR on the entailment pairs
     TrainNli(train_nli::Args),
-    /// Sample new pairs (random or BM25) and label them with a cross-encoder (AugSBERT)
+    /// AugSBERT: new pairs (random, BM25, semantic or BM25+semantic sampling) labelled by a
+    /// cross-encoder; or pseudo-query pairs from a corpus, or from unjudged queries, without one
     Augment(augment::Args),
     /// Hard negatives for (anchor, positive) pairs (sentence-transformers' mine_hard_negatives)
     Mine(mine::Args),

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// Model folder (sentence-transformers or Hugging Face layout)
     #[arg(long)]
     model: PathBuf,
     /// Input dataset (.parquet, .arrow, .csv, .tsv, .jsonl, .txt), or a retrieval folder (BEIR's

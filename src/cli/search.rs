@@ -24,8 +24,10 @@ pub struct Args {
     /// Stored query embeddings (`encode` with the corpus's model), instead of --queries
     #[arg(long, required_unless_present = "queries", conflicts_with = "model")]
     query_embeddings: Option<PathBuf>,
+    /// Results kept per query, best first
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     top_k: u64,
+    /// How a query scores a document: cosine, or dot (the raw inner product)
     #[arg(long, value_parser = score_fn(), default_value = "cosine")]
     score_fn: ScoreFn,
     #[command(flatten)]

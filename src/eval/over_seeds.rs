@@ -143,8 +143,23 @@ impl SeedReport {
             }
         }
         if groups.is_empty() {
+            // say what there is, so that a near miss (ndcg@10 for cosine_ndcg@10) fixes itself
+            let listed = |names: &mut dyn Iterator<Item = &str>| {
+                let mut v: Vec<&str> = names.collect();
+                v.sort_unstable();
+                v.dedup();
+                v.join(", ")
+            };
+            let on_set = rows.iter().filter(|r| r.1 == dataset);
+            let here = listed(&mut on_set.map(|r| r.2.as_str()));
+            let what = if here.is_empty() {
+                let sets = listed(&mut rows.iter().map(|r| r.1.as_str()));
+                format!("the results' datasets: {sets}")
+            } else {
+                format!("its metrics: {here}")
+            };
             return Err(Error::msg(format!(
-                "no results for metric '{metric}' on dataset '{dataset}'"
+                "no results for metric '{metric}' on dataset '{dataset}'; {what}"
             )));
         }
         let row = |(method, runs): (String, Vec<(String, f64)>)| {
@@ -318,6 +333,18 @@ mod tests {
             "{md}"
         );
         assert!(SeedReport::new(&rows, "d", "ndcg", Some("nope"), &|_| None).is_err());
-        assert!(SeedReport::new(&rows, "d", "mrr", None, &|_| None).is_err());
+        // a miss lists what there is: the dataset's metrics, or the datasets
+        let miss =
+            |set: &str, metric: &str| match SeedReport::new(&rows, set, metric, None, &|_| None) {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("{set} {metric} found"),
+            };
+        assert!(
+            miss("d", "mrr").ends_with("; its metrics: ndcg"),
+            "{}",
+            miss("d", "mrr")
+        );
+        let e = miss("x", "ndcg");
+        assert!(e.ends_with("; the results' datasets: d, other"), "{e}");
     }
 }
