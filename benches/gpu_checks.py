@@ -31,6 +31,7 @@ FIXTURE = os.path.join(ROOT, "../shared/fixtures/reference-minilm.json")
 
 # peak resident memory (MB) of the last command sh() ran
 LAST_PEAK_MB = 0.0
+LAST_GPU_MB = None
 # A child forked from this (large) Python starts with Python's resident size as its maxrss (Linux
 # carries the old image's high-water mark over exec), so rusage read here would report Python's
 # peak. The command runs under a small Python of its own instead, which reports its child's.
@@ -53,6 +54,10 @@ def sh(args, timeout=300):
         raise SystemExit(f"{' '.join(args)} ran past {timeout} s")
     peak = re.findall(r"@peak_kb (\d+)", err)
     LAST_PEAK_MB = int(peak[-1]) / 1024 if peak else float("nan")
+    # condenser's summary names its GPU pool's high-water marks (runtime::gpu_memory_peak_mb)
+    global LAST_GPU_MB
+    gpu = re.findall(r"GPU (?:memory: )?(\d+) MB in use at most[ ,(]+(\d+) MB held", out + err)
+    LAST_GPU_MB = {"used": int(gpu[-1][0]), "reserved": int(gpu[-1][1])} if gpu else None
     err = re.sub(r"\n@peak_kb \d+\n", "", err)
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({p.returncode}):\n{err[-3000:]}")
@@ -139,8 +144,9 @@ def encode_throughput(a, d):
                 best = min(best, wall)
             return best
         whole = best_of(src)
-        peak = LAST_PEAK_MB
+        peak, gpu = LAST_PEAK_MB, LAST_GPU_MB
         start = best_of(small)
+        torch_peak_reset(a.device)
         m = SentenceTransformer(MODEL, device=a.device)
         if dt == "bf16":
             m = m.to(torch.bfloat16)
@@ -151,6 +157,7 @@ def encode_throughput(a, d):
             m.encode(texts, batch_size=128)
             sync(a.device)
             st = min(st, time.perf_counter() - t0)
+        st_gpu = torch_peak(a.device)
         # condenser's whole process includes model load and CUDA start; net = whole - a 10-text run's
         net = max(whole - start, 1e-9)
         del m
@@ -160,7 +167,7 @@ def encode_throughput(a, d):
                 "st_texts_per_s": len(texts) / st,
                 "ratio_process": st / whole, "ratio_net": st / net,
                 "condenser_gflops_net": work / net / 1e9, "st_gflops": work / st / 1e9,
-                "condenser_peak_rss_mb": peak}
+                "condenser_peak_rss_mb": peak, "condenser_gpu_mb": gpu, "st_gpu_mb": st_gpu}
     return {"texts": len(texts), "mean_tokens": mean_len, "gflop": work / 1e9, **each_dtype(one)}
 
 
@@ -168,6 +175,22 @@ def sync(device):
     if device.startswith("cuda"):
         import torch
         torch.cuda.synchronize()
+
+
+def torch_peak_reset(device):
+    if device.startswith("cuda"):
+        import torch
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def torch_peak(device):
+    """PyTorch's GPU high-water marks since torch_peak_reset, in MB: the counterpart of condenser's
+    pool marks (live buffers, and what the caching allocator held)."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+    return {"used": torch.cuda.max_memory_allocated() / 2**20, "reserved": torch.cuda.max_memory_reserved() / 2**20}
 
 
 def train_throughput(a, d):
@@ -184,10 +207,11 @@ def train_throughput(a, d):
     # the first steps load and compile kernels: condenser's rate is taken between a short and a
     # long run, as sentence-transformers' below leaves its first two steps untimed
     (short, _), (long, whole) = run(2), run(2 + steps)
-    peak = LAST_PEAK_MB
+    peak, gpu = LAST_PEAK_MB, LAST_GPU_MB
     ours = steps * 64 / max(long - short, 1e-9)
     import torch
     from sentence_transformers import SentenceTransformer, losses
+    torch_peak_reset(a.device)
     m = SentenceTransformer(MODEL, device=a.device)
     m.max_seq_length = 128
     loss = losses.MultipleNegativesRankingLoss(m)
@@ -212,7 +236,8 @@ def train_throughput(a, d):
             done += len(batch)
     st = done / elapsed
     return {"steps": steps, "condenser_examples_per_s": ours, "condenser_examples_per_s_with_warmup": whole,
-            "st_examples_per_s": st, "ratio": ours / st, "condenser_peak_rss_mb": peak}
+            "st_examples_per_s": st, "ratio": ours / st, "condenser_peak_rss_mb": peak,
+            "condenser_gpu_mb": gpu, "st_gpu_mb": torch_peak(a.device)}
 
 
 def cross_encoder(a, d):
@@ -224,7 +249,7 @@ def cross_encoder(a, d):
     out, wall = sh(args)
     m = re.search(r"best dev (\S+) ([0-9.]+)", out)
     return {"dev": m.group(1) if m else None, "value": float(m.group(2)) if m else None,
-            "condenser_peak_rss_mb": LAST_PEAK_MB,
+            "condenser_peak_rss_mb": LAST_PEAK_MB, "condenser_gpu_mb": LAST_GPU_MB,
             "target": 0.85, "wall_s": wall, "log": out.strip().splitlines()[-2:]}
 
 

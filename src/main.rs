@@ -11,7 +11,14 @@ fn main() {
     // temporary file and renamed)
     // SAFETY: ignoring a signal before any thread starts
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
-    if let Err(e) = cli::main() {
+    let done = cli::main();
+    // the card's memory is a figure like speed, and the host's peak RSS says nothing of it: the
+    // GPU pool's high-water marks close every command that opened a GPU
+    // (a recipe prints them per step and resets them: nothing is left to say at its end)
+    if let Some((used, reserved)) = condenser::runtime::gpu_memory_peak_mb().filter(|m| m.1 > 0.0) {
+        eprintln!("GPU memory: {used:.0} MB in use at most, {reserved:.0} MB held by the pool");
+    }
+    if let Err(e) = done {
         eprintln!("error: {e}");
         std::process::exit(1);
     }

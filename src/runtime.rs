@@ -135,9 +135,76 @@ fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {
         // a buffer's uses across streams) only cost: two created and destroyed per tensor, ~8 ms
         // of a batch-64 MNR step on an H200. SAFETY: nothing here uses a second stream.
         unsafe { d.cuda_stream().context().disable_event_tracking() };
+        let _ = OPENED_GPU.set(d.cuda_stream().context().cu_device());
     }
     Ok(dev)
 }
+
+/// The GPU this process opened (one per process): its memory pool is read for the summaries.
+#[cfg(feature = "cuda")]
+static OPENED_GPU: std::sync::OnceLock<candle_core::cuda::cudarc::driver::sys::CUdevice> =
+    std::sync::OnceLock::new();
+
+/// The opened GPU's memory high-water marks so far, in MB: (used by live buffers, reserved by
+/// the stream-ordered pool that cudarc allocates from). The pool keeps freed blocks, so the card
+/// holds `reserved` (what nvidia-smi shows), while the host's peak RSS says nothing of either.
+/// None without a GPU.
+#[cfg(feature = "cuda")]
+pub fn gpu_memory_peak_mb() -> Option<(f64, f64)> {
+    use candle_core::cuda::cudarc::driver::sys;
+    let dev = *OPENED_GPU.get()?;
+    let attr = |pool: sys::CUmemoryPool, a: sys::CUmemPool_attribute| -> Option<f64> {
+        let mut v: u64 = 0;
+        // SAFETY: both attributes are u64 (cuuint64_t) per the driver API; pool is the device's.
+        let r = unsafe { sys::cuMemPoolGetAttribute(pool, a, &mut v as *mut u64 as *mut _) };
+        (r == sys::CUresult::CUDA_SUCCESS).then_some(v as f64 / (1024.0 * 1024.0))
+    };
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: dev came from an opened context; pool is written by the call.
+    let r = unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, dev) };
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return None;
+    }
+    Some((
+        attr(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+        )?,
+        attr(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+        )?,
+    ))
+}
+
+#[cfg(not(feature = "cuda"))]
+pub fn gpu_memory_peak_mb() -> Option<(f64, f64)> {
+    None
+}
+
+/// Start the GPU pool's high-water marks afresh (a recipe reads them per step).
+#[cfg(feature = "cuda")]
+pub fn gpu_memory_peak_reset() {
+    use candle_core::cuda::cudarc::driver::sys;
+    let Some(&dev) = OPENED_GPU.get() else { return };
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: as in gpu_memory_peak_mb; the driver takes only 0 for these two attributes.
+    unsafe {
+        if sys::cuDeviceGetDefaultMemPool(&mut pool, dev) != sys::CUresult::CUDA_SUCCESS {
+            return;
+        }
+        for a in [
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+        ] {
+            let mut zero: u64 = 0;
+            sys::cuMemPoolSetAttribute(pool, a, &mut zero as *mut u64 as *mut _);
+        }
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+pub fn gpu_memory_peak_reset() {}
 
 #[cfg(not(feature = "cuda"))]
 fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {

@@ -116,6 +116,15 @@ impl<'a> Runner<'a> {
             self.state.start(step)?;
             exec(argv, mode).map_err(fail)?;
             self.state.finish(step).map_err(fail)?;
+            // steps run in this process: the GPU's marks are per step only when read and reset
+            if let Some((used, reserved)) = crate::runtime::gpu_memory_peak_mb() {
+                log(&format!(
+                    "[{tag}{}/{n}] {}: GPU memory {used:.0} MB in use at most, {reserved:.0} MB held by the pool\n",
+                    i + 1,
+                    step.name
+                ));
+                crate::runtime::gpu_memory_peak_reset();
+            }
         }
         Ok(())
     }
