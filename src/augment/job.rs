@@ -13,10 +13,10 @@ use std::path::PathBuf;
 #[derive(Clone, Debug, clap::Args, serde::Serialize)]
 pub struct AugmentJob {
     /// A trained cross-encoder folder (from train-cross-encoder or any BertForSequenceClassification)
-    #[arg(long = flags::CROSS_ENCODER, required_unless_present = "corpus")]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long = flags::CROSS_ENCODER, required_unless_present = "corpus")]
     pub cross_encoder: Option<PathBuf>,
     /// The bi-encoder of semantic sampling (--sample semantic or bm25+semantic)
-    #[arg(long = flags::MODEL)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long = flags::MODEL)]
     pub model: Option<PathBuf>,
     /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
     #[arg(long, default_value = "cpu")]

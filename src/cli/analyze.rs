@@ -17,7 +17,7 @@ pub enum Analysis {
 #[derive(clap::Args)]
 pub struct AttentionArgs {
     /// Model folders (repeatable)
-    #[arg(long = "model", required = true)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long = "model", required = true)]
     models: Vec<PathBuf>,
     /// Sentences: a dataset with a text column, or plain text (.txt), one a line
     #[arg(long)]

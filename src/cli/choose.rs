@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(long, default_value = "cosine_ndcg@10")]
     metric: String,
     /// The stock model's folder: kept where no candidate beats it on dev
-    #[arg(long)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
     baseline: PathBuf,
     /// Folders that hold each method's final models (`<method>-s<seed>`, trained on every train
     /// query), searched in order (repeatable; needed with a test set)

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Model folder or tokenizer.json whose WordPiece tokens are counted
-    #[arg(long = flags::TOKENIZER, default_value = "datasets/model/all-MiniLM-L6-v2")]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long = flags::TOKENIZER, default_value = "all-MiniLM-L6-v2")]
     tokenizer: PathBuf,
     /// n-gram length
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Model folder (sentence-transformers or Hugging Face layout)
-    #[arg(long)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
     model: PathBuf,
     /// Input dataset (.parquet, .arrow, .csv, .tsv, .jsonl, .txt), or a retrieval folder (BEIR's
     /// or ours): its corpus, as (id, "title text") rows

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Model folders (sentence encoders, HF BERT or cross-encoders); each is evaluated on every dataset
-    #[arg(long = flags::MODEL, required = true)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long = flags::MODEL, required = true)]
     models: Vec<PathBuf>,
     #[command(flatten)]
     sets: EvalSets,

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// The model fine-tuning started from (alpha 0)
-    #[arg(long)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
     start: PathBuf,
     /// The fine-tuned model (alpha 1); its folder's settings are kept
-    #[arg(long)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
     end: PathBuf,
     /// The share of the fine-tuned weights
     #[arg(long, default_value_t = 0.5)]

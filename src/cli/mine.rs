@@ -13,7 +13,7 @@ use std::path::PathBuf;
 #[command(mut_arg("corpus_embeddings", |a| a.requires("model")))]
 pub struct Args {
     /// The bi-encoder that finds candidates (not needed with --candidates bm25)
-    #[arg(long)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
     model: Option<PathBuf>,
     /// A retrieval folder (BEIR or ours): its (query, relevant document) pairs, its corpus
     #[arg(long, conflicts_with_all = ["input", "corpus"], required_unless_present = "input")]
@@ -35,7 +35,7 @@ pub struct Args {
     #[command(flatten)]
     corpus_embeddings: CorpusEmbeddings,
     /// Rescore candidates with this cross-encoder: its scores drive the filters and are written
-    #[arg(long)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
     cross_encoder: Option<PathBuf>,
     #[command(flatten)]
     use_index: UseIndex,

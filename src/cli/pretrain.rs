@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Starting BERT (HF or sentence-transformers folder); the Condenser head starts fresh
-    #[arg(
+    #[arg(value_parser = condenser::model::folders::home::parse_model,
         long,
         conflicts_with = "continue_from",
         required_unless_present = "continue_from"

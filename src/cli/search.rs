@@ -19,7 +19,7 @@ pub struct Args {
     #[arg(long, requires = "model", conflicts_with = "query_embeddings")]
     queries: Option<PathBuf>,
     /// The model that made --corpus-embeddings; embeds --queries
-    #[arg(long)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
     model: Option<PathBuf>,
     /// Stored query embeddings (`encode` with the corpus's model), instead of --queries
     #[arg(long, required_unless_present = "queries", conflicts_with = "model")]

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Model folders; one matrix and heatmap per model, side by side as in the SBERT article
-    #[arg(long = "model", required = true)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long = "model", required = true)]
     models: Vec<PathBuf>,
     /// A file of sentences: plain text (.txt, one per line) or a dataset with a `text` column
     #[arg(long)]

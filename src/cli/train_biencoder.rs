@@ -13,7 +13,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Starting model: an HF BERT folder, a sentence-transformers folder or a Condenser checkpoint
-    #[arg(long = flags::INIT)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long = flags::INIT)]
     init: PathBuf,
     #[arg(long = flags::TRAIN)]
     train: PathBuf,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Starting model: an HF BERT folder, a sentence-transformers folder or a cross-encoder
-    #[arg(long = flags::MODEL)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long = flags::MODEL)]
     model: PathBuf,
     /// Labelled pairs; repeat it to train on several files with the same columns as one set
     #[arg(long = flags::TRAIN, required = true)]

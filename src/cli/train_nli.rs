@@ -21,7 +21,7 @@ enum NliLoss {
 #[derive(clap::Args)]
 pub struct Args {
     /// Starting model (HF BERT, sentence-transformers folder or Condenser checkpoint)
-    #[arg(long)]
+    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
     init: PathBuf,
     /// NLI pairs: sentence1, sentence2, label (0/1/2 or entailment/neutral/contradiction; -1/'-' dropped)
     #[arg(long)]

@@ -10,7 +10,7 @@
 //! name = "cross-encoder"
 //! command = "train-cross-encoder"
 //! outputs = ["{out}/ce/model.safetensors"]
-//! args = { model = "datasets/model/all-MiniLM-L6-v2", train = "...", out = "{out}/ce", both-orders = true }
+//! args = { model = "all-MiniLM-L6-v2", train = "...", out = "{out}/ce", both-orders = true }
 //! ```
 pub mod grid;
 mod parse;

@@ -32,6 +32,8 @@ pub struct Runner<'a> {
     force: bool,
     /// What steps that run (or would run) write: every step reading it runs too.
     dirty: Vec<PathBuf>,
+    /// The recipe's out folder, where the runner keeps its state: never a missing input.
+    state_dir: PathBuf,
 }
 
 impl<'a> Runner<'a> {
@@ -42,6 +44,7 @@ impl<'a> Runner<'a> {
             dry_run,
             force,
             dirty: Vec::new(),
+            state_dir: recipe.state_dir.clone(),
         })
     }
 
@@ -108,8 +111,22 @@ impl<'a> Runner<'a> {
                 false => StepMode::Run { overwrite },
             };
             if self.dry_run {
-                // the plan is checked as far as it can be without running: the step's flags parse
-                // and its outputs pass the guard
+                // the plan is checked as far as it can be without running: the step's flags parse,
+                // its outputs pass the guard, and what it reads exists or an earlier step writes it
+                let written: Vec<PathBuf> = self
+                    .dirty
+                    .iter()
+                    .chain(std::iter::once(&self.state_dir))
+                    .cloned()
+                    .collect();
+                for p in step.missing_inputs(&written) {
+                    log(&format!(
+                        "  warning: {} does not exist here ({}) and no step writes it: a recipe's \
+                         paths are relative to the folder it runs from\n",
+                        p.display(),
+                        std::env::current_dir().unwrap_or_default().display()
+                    ));
+                }
                 exec(argv, mode).map_err(fail)?;
                 continue;
             }

@@ -29,10 +29,46 @@ impl Step {
                 let own = self.outputs.contains(&p)
                     || self.out.as_ref().is_some_and(|o| p.starts_with(o))
                     || p.file_name().is_some_and(|n| n == STATE_FILE);
+                // a model named by its installed name is read from the data home
+                let p = match p.exists() {
+                    true => p,
+                    false => crate::model::folders::home::installed_folder(c).unwrap_or(p),
+                };
                 if !own && p.exists() && !out.contains(&p) {
                     out.push(p);
                     break;
                 }
+            }
+        }
+        out
+    }
+
+    /// Arguments that look like a path (a '/' in them, or a data file's extension), alone or as
+    /// NAME=PATH, that do not exist, are no installed model's name, and that neither this step nor
+    /// a path in `written` (what earlier steps write) produces. A dry run names them: a recipe's
+    /// paths are relative to the folder it runs from, and one run from elsewhere plans paths that
+    /// are not there.
+    pub fn missing_inputs(&self, written: &[PathBuf]) -> Vec<PathBuf> {
+        const DATA: [&str; 7] = [
+            ".parquet", ".arrow", ".csv", ".tsv", ".jsonl", ".txt", ".json",
+        ];
+        let mut out: Vec<PathBuf> = Vec::new();
+        for a in self.args.iter().filter(|a| !a.starts_with("--")) {
+            let c = a.split_once('=').map_or(a.as_str(), |(_, p)| p);
+            let looks_like_path = c.contains('/') || DATA.iter().any(|e| c.ends_with(e));
+            let p = PathBuf::from(c);
+            let written_here = self
+                .products()
+                .iter()
+                .chain(written)
+                .any(|w| p.starts_with(w));
+            if looks_like_path
+                && !p.exists()
+                && !written_here
+                && crate::model::folders::home::installed_folder(c).is_none()
+                && !out.contains(&p)
+            {
+                out.push(p);
             }
         }
         out

@@ -46,9 +46,12 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
 }
 
 impl ModelFolder {
+    /// Read the folder at `dir`, or the installed model `dir` names (folders::home).
     pub fn open(dir: &Path) -> Result<ModelFolder> {
+        let resolved = super::home::resolve(dir);
+        let dir = resolved.as_path();
         if !dir.is_dir() {
-            return Err(Error::file(dir, "no such model folder"));
+            return Err(Error::file(dir, super::home::missing_hint(dir)));
         }
         let mut transformer_dir = dir.to_path_buf();
         let mut pooling = None;

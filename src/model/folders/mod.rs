@@ -2,6 +2,7 @@
 //! modules.json, pooling, weights), models loaded from them for inference with the user's
 //! overrides, and every folder condenser writes.
 pub mod folder;
+pub mod home;
 pub mod inference;
 pub mod interpolate;
 pub mod load;
