@@ -253,9 +253,12 @@ fn resume_with_other_settings_names_the_flag() {
     let tiny = common::tiny_bert(d.path());
     let out = d.path().join("bi");
     let train = |extra: &[&str]| train_cosine(&tiny, &out, extra);
-    assert!(train(&["--max-steps", "4", "--batch-size", "8"])
-        .status
-        .success());
+    // kept, so the settings can be checked against it (a finished run drops it by default)
+    assert!(
+        train(&["--max-steps", "4", "--batch-size", "8", "--keep-checkpoint"])
+            .status
+            .success()
+    );
     let saved = std::fs::read(out.join("model.safetensors")).unwrap();
     let o = train(&["--max-steps", "6", "--batch-size", "16", "--resume"]);
     let e = stderr(&o);
@@ -277,6 +280,27 @@ fn resume_with_other_settings_names_the_flag() {
         o.status.success() && stdout(&o).contains("already finished"),
         "{}",
         stdout(&o)
+    );
+    // a finished run without its checkpoint: nothing to continue, and it says the settings of
+    // the call were not compared (nothing to compare them with), the model untouched
+    let plain = d.path().join("plain");
+    assert!(
+        train_cosine(&tiny, &plain, &["--max-steps", "4", "--batch-size", "8"])
+            .status
+            .success()
+    );
+    assert!(!plain.join("checkpoint").exists() && plain.join("README.md").is_file());
+    let before = std::fs::read(plain.join("model.safetensors")).unwrap();
+    let o = train_cosine(&tiny, &plain, &["--max-steps", "6", "--resume"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("already finished") && stdout(&o).contains("were not compared"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        std::fs::read(plain.join("model.safetensors")).unwrap(),
+        before
     );
 }
 

@@ -142,6 +142,7 @@ fn interpolate_mixes_weights_and_refuses_other_architectures() {
         "train_log.csv",
         "loss.svg",
         "blocks-32-x.u32",
+        "README.md",
     ] {
         std::fs::write(end.join(f), b"run").unwrap();
     }
@@ -182,6 +183,10 @@ fn interpolate_mixes_weights_and_refuses_other_architectures() {
     for f in ["checkpoint", "train_log.csv", "loss.svg", "blocks-32-x.u32"] {
         assert!(!mixed.join(f).exists(), "{f} of the end's run copied");
     }
+    // its own card, not the end's: what was mixed, and the command
+    let card = std::fs::read_to_string(mixed.join("README.md")).unwrap();
+    assert!(card.contains("0.75 x") && card.contains("0.25 x"), "{card}");
+    assert!(card.contains("condenser interpolate --start"), "{card}");
     let m = candle_core::safetensors::load(mixed.join("model.safetensors"), &Device::Cpu).unwrap();
     assert_eq!(m.len(), w.len());
     for (k, v) in &w {

@@ -234,3 +234,81 @@ fn an_installed_model_is_named_from_any_folder() {
     assert!(e.contains("datasets/fetch.sh"), "{e}");
     assert!(!dir.path().join("out2.parquet").exists());
 }
+
+#[test]
+fn a_trained_folder_has_a_card_and_no_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(dir.path());
+    let stsb = common::data("stsb/dev.parquet");
+    let train = |out: &Path, extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_condenser"));
+        c.args(["train-biencoder", "--init"])
+            .arg(&tiny)
+            .arg("--train")
+            .arg(&stsb)
+            .arg("--dev")
+            .arg(&stsb)
+            .args(["--loss", "cosine", "--max-steps", "2", "--batch-size", "8"])
+            .args(["--max-seq-length", "32", "--out"])
+            .arg(out)
+            .args(extra);
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        o
+    };
+    let out = dir.path().join("bi");
+    let o = train(&out, &[]);
+    assert!(text(&o).contains("checkpoint/ removed"), "{}", text(&o));
+    assert!(!out.join("checkpoint").exists());
+    for f in [
+        "model.safetensors",
+        "modules.json",
+        "train_log.csv",
+        "README.md",
+    ] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
+    let card = std::fs::read_to_string(out.join("README.md")).unwrap();
+    let sum = Command::new("sha256sum").arg(&stsb).output().unwrap();
+    let sum = String::from_utf8_lossy(&sum.stdout);
+    let sum = sum.split_whitespace().next().unwrap();
+    for want in [
+        "library_name: sentence-transformers",
+        &format!("base_model: {}", tiny.display()),
+        "condenser train-biencoder --init",
+        "| train | ",
+        "| 1500 | sentence1, sentence2, score, label | ",
+        sum,
+        "- **Loss:** cosine",
+        "| batch size | 8 |",
+        "dev spearman_cosine",
+        "SentenceTransformer(",
+        "condenser encode --model",
+        "- **Hardware:** CPU: ",
+    ] {
+        assert!(card.contains(want), "card lacks {want:?}:\n{card}");
+    }
+    // the dev figure on the card is the run's own
+    let best = text(&o)
+        .split("best dev spearman_cosine ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next().map(str::to_string))
+        .unwrap();
+    assert!(card.contains(&format!("| {best} |")), "{best}:\n{card}");
+
+    let kept = dir.path().join("kept");
+    let o = train(&kept, &["--keep-checkpoint"]);
+    assert!(text(&o).contains("checkpoint/ kept"), "{}", text(&o));
+    assert!(kept.join("checkpoint/state.json").is_file());
+
+    // a cross-encoder's card says how to load a CrossEncoder
+    let ce_dir = dir.path().join("ce-run");
+    std::fs::create_dir(&ce_dir).unwrap();
+    let ce = common::cross_encoder(&ce_dir);
+    let card = std::fs::read_to_string(ce.join("README.md")).unwrap();
+    assert!(
+        card.contains("CrossEncoder(") && card.contains("text-ranking"),
+        "{card}"
+    );
+    assert!(!ce.join("checkpoint").exists());
+}

@@ -259,6 +259,8 @@ fn low_precision_resume_is_exact() {
             "1e-3",
         ]);
         c.args(["--checkpoint-steps", "20", "--precision", precision]);
+        // the finished runs' checkpoints are read and resumed below
+        c.arg("--keep-checkpoint");
         c.args(extra);
         c
     };

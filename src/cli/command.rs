@@ -144,12 +144,45 @@ pub fn dispatch(c: Command) -> Result<()> {
     }
 }
 
+/// The command line being run (a recipe's step: that step's), for model cards.
+static COMMAND_LINE: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+fn set_command_line<S: AsRef<str>>(argv: &[S]) {
+    let words: Vec<String> = std::iter::once("condenser")
+        .chain(argv.iter().skip(1).map(|a| a.as_ref()))
+        .map(|w| {
+            // quoted where a shell would split or expand it
+            let plain = !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+            match plain {
+                true => w.to_string(),
+                false => format!("'{}'", w.replace('\'', r"'\''")),
+            }
+        })
+        .collect();
+    *COMMAND_LINE.lock().unwrap_or_else(|e| e.into_inner()) = words.join(" ");
+}
+
+/// The command line being run, as a shell would take it back.
+pub fn command_line() -> String {
+    COMMAND_LINE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
+
 pub fn main() -> Result<()> {
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    set_command_line(&argv);
     dispatch(Cli::parse().command)
 }
 
 /// A recipe step's argv (the program's name first) parsed and guarded, and run unless dry.
 fn exec(argv: Vec<String>, mode: StepMode) -> Result<()> {
+    let argv_copy = argv.clone();
     let mut cli = Cli::try_parse_from(argv).map_err(|e| Error::msg(e.to_string().trim_end()))?;
     let overwrite = match mode {
         StepMode::Parse => return Ok(()),
@@ -159,7 +192,10 @@ fn exec(argv: Vec<String>, mode: StepMode) -> Result<()> {
         cli.command.allow_overwrite();
     }
     match mode {
-        StepMode::Run { .. } => dispatch(cli.command),
+        StepMode::Run { .. } => {
+            set_command_line(&argv_copy);
+            dispatch(cli.command)
+        }
         _ => cli.command.io().check(),
     }
 }

@@ -1,6 +1,8 @@
 use super::progress::out;
 use condenser::data::Io;
 use condenser::error::Result;
+use condenser::model::folders::card::{Card, CardKind};
+use condenser::model::folders::home;
 use condenser::model::folders::interpolate::interpolate;
 use std::path::PathBuf;
 
@@ -24,9 +26,30 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<()> {
+    let t0 = std::time::Instant::now();
     let n = interpolate(&a.start, &a.end, a.alpha, &a.out)?;
+    Card {
+        kind: CardKind::Interpolated,
+        base_model: home::display_name(&a.start),
+        command: super::command::command_line(),
+        data: Vec::new(),
+        loss: String::new(),
+        hyperparameters: vec![("alpha (the end's share)".into(), a.alpha.to_string())],
+        evaluation: Vec::new(),
+        hardware: format!("CPU: {}", condenser::runtime::cpu_model()),
+        wall_seconds: t0.elapsed().as_secs_f64(),
+        notes: vec![format!(
+            "**Interpolation:** {:.2} x `{}` + {:.2} x `{}` (weight space, tensor by tensor; \
+             the end's folder settings kept); how each end was made: its own README.md",
+            1.0 - a.alpha,
+            home::display_name(&a.start),
+            a.alpha,
+            home::display_name(&a.end)
+        )],
+    }
+    .write(&a.out)?;
     out(&format!(
-        "{n} tensors, {:.2} x {} + {:.2} x {} -> {}\n",
+        "{n} tensors, {:.2} x {} + {:.2} x {} -> {} (model card README.md)\n",
         1.0 - a.alpha,
         a.start.display(),
         a.alpha,

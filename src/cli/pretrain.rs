@@ -1,8 +1,10 @@
 use super::progress::{self, out};
+use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
 use condenser::data::retrieval::corpus_file;
 use condenser::data::Io;
 use condenser::error::{Error, Result};
+use condenser::model::folders::card::CardKind;
 use condenser::model::ModelFolder;
 use condenser::train::corpus;
 use condenser::train::pretrain::{HeadInit, PretrainSpec, PretrainTask};
@@ -120,7 +122,12 @@ pub fn run(a: Args) -> Result<()> {
     };
     let mut task = PretrainTask::new(&init, head, blocks, &spec, &a.train_opts.device()?)?;
     out(&format!("{}\n", task.mlm_head_note(head)));
-    a.train_opts.run(&mut task, &a.out, 1e-4)
+    let card = RunCard {
+        kind: CardKind::Pretrained,
+        base: &init,
+        data: a.corpus.iter().map(|c| ("corpus", c.as_path())).collect(),
+    };
+    a.train_opts.run(&mut task, &a.out, 1e-4, card)
 }
 
 impl Args {

@@ -1,9 +1,11 @@
+use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
 use condenser::data::Io;
 use condenser::data::PairColumns;
 use condenser::error::Result;
 use condenser::eval::{accuracy, sts, EvalOptions};
 use condenser::flags;
+use condenser::model::folders::card::CardKind;
 use condenser::train::cross_encoder::{CrossEncoderData, CrossEncoderTask};
 use std::path::PathBuf;
 
@@ -59,7 +61,14 @@ pub fn run(a: Args) -> Result<()> {
         };
         task.dev = Some((kind.load)(d, &eo)?);
     }
-    a.train_opts.run(&mut task, &a.out, 2e-5)
+    let mut data: Vec<_> = a.train.iter().map(|t| ("train", t.as_path())).collect();
+    data.extend(a.dev.as_deref().map(|d| ("dev", d)));
+    let card = RunCard {
+        kind: CardKind::CrossEncoder,
+        base: &a.model,
+        data,
+    };
+    a.train_opts.run(&mut task, &a.out, 2e-5, card)
 }
 
 impl Args {

@@ -3,17 +3,45 @@
 use super::model_opts::matmuls;
 use super::progress::{self, out};
 use super::train_opts::TrainOpts;
-use condenser::error::Result;
+use condenser::error::{Error, Result};
+use condenser::model::folders::card::{Card, CardKind, DataFile};
 use condenser::model::Precision;
 use condenser::runtime::DeviceSpec;
-use condenser::train::{train, TrainTask};
+use condenser::train::{train, TrainConfig, TrainReport, TrainTask};
 use std::path::Path;
 
+/// What a training command tells its model card: the kind of folder, the starting model and the
+/// data files it read, by role.
+pub struct RunCard<'a> {
+    pub kind: CardKind,
+    pub base: &'a Path,
+    pub data: Vec<(&'static str, &'a Path)>,
+}
+
 impl TrainOpts {
-    /// Say which tensors start fresh, train with a progress bar, print the summary line.
-    pub fn run(&self, task: &mut impl TrainTask, out_dir: &Path, default_lr: f64) -> Result<()> {
+    /// Say which tensors start fresh, train with a progress bar, write the model card, remove the
+    /// finished run's checkpoint (unless --keep-checkpoint), print the summary line.
+    pub fn run(
+        &self,
+        task: &mut impl TrainTask,
+        out_dir: &Path,
+        default_lr: f64,
+        card: RunCard,
+    ) -> Result<()> {
         let cfg = self.config(out_dir, default_lr)?;
         cfg.validate()?;
+        let ckpt = out_dir.join("checkpoint");
+        if self.resume && !ckpt.exists() && finished(out_dir) {
+            // a finished run's checkpoint is removed, so there is nothing to continue or to check
+            // these settings against: said, not guessed
+            out(&format!(
+                "the run in {} had already finished (its checkpoint was removed when it did; \
+                 --keep-checkpoint keeps one); nothing to do, and this call's settings were not \
+                 compared with that run's (its README.md lists them)\n",
+                out_dir.display()
+            ));
+            return Ok(());
+        }
         if self.precision != Precision::F32 {
             if self.device != DeviceSpec::Cpu {
                 return Err(condenser::error::Error::msg(format!(
@@ -48,12 +76,23 @@ impl TrainOpts {
             ));
             return Ok(());
         }
+        self.write_card(task, &cfg, &r, out_dir, card)?;
+        let kept = match self.keep_checkpoint {
+            true => "checkpoint/ kept (--keep-checkpoint)".to_string(),
+            false => {
+                std::fs::remove_dir_all(&ckpt).or_else(|e| match ckpt.exists() {
+                    true => Err(Error::file(&ckpt, e)),
+                    false => Ok(()),
+                })?;
+                "checkpoint/ removed (--keep-checkpoint keeps it)".to_string()
+            }
+        };
         let best = r
             .best
             .map(|(k, v)| format!(", best dev {k} {v:.4}"))
             .unwrap_or_default();
         out(&format!(
-            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s, batches split across {} thread{}; {}; {} products{}){best}\n{}\nwrote {}\n",
+            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s, batches split across {} thread{}; {}; {} products{}){best}\n{}\nwrote {} (model card README.md; {kept})\n",
             r.steps,
             r.seconds,
             r.step_seconds,
@@ -78,6 +117,81 @@ impl TrainOpts {
         ));
         Ok(())
     }
+}
+
+impl TrainOpts {
+    /// The folder's README.md: what made it, as sentence-transformers writes a card on save.
+    fn write_card(
+        &self,
+        task: &impl TrainTask,
+        cfg: &TrainConfig,
+        r: &TrainReport,
+        out_dir: &Path,
+        card: RunCard,
+    ) -> Result<()> {
+        let mut data = Vec::new();
+        for (role, path) in &card.data {
+            data.extend(DataFile::describe(role, path)?);
+        }
+        let mut hyper = vec![
+            ("epochs", cfg.epochs.to_string()),
+            ("batch size", cfg.batch_size.to_string()),
+            ("learning rate (peak)", cfg.lr.to_string()),
+            ("warm-up (fraction of steps)", cfg.warmup.to_string()),
+            ("weight decay", cfg.weight_decay.to_string()),
+            (
+                "gradient clipping (max norm)",
+                cfg.max_grad_norm.to_string(),
+            ),
+            ("gradient accumulation", cfg.grad_accum.to_string()),
+            (
+                "max sequence length (training)",
+                self.max_seq_length().to_string(),
+            ),
+            ("seed", cfg.seed.to_string()),
+            ("precision", self.precision.name().to_string()),
+            ("optimizer steps", r.steps.to_string()),
+        ];
+        hyper.push((
+            "dropout",
+            cfg.dropout
+                .map_or("config.json's".to_string(), |d| d.to_string()),
+        ));
+        if let Some(m) = cfg.max_steps {
+            hyper.push(("max steps", m.to_string()));
+        }
+        let hardware = match self.device {
+            DeviceSpec::Cpu => format!(
+                "CPU: {} ({} threads)",
+                condenser::runtime::cpu_model(),
+                r.threads
+            ),
+            gpu => format!("GPU {gpu} (host CPU: {})", condenser::runtime::cpu_model()),
+        };
+        Card {
+            kind: card.kind,
+            base_model: condenser::model::folders::home::display_name(card.base),
+            command: super::command::command_line(),
+            data,
+            loss: task.key().loss,
+            hyperparameters: hyper.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            evaluation: r
+                .best
+                .iter()
+                .map(|(k, v)| (format!("dev {k} (the saved model's)"), format!("{v:.4}")))
+                .collect(),
+            hardware,
+            wall_seconds: r.seconds,
+            notes: Vec::new(),
+        }
+        .write(out_dir)
+    }
+}
+
+/// Whether `out_dir` holds a run that finished: its model card and log are written last, after
+/// the model.
+fn finished(out_dir: &Path) -> bool {
+    out_dir.join("README.md").is_file() && out_dir.join("train_log.csv").is_file()
 }
 
 /// Which path trained (the task's word, not the environment's), the CPU class its kernels ran

@@ -1,9 +1,11 @@
 use super::progress::out;
+use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
 use condenser::data::Io;
 use condenser::data::{entailments, read_nli, PairColumns};
 use condenser::error::Result;
 use condenser::eval::{accuracy, dev_evaluator, EvalOptions};
+use condenser::model::folders::card::CardKind;
 use condenser::model::PoolingMode;
 use condenser::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
 use condenser::train::losses;
@@ -82,7 +84,14 @@ pub fn run(a: Args) -> Result<()> {
             NliLoss::Softmax => (accuracy::KIND.load)(d, &eo)?,
         });
     }
-    a.train_opts.run(&mut task, &a.out, 2e-5)
+    let mut data = vec![("train", a.train.as_path())];
+    data.extend(a.dev.as_deref().map(|d| ("dev", d)));
+    let card = RunCard {
+        kind: CardKind::BiEncoder,
+        base: &a.init,
+        data,
+    };
+    a.train_opts.run(&mut task, &a.out, 2e-5, card)
 }
 
 impl Args {

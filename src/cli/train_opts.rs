@@ -56,6 +56,10 @@ pub struct TrainOpts {
     /// without this or --resume such a folder is refused
     #[arg(long, conflicts_with = "resume")]
     pub(super) overwrite: bool,
+    /// Keep checkpoint/ (weights and optimizer state, for continuing later) after the run
+    /// finishes; by default a finished run leaves only the model, its card and its log
+    #[arg(long)]
+    pub(super) keep_checkpoint: bool,
     /// cpu, cuda or cuda:N (CUDA needs a build with the `cuda` feature)
     #[arg(long, default_value = "cpu")]
     pub(super) device: DeviceSpec,

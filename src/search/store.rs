@@ -19,7 +19,9 @@ pub const META_KEY: &str = "condenser.embeddings";
 pub struct EmbeddingsMeta {
     /// xxh3 of the model folder's config, weights and tokenizer (shard::model_fingerprint).
     pub model_fingerprint: String,
-    pub pooling: String,
+    /// The pooling modes, sentence-transformers' names (`["mean"]`).
+    #[serde(deserialize_with = "pooling_modes")]
+    pub pooling: Vec<String>,
     pub normalize: bool,
     pub max_seq_length: usize,
     pub dtype: String,
@@ -33,7 +35,12 @@ impl EmbeddingsMeta {
     pub fn of(enc: &SentenceEncoder, model: &Path, columns: &[String]) -> Result<EmbeddingsMeta> {
         Ok(EmbeddingsMeta {
             model_fingerprint: crate::shard::model_fingerprint(model)?,
-            pooling: format!("{:?}", enc.pooling),
+            pooling: enc
+                .pooling
+                .mode_names()
+                .into_iter()
+                .map(String::from)
+                .collect(),
             normalize: enc.normalize,
             max_seq_length: enc.max_seq_length,
             dtype: format!("{:?}", enc.bert.dtype()).to_lowercase(),
@@ -61,7 +68,11 @@ impl EmbeddingsMeta {
             self.model_fingerprint.clone(),
             want.model_fingerprint.clone(),
         );
-        cmp("pooling", self.pooling.clone(), want.pooling.clone());
+        cmp(
+            "pooling",
+            self.pooling.join(" + "),
+            want.pooling.join(" + "),
+        );
         cmp(
             "normalize",
             self.normalize.to_string(),
@@ -96,6 +107,28 @@ impl EmbeddingsMeta {
             })
             .transpose()
     }
+}
+
+/// The pooling as a list of mode names; a store written before it was JSON holds Rust's debug
+/// form of the Pooling struct (`Pooling { cls: false, max: false, mean: true, .. }`), read here
+/// into the same list so its vectors stay usable.
+fn pooling_modes<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Modes(Vec<String>),
+        Legacy(String),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::Modes(m) => m,
+        Either::Legacy(s) => ["cls", "max", "mean", "mean_sqrt_len"]
+            .into_iter()
+            .filter(|m| s.contains(&format!(" {m}: true")))
+            .map(String::from)
+            .collect(),
+    })
 }
 
 /// A store's files and what made them.
@@ -310,5 +343,29 @@ impl StoreFile {
             bytes,
             tail_xxh3: format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&buf)),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EmbeddingsMeta;
+
+    #[test]
+    fn pooling_is_json_and_the_earlier_debug_form_still_reads() {
+        let now = r#"{"model_fingerprint":"x","pooling":["mean"],"normalize":true,"max_seq_length":256,"dtype":"f32","dim":384,"columns":["text"]}"#;
+        let before = now.replace(
+            r#"["mean"]"#,
+            r#""Pooling { cls: false, max: false, mean: true, mean_sqrt_len: false }""#,
+        );
+        let a: EmbeddingsMeta = serde_json::from_str(now).unwrap();
+        let b: EmbeddingsMeta = serde_json::from_str(&before).unwrap();
+        assert_eq!(a.pooling, ["mean"]);
+        assert_eq!(a, b);
+        let cls = before.replace("cls: false", "cls: true");
+        let c: EmbeddingsMeta = serde_json::from_str(&cls).unwrap();
+        assert_eq!(c.pooling, ["cls", "mean"]);
+        assert!(serde_json::to_string(&a)
+            .unwrap()
+            .contains(r#""pooling":["mean"]"#));
     }
 }

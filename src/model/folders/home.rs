@@ -91,3 +91,13 @@ pub fn missing_hint(spec: &Path) -> String {
 pub fn parse_model(s: &str) -> Result<PathBuf, String> {
     Ok(resolve(Path::new(s)))
 }
+
+/// How to write a model folder for a reader: an installed model by its name (what `--model`
+/// takes back from any folder), any other folder as its path.
+pub fn display_name(dir: &Path) -> String {
+    let models = models_dir();
+    match dir.strip_prefix(&models) {
+        Ok(rest) if rest.components().count() == 1 => rest.display().to_string(),
+        _ => dir.display().to_string(),
+    }
+}

@@ -63,6 +63,25 @@ impl Pooling {
         mean_sqrt_len: false,
     };
 
+    /// The modes on, in sentence-transformers' order and with its names (cls, max, mean,
+    /// mean_sqrt_len): how stored embeddings and model cards record the pooling.
+    pub fn mode_names(&self) -> Vec<&'static str> {
+        [
+            (self.cls, "cls"),
+            (self.max, "max"),
+            (self.mean, "mean"),
+            (self.mean_sqrt_len, "mean_sqrt_len"),
+        ]
+        .into_iter()
+        .filter_map(|(on, n)| on.then_some(n))
+        .collect()
+    }
+
+    /// The modes on, joined for a sentence (`mean`, `cls + mean`).
+    pub fn mode_name(&self) -> String {
+        self.mode_names().join(" + ")
+    }
+
     /// Whether the embedding reads each text's first token alone (`[CLS]` pooling only).
     pub fn first_token_only(&self) -> bool {
         self.cls && !self.max && !self.mean && !self.mean_sqrt_len
