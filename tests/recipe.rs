@@ -74,7 +74,9 @@ fn recipe_runs_skips_and_resumes() {
         "{}",
         text(&o)
     );
-    // a training step killed mid-way (state 'running', a checkpoint on disk) continues with --resume
+    // a training step killed mid-way (state 'running', a checkpoint on disk) continues with
+    // --resume; so does one killed after it finished (its card and log there, its checkpoint
+    // removed), which --resume then reports done
     let state = out.join("recipe_state.json");
     let mut s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();

@@ -17,9 +17,11 @@ pub struct Args {
     /// Starting model: an HF BERT folder, a sentence-transformers folder or a Condenser checkpoint
     #[arg(value_parser = condenser::model::folders::home::parse_model, long = flags::INIT)]
     init: PathBuf,
+    /// Training data (.parquet, .arrow, .csv, .tsv, .jsonl): the columns --columns names
     #[arg(long = flags::TRAIN)]
     train: PathBuf,
-    /// Output folder: a sentence-transformers model, train_log.csv, loss.svg/png, checkpoint/
+    /// Output folder: a sentence-transformers model, its card README.md, train_log.csv,
+    /// loss.svg/png; checkpoint/ while it runs (kept with --keep-checkpoint)
     #[arg(long = flags::OUT)]
     out: PathBuf,
     /// The loss, as sentence-transformers defines it
@@ -38,6 +40,7 @@ pub struct Args {
     /// loss -> accuracy) or a retrieval folder (queries, corpus, qrels -> nDCG@10)
     #[arg(long = flags::DEV)]
     dev: Option<PathBuf>,
+    /// The --dev file's pair and label columns (a retrieval folder needs none)
     #[arg(long, default_value = "sentence1,sentence2,label")]
     dev_columns: PairColumns,
     /// Cached losses (cached-mnr): rows embedded at once; memory is bounded by this, not by

@@ -20,7 +20,8 @@ pub struct Args {
     /// Dev pairs: Spearman of the scores (one label) or accuracy (classes)
     #[arg(long = flags::DEV)]
     dev: Option<PathBuf>,
-    /// Output folder: the best model (HF BertForSequenceClassification), train_log.csv, loss.svg/png, checkpoint/
+    /// Output folder: the best model (HF BertForSequenceClassification), its card README.md,
+    /// train_log.csv, loss.svg/png; checkpoint/ while it runs (kept with --keep-checkpoint)
     #[arg(long = flags::OUT)]
     out: PathBuf,
     /// 1: a score in [0, 1] (BCE); more: classes (cross-entropy)
@@ -29,6 +30,7 @@ pub struct Args {
     /// Also train on (sentence2, sentence1) for every pair
     #[arg(long = flags::BOTH_ORDERS)]
     both_orders: bool,
+    /// The pair columns and the label column, in --train and --dev
     #[arg(long, default_value = "sentence1,sentence2,label")]
     columns: PairColumns,
     #[command(flatten)]

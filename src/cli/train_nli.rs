@@ -28,6 +28,8 @@ pub struct Args {
     /// NLI pairs: sentence1, sentence2, label (0/1/2 or entailment/neutral/contradiction; -1/'-' dropped)
     #[arg(long)]
     train: PathBuf,
+    /// Output folder: a sentence-transformers model (softmax_head.safetensors beside it), its card
+    /// README.md, train_log.csv, loss.svg/png; checkpoint/ while it runs
     #[arg(long)]
     out: PathBuf,
     #[arg(long, value_enum, default_value = "softmax")]
@@ -35,8 +37,10 @@ pub struct Args {
     /// NLI pairs scored by the softmax classifier's accuracy (softmax loss), or STS/0-1 pairs (mnr)
     #[arg(long)]
     dev: Option<PathBuf>,
+    /// The pair columns and the label column, in --train and --dev
     #[arg(long, default_value = "sentence1,sentence2,label")]
     columns: PairColumns,
+    /// Pooling of the sentence embeddings (SBERT's NLI training used mean)
     #[arg(long, value_enum, default_value = "mean")]
     pooling: PoolingMode,
     #[command(flatten)]

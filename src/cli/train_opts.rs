@@ -15,6 +15,7 @@ fn positive() -> clap::builder::RangedU64ValueParser<usize> {
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct TrainOpts {
+    /// Passes over the training data
     #[arg(long = flags::EPOCHS, default_value_t = 1, value_parser = positive())]
     epochs: usize,
     /// Examples per optimizer step (not the inference commands' --batch-size)
@@ -33,8 +34,10 @@ pub struct TrainOpts {
     seed: flags::Seed,
     #[command(flatten)]
     max_seq_length: flags::MaxSeqLength,
+    /// Batches whose gradients add up before each optimizer step
     #[arg(long, default_value_t = 1, value_parser = positive())]
     grad_accum: usize,
+    /// AdamW's decoupled weight decay (not on biases and LayerNorm weights)
     #[arg(long, default_value_t = 0.01)]
     weight_decay: f64,
     /// Dropout on hidden states and attention [default: config.json's hidden_dropout_prob and
@@ -44,6 +47,7 @@ pub struct TrainOpts {
     /// Evaluate on --dev every N optimizer steps (always at the end)
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     eval_steps: Option<u64>,
+    /// Write checkpoint/ (weights, optimizer state, position) every N optimizer steps, for --resume
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     checkpoint_steps: u64,
     /// Stop after N optimizer steps (the schedule spans them)

@@ -3,10 +3,13 @@
 //! 0 = entailment becomes 1 = similar).
 use super::{ColumnSpec, Format};
 use crate::error::{Error, Result};
+use arrow_array::{RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
 use indicatif::ProgressBar;
 use rand::seq::index::sample;
 use rand::SeedableRng;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Rows to keep: all, or N drawn without replacement (seeded), kept in file order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,9 +48,16 @@ pub fn convert(
             ));
         }
     }
-    let transform = |b: &super::Batch| match invert_label {
-        Some(c) => inverted(b, c),
-        None => Ok(b.data.clone()),
+    let types = match Format::from_path(input)? {
+        Format::Csv | Format::Tsv => text_column_types(input, &cols)?,
+        _ => Vec::new(),
+    };
+    let transform = |b: &super::Batch| {
+        let data = typed(b, &types)?;
+        match invert_label {
+            Some(c) => inverted(b, c, data),
+            None => Ok(data),
+        }
     };
     match rows {
         Rows::All => super::stream_to_parquet(reader, output, progress, transform),
@@ -55,9 +65,62 @@ pub fn convert(
     }
 }
 
-/// The batch with `column` replaced by 1 - label, in the column's own type; every label must lie
-/// in [0, 1], so a column that is not a binary or [0, 1] label is refused at its first bad row.
-fn inverted(b: &super::Batch, column: &str) -> Result<arrow_array::RecordBatch> {
+/// CSV and TSV cells are text. A column whose every cell is an integer is stored as Int64, one
+/// whose every cell is a number as Float64 (as pandas' read_csv types them), anything else as
+/// text: a label arrives as a number, not the string "1". An empty cell keeps the column text.
+fn text_column_types(input: &Path, cols: &[&str]) -> Result<Vec<DataType>> {
+    let (mut int, mut num) = (vec![true; cols.len()], vec![true; cols.len()]);
+    let mut rows = 0usize;
+    for b in super::open(input, cols)? {
+        let b = b?;
+        rows += b.num_rows();
+        for k in 0..cols.len() {
+            if !num[k] {
+                continue;
+            }
+            let Some(a) = b.data.column(k).as_any().downcast_ref::<StringArray>() else {
+                num[k] = false;
+                continue;
+            };
+            for v in a.iter() {
+                let v = v.unwrap_or("").trim();
+                // "inf", "nan" parse as floats but are words in a text column
+                if !v.bytes().any(|c| c.is_ascii_digit()) || v.parse::<f64>().is_err() {
+                    (int[k], num[k]) = (false, false);
+                    break;
+                }
+                int[k] = int[k] && v.parse::<i64>().is_ok();
+            }
+        }
+    }
+    Ok((0..cols.len())
+        .map(|k| match (rows > 0, int[k], num[k]) {
+            (true, true, _) => DataType::Int64,
+            (true, false, true) => DataType::Float64,
+            _ => DataType::Utf8,
+        })
+        .collect())
+}
+
+/// The batch's columns cast to `types` (none given: as they are).
+fn typed(b: &super::Batch, types: &[DataType]) -> Result<RecordBatch> {
+    if types.iter().all(|t| *t == DataType::Utf8) {
+        return Ok(b.data.clone());
+    }
+    let schema = b.data.schema();
+    let mut fields = Vec::with_capacity(types.len());
+    let mut cols = Vec::with_capacity(types.len());
+    for ((f, c), t) in schema.fields().iter().zip(b.data.columns()).zip(types) {
+        cols.push(arrow_cast::cast(c, t).map_err(|e| Error::column(&b.path, f.name(), e))?);
+        fields.push(Field::new(f.name(), t.clone(), f.is_nullable()));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(|e| Error::file(&b.path, e))
+}
+
+/// `data` (the batch as written) with `column` replaced by 1 - label, in the column's own type
+/// (an integer label stays an integer); every label must lie in [0, 1], so a column that is not a
+/// binary or [0, 1] label is refused at its first bad row.
+fn inverted(b: &super::Batch, column: &str, data: RecordBatch) -> Result<RecordBatch> {
     let labels = b.labels(column)?;
     if let Some(i) = labels.iter().position(|v| !(0.0..=1.0).contains(v)) {
         return Err(Error::cell(
@@ -71,16 +134,15 @@ fn inverted(b: &super::Batch, column: &str) -> Result<arrow_array::RecordBatch> 
         ));
     }
     let flipped = arrow_array::Float64Array::from_iter_values(labels.iter().map(|v| 1.0 - v));
-    let k = b
-        .data
+    let k = data
         .schema()
         .index_of(column)
         .map_err(|e| Error::column(&b.path, column, e))?;
-    let typed = arrow_cast::cast(&flipped, b.data.column(k).data_type())
+    let typed = arrow_cast::cast(&flipped, data.column(k).data_type())
         .map_err(|e| Error::column(&b.path, column, e))?;
-    let mut cols = b.data.columns().to_vec();
+    let mut cols = data.columns().to_vec();
     cols[k] = typed;
-    arrow_array::RecordBatch::try_new(b.data.schema(), cols).map_err(|e| Error::file(&b.path, e))
+    RecordBatch::try_new(data.schema(), cols).map_err(|e| Error::file(&b.path, e))
 }
 
 fn write_sample(
@@ -89,7 +151,7 @@ fn write_sample(
     output: &Path,
     n: usize,
     seed: u64,
-    transform: impl Fn(&super::Batch) -> Result<arrow_array::RecordBatch>,
+    transform: impl Fn(&super::Batch) -> Result<RecordBatch>,
 ) -> Result<usize> {
     let batches: Vec<arrow_array::RecordBatch> =
         reader.map(|b| transform(&b?)).collect::<Result<_>>()?;

@@ -100,10 +100,14 @@ impl State {
             });
         };
         if rec.status == Status::Running {
-            let ckpt = step.out.as_ref().map(|o| o.join("checkpoint/state.json"));
+            // only training commands (train-*, pretrain) leave a checkpoint; one that finished
+            // has removed it and left its card and log, and --resume then says it is done
+            let resumable = step.out.as_ref().is_some_and(|o| {
+                o.join("checkpoint/state.json").is_file()
+                    || (o.join("README.md").is_file() && o.join("train_log.csv").is_file())
+            });
             return Ok(Decision::Run {
-                // only training commands (train-*, pretrain) leave a checkpoint
-                resume: ckpt.is_some_and(|c| c.is_file()) && rec.args == step.args,
+                resume: resumable && rec.args == step.args,
                 why: "it was interrupted".into(),
             });
         }

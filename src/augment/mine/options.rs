@@ -53,6 +53,7 @@ pub struct MineOptions {
     /// num-negatives with a filter]
     #[arg(long)]
     pub range_max: Option<usize>,
+    /// Hard negatives kept per anchor (from the candidates the filters leave)
     #[arg(long, default_value_t = 3, value_parser = at_least_one())]
     pub num_negatives: usize,
     #[arg(long, value_enum, default_value = "top")]
