@@ -63,13 +63,12 @@ pub fn run(a: Args) -> Result<()> {
         };
         task.dev = Some((kind.load)(d, &eo)?);
     }
-    let mut data: Vec<_> = a.train.iter().map(|t| ("train", t.as_path())).collect();
-    data.extend(a.dev.as_deref().map(|d| ("dev", d)));
-    let card = RunCard {
-        kind: CardKind::CrossEncoder,
-        base: &a.model,
-        data,
-    };
+    let card = RunCard::fine_tuning(
+        CardKind::CrossEncoder,
+        &a.model,
+        a.train.iter().map(|t| t.as_path()),
+        a.dev.as_deref(),
+    );
     a.train_opts.run(&mut task, &a.out, 2e-5, card)
 }
 

@@ -18,6 +18,20 @@ pub struct RunCard<'a> {
     pub data: Vec<(&'static str, &'a Path)>,
 }
 
+impl<'a> RunCard<'a> {
+    /// A fine-tuning run's card: its train files and its dev data, if any.
+    pub fn fine_tuning(
+        kind: CardKind,
+        base: &'a Path,
+        train: impl IntoIterator<Item = &'a Path>,
+        dev: Option<&'a Path>,
+    ) -> RunCard<'a> {
+        let mut data: Vec<_> = train.into_iter().map(|t| ("train", t)).collect();
+        data.extend(dev.map(|d| ("dev", d)));
+        RunCard { kind, base, data }
+    }
+}
+
 impl TrainOpts {
     /// Say which tensors start fresh, train with a progress bar, write the model card, remove the
     /// finished run's checkpoint (unless --keep-checkpoint), print the summary line.

@@ -88,13 +88,12 @@ pub fn run(a: Args) -> Result<()> {
             NliLoss::Softmax => (accuracy::KIND.load)(d, &eo)?,
         });
     }
-    let mut data = vec![("train", a.train.as_path())];
-    data.extend(a.dev.as_deref().map(|d| ("dev", d)));
-    let card = RunCard {
-        kind: CardKind::BiEncoder,
-        base: &a.init,
-        data,
-    };
+    let card = RunCard::fine_tuning(
+        CardKind::BiEncoder,
+        &a.init,
+        [a.train.as_path()],
+        a.dev.as_deref(),
+    );
     a.train_opts.run(&mut task, &a.out, 2e-5, card)
 }
 

@@ -1,9 +1,9 @@
 //! Installed models by name: the data home (CONDENSER_HOME, default ~/.cache/condenser) keeps each
-//! model in models/<name>/ (datasets/fetch.sh installs there), so `--model all-MiniLM-L6-v2`
+//! model in `models/<name>/` (datasets/fetch.sh installs there), so `--model all-MiniLM-L6-v2`
 //! names the same folder from any working folder, as a sentence-transformers user names a model.
 use std::path::{Path, PathBuf};
 
-/// The data home: $CONDENSER_HOME, else ~/.cache/condenser.
+/// The data home: `$CONDENSER_HOME`, else `~/.cache/condenser`.
 pub fn home() -> PathBuf {
     match std::env::var_os("CONDENSER_HOME").filter(|h| !h.is_empty()) {
         Some(h) => PathBuf::from(h),
@@ -14,7 +14,7 @@ pub fn home() -> PathBuf {
     }
 }
 
-/// Where installed models live: <home>/models.
+/// Where installed models live: `<home>/models`.
 pub fn models_dir() -> PathBuf {
     home().join("models")
 }
