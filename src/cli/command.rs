@@ -144,39 +144,11 @@ pub fn dispatch(c: Command) -> Result<()> {
     }
 }
 
-/// The command line being run (a recipe's step: that step's), for model cards.
-static COMMAND_LINE: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
-
-fn set_command_line<S: AsRef<str>>(argv: &[S]) {
-    let words: Vec<String> = std::iter::once("condenser")
-        .chain(argv.iter().skip(1).map(|a| a.as_ref()))
-        .map(|w| {
-            // quoted where a shell would split or expand it
-            let plain = !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
-            match plain {
-                true => w.to_string(),
-                false => format!("'{}'", w.replace('\'', r"'\''")),
-            }
-        })
-        .collect();
-    *COMMAND_LINE.lock().unwrap_or_else(|e| e.into_inner()) = words.join(" ");
-}
-
-/// The command line being run, as a shell would take it back.
-pub fn command_line() -> String {
-    COMMAND_LINE
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-}
-
 pub fn main() -> Result<()> {
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    set_command_line(&argv);
+    super::command_line::set(&argv);
     dispatch(Cli::parse().command)
 }
 
@@ -193,7 +165,7 @@ fn exec(argv: Vec<String>, mode: StepMode) -> Result<()> {
     }
     match mode {
         StepMode::Run { .. } => {
-            set_command_line(&argv_copy);
+            super::command_line::set(&argv_copy);
             dispatch(cli.command)
         }
         _ => cli.command.io().check(),

@@ -31,7 +31,7 @@ pub fn run(a: Args) -> Result<()> {
     Card {
         kind: CardKind::Interpolated,
         base_model: home::display_name(&a.start),
-        command: super::command::command_line(),
+        command: super::command_line::get(),
         data: Vec::new(),
         loss: String::new(),
         hyperparameters: vec![("alpha (the end's share)".into(), a.alpha.to_string())],

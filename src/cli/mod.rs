@@ -4,6 +4,7 @@ mod analyze;
 mod augment;
 mod choose;
 mod command;
+mod command_line;
 mod convert;
 mod domain_overlap;
 mod encode;

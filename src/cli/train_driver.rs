@@ -185,7 +185,7 @@ impl TrainOpts {
         Card {
             kind: card.kind,
             base_model: condenser::model::folders::home::display_name(card.base),
-            command: super::command::command_line(),
+            command: super::command_line::get(),
             data,
             loss: task.key().loss,
             hyperparameters: hyper.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
