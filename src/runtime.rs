@@ -145,6 +145,27 @@ fn cuda(ordinal: usize) -> crate::error::Result<candle_core::Device> {
 static OPENED_GPU: std::sync::OnceLock<candle_core::cuda::cudarc::driver::sys::CUdevice> =
     std::sync::OnceLock::new();
 
+/// The opened GPU's default memory pool (cudarc allocates from it), and the two high-water
+/// marks read and reset on it: used by live buffers, reserved by the pool.
+#[cfg(feature = "cuda")]
+fn gpu_pool() -> Option<(
+    candle_core::cuda::cudarc::driver::sys::CUmemoryPool,
+    [candle_core::cuda::cudarc::driver::sys::CUmemPool_attribute; 2],
+)> {
+    use candle_core::cuda::cudarc::driver::sys;
+    let dev = *OPENED_GPU.get()?;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: dev came from an opened context; pool is written by the call.
+    let r = unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, dev) };
+    (r == sys::CUresult::CUDA_SUCCESS).then_some((
+        pool,
+        [
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+        ],
+    ))
+}
+
 /// The opened GPU's memory high-water marks so far, in MB: (used by live buffers, reserved by
 /// the stream-ordered pool that cudarc allocates from). The pool keeps freed blocks, so the card
 /// holds `reserved` (what nvidia-smi shows), while the host's peak RSS says nothing of either.
@@ -152,29 +173,14 @@ static OPENED_GPU: std::sync::OnceLock<candle_core::cuda::cudarc::driver::sys::C
 #[cfg(feature = "cuda")]
 pub fn gpu_memory_peak_mb() -> Option<(f64, f64)> {
     use candle_core::cuda::cudarc::driver::sys;
-    let dev = *OPENED_GPU.get()?;
-    let attr = |pool: sys::CUmemoryPool, a: sys::CUmemPool_attribute| -> Option<f64> {
+    let (pool, [used, reserved]) = gpu_pool()?;
+    let attr = |a: sys::CUmemPool_attribute| -> Option<f64> {
         let mut v: u64 = 0;
         // SAFETY: both attributes are u64 (cuuint64_t) per the driver API; pool is the device's.
         let r = unsafe { sys::cuMemPoolGetAttribute(pool, a, &mut v as *mut u64 as *mut _) };
         (r == sys::CUresult::CUDA_SUCCESS).then_some(v as f64 / (1024.0 * 1024.0))
     };
-    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-    // SAFETY: dev came from an opened context; pool is written by the call.
-    let r = unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, dev) };
-    if r != sys::CUresult::CUDA_SUCCESS {
-        return None;
-    }
-    Some((
-        attr(
-            pool,
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-        )?,
-        attr(
-            pool,
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
-        )?,
-    ))
+    Some((attr(used)?, attr(reserved)?))
 }
 
 #[cfg(not(feature = "cuda"))]
@@ -185,21 +191,19 @@ pub fn gpu_memory_peak_mb() -> Option<(f64, f64)> {
 /// Start the GPU pool's high-water marks afresh (a recipe reads them per step).
 #[cfg(feature = "cuda")]
 pub fn gpu_memory_peak_reset() {
-    use candle_core::cuda::cudarc::driver::sys;
-    let Some(&dev) = OPENED_GPU.get() else { return };
-    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-    // SAFETY: as in gpu_memory_peak_mb; the driver takes only 0 for these two attributes.
-    unsafe {
-        if sys::cuDeviceGetDefaultMemPool(&mut pool, dev) != sys::CUresult::CUDA_SUCCESS {
-            return;
-        }
-        for a in [
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
-            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
-        ] {
-            let mut zero: u64 = 0;
-            sys::cuMemPoolSetAttribute(pool, a, &mut zero as *mut u64 as *mut _);
-        }
+    let Some((pool, marks)) = gpu_pool() else {
+        return;
+    };
+    for a in marks {
+        let mut zero: u64 = 0;
+        // SAFETY: the attributes are u64; the driver takes only 0 for these two.
+        unsafe {
+            candle_core::cuda::cudarc::driver::sys::cuMemPoolSetAttribute(
+                pool,
+                a,
+                &mut zero as *mut u64 as *mut _,
+            )
+        };
     }
 }
 

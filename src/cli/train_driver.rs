@@ -4,7 +4,7 @@ use super::model_opts::matmuls;
 use super::progress::{self, out};
 use super::train_opts::TrainOpts;
 use condenser::error::{Error, Result};
-use condenser::model::folders::card::{Card, CardKind, DataFile};
+use condenser::model::folders::card::{self, Card, CardKind, DataFile};
 use condenser::model::Precision;
 use condenser::runtime::DeviceSpec;
 use condenser::train::{train, TrainConfig, TrainReport, TrainTask};
@@ -45,7 +45,7 @@ impl TrainOpts {
         let cfg = self.config(out_dir, default_lr)?;
         cfg.validate()?;
         let ckpt = out_dir.join("checkpoint");
-        if self.resume && !ckpt.exists() && finished(out_dir) {
+        if self.resume && !ckpt.exists() && card::finished_run(out_dir) {
             // a finished run's checkpoint is removed, so there is nothing to continue or to check
             // these settings against: said, not guessed
             out(&format!(
@@ -200,12 +200,6 @@ impl TrainOpts {
         }
         .write(out_dir)
     }
-}
-
-/// Whether `out_dir` holds a run that finished: its model card and log are written last, after
-/// the model.
-fn finished(out_dir: &Path) -> bool {
-    out_dir.join("README.md").is_file() && out_dir.join("train_log.csv").is_file()
 }
 
 /// Which path trained (the task's word, not the environment's), the CPU class its kernels ran

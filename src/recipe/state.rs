@@ -104,7 +104,7 @@ impl State {
             // has removed it and left its card and log, and --resume then says it is done
             let resumable = step.out.as_ref().is_some_and(|o| {
                 o.join("checkpoint/state.json").is_file()
-                    || (o.join("README.md").is_file() && o.join("train_log.csv").is_file())
+                    || crate::model::folders::card::finished_run(o)
             });
             return Ok(Decision::Run {
                 resume: resumable && rec.args == step.args,

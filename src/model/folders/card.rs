@@ -64,6 +64,13 @@ impl DataFile {
     }
 }
 
+/// Whether `dir` holds a training run that finished: the card and the log are written last,
+/// after the model, so a run killed before its end has neither both (and its checkpoint is
+/// what continues it).
+pub fn finished_run(dir: &Path) -> bool {
+    dir.join("README.md").is_file() && dir.join("train_log.csv").is_file()
+}
+
 /// The SHA-256 of a file's bytes, in hex (what `sha256sum` prints).
 pub fn sha256_file(path: &Path) -> Result<String> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::file(path, e))?;
