@@ -541,6 +541,18 @@ fn convert_types_csv_numbers_and_keeps_the_label_type_through_invert() {
     let (t, _) = column(&read(&plain), "sentence1");
     assert_eq!(t, DataType::Utf8);
 
+    // ids with leading zeros stay text (as numbers "007" would become 7), small numbers do not
+    let ids = dir.path().join("ids.csv");
+    std::fs::write(&ids, "id,score,label\n007,0.5,0\n010,-0.25,1\n3,0,1\n").unwrap();
+    let ids_out = dir.path().join("ids.parquet");
+    common::ok(common::condenser(&["convert", s(&ids), s(&ids_out)]));
+    let got = read(&ids_out);
+    assert_eq!(column(&got, "id").0, DataType::Utf8);
+    assert_eq!(column(&got, "score").0, DataType::Float64);
+    assert_eq!(column(&got, "label").0, DataType::Int64);
+    let id0 = column(&got, "id").1[0].clone();
+    assert_eq!(id0.as_string::<i32>().value(0), "007");
+
     // STSb as TSV: score 0-5 with decimals is Float64, the same values
     let stsb = common::data("stsb/dev.parquet");
     let tsv = dir.path().join("stsb.tsv");

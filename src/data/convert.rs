@@ -67,7 +67,9 @@ pub fn convert(
 
 /// CSV and TSV cells are text. A column whose every cell is an integer is stored as Int64, one
 /// whose every cell is a number as Float64 (as pandas' read_csv types them), anything else as
-/// text: a label arrives as a number, not the string "1". An empty cell keeps the column text.
+/// text: a label arrives as a number, not the string "1". An empty cell keeps the column text,
+/// and so does a cell with a leading zero ("007", a zip code or an id): as a number it would
+/// silently become another string ("7") and stop matching its twin elsewhere.
 fn text_column_types(input: &Path, cols: &[&str]) -> Result<Vec<DataType>> {
     let (mut int, mut num) = (vec![true; cols.len()], vec![true; cols.len()]);
     let mut rows = 0usize;
@@ -85,7 +87,10 @@ fn text_column_types(input: &Path, cols: &[&str]) -> Result<Vec<DataType>> {
             for v in a.iter() {
                 let v = v.unwrap_or("").trim();
                 // "inf", "nan" parse as floats but are words in a text column
-                if !v.bytes().any(|c| c.is_ascii_digit()) || v.parse::<f64>().is_err() {
+                if !v.bytes().any(|c| c.is_ascii_digit())
+                    || leading_zero(v)
+                    || v.parse::<f64>().is_err()
+                {
                     (int[k], num[k]) = (false, false);
                     break;
                 }
@@ -100,6 +105,13 @@ fn text_column_types(input: &Path, cols: &[&str]) -> Result<Vec<DataType>> {
             _ => DataType::Utf8,
         })
         .collect())
+}
+
+/// Whether a number's digits start with a 0 that is not alone before the point ("007", "-01";
+/// not "0", "0.5" or "-0.25").
+fn leading_zero(v: &str) -> bool {
+    let digits = v.trim_start_matches(['-', '+']).as_bytes();
+    digits.len() > 1 && digits[0] == b'0' && digits[1].is_ascii_digit()
 }
 
 /// The batch's columns cast to `types` (none given: as they are).
