@@ -6,21 +6,21 @@
 //! multiply-adds a token (qkv 3, o 1, FFN 8 at i = 4h); the last one here 2 heads h a token plus
 //! 12 h^2 an item, so a 6-layer model does ~16% fewer (sentence-transformers runs every row of
 //! every layer).
-//! Same formulas as layer.rs's forward, in inference: no dropout, no tape.
+//! Same formulas as layer.rs's forward, in inference: no dropout, no tape; past attention the
+//! layer's own tail (`layer::tail`).
 use super::gemm::Gemm;
+use super::layer::{self, Sites};
 use super::packed::Packed;
 use super::packed_attention::Heads;
 use super::weights::LayerW;
 use crate::model::kernels::blas::{NO_TRANS, TRANS};
-use crate::model::kernels::gelu::gelu_in_place;
-use crate::model::kernels::layer_norm::{norm_buffers, residual_norm};
 use crate::model::kernels::softmax;
 use crate::model::kernels::vector::bias_rows;
 use candle_core::Result;
 
 /// Layer `w`'s output (items x h) at each item's first row, from its input `x` (rows x h).
 pub fn forward(g: Gemm, w: &LayerW, x: &[f32], p: &Packed, heads: Heads) -> Result<Vec<f32>> {
-    let (h, i) = (w.g1.len(), w.bi.len());
+    let h = w.g1.len();
     let n = p.lens().len();
     let pk = |j: usize| w.packed[j].as_deref();
     let first: Vec<u64> = p.offsets().iter().map(|&o| p.row_ids()[o]).collect();
@@ -85,37 +85,7 @@ pub fn forward(g: Gemm, w: &LayerW, x: &[f32], p: &Packed, heads: Heads) -> Resu
             h,
         )?;
     }
-    let ao = g.linear(&ctx, w.wo, w.bo, pk(3), (n, h, h))?;
-    let mut a = vec![0f32; n * h];
-    // inference only: nothing kept for backward
-    let (mut xhat, mut rstd) = norm_buffers(n, h, false);
-    residual_norm(
-        &ao,
-        Some(&xf),
-        None,
-        &first,
-        w.g1,
-        w.b1,
-        w.eps1,
-        &mut a,
-        &mut xhat,
-        &mut rstd,
-    );
-    let mut u = g.linear(&a, w.wi, w.bi, pk(4), (n, i, h))?;
-    gelu_in_place(&mut u);
-    let f = g.linear(&u, w.wd, w.bd, pk(5), (n, h, i))?;
-    let mut out = vec![0f32; n * h];
-    residual_norm(
-        &f,
-        Some(&a),
-        None,
-        &first,
-        w.g2,
-        w.b2,
-        w.eps2,
-        &mut out,
-        &mut xhat,
-        &mut rstd,
-    );
+    // the rest as in every layer, on the first rows alone (inference: no dropout, no tape)
+    let (out, _) = layer::tail(g, w, &ctx, xf, &first, &Sites::default(), false, None)?;
     Ok(out)
 }

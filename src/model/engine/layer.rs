@@ -32,12 +32,7 @@ pub struct LayerTape {
     qkv: Vec<f32>,
     ctx: Vec<f32>,
     lse: Vec<f32>,
-    a: Vec<f32>,
-    xhat1: Vec<f32>,
-    rstd1: Vec<f32>,
-    u: Vec<f32>,
-    xhat2: Vec<f32>,
-    rstd2: Vec<f32>,
+    tail: TailTape,
 }
 
 /// A layer's gradients, accumulated: Wqkv (3h x h) and its bias as one, then as in `LayerW`.
@@ -101,13 +96,12 @@ pub fn forward(
     pass: Pass,
 ) -> Result<(Vec<f32>, Option<LayerTape>)> {
     let keep = pass.keeps();
-    let (t, h, i) = (p.rows(), w.g1.len(), w.bi.len());
+    let (t, h) = (p.rows(), w.g1.len());
     let qkv = match (&w.qkv, &w.packed) {
         // frozen weights made ready once as one (bf16, or f32 on condenser's kernel)
         (Some(pq), _) => g.linear(&x, &w.wqkv, &w.bqkv, Some(pq), (t, 3 * h, h))?,
         _ => g.linear(&x, &w.wqkv, &w.bqkv, None, (t, 3 * h, h))?,
     };
-    let pk = |j: usize| w.packed[j].as_deref();
     let (mut ctx, mut lse) = (vec![0f32; t * h], vec![0f32; t * heads.heads]);
     // attention's products in bf16 in a bf16 inference only (`Products::Bf16`); training keeps
     // f32 attention in every pass, taped or not (docs/engine.md)
@@ -125,16 +119,60 @@ pub fn forward(
         &mut ctx,
         &mut lse,
     )?;
-    let ao = g.linear(&ctx, w.wo, w.bo, pk(3), (t, h, h))?;
+    let (qkv, spare) = if keep {
+        (Some(qkv), None)
+    } else {
+        (None, Some(qkv))
+    };
+    let (out, kept) = tail(g, w, &ctx, x, p.row_ids(), sites, keep, spare)?;
+    let tape = kept.map(|(x, tail)| LayerTape {
+        x,
+        qkv: qkv.expect("kept with a tape"),
+        ctx,
+        lse,
+        tail,
+    });
+    Ok((out, tape))
+}
+
+/// What the layer's tail keeps for backward.
+pub struct TailTape {
+    a: Vec<f32>,
+    xhat1: Vec<f32>,
+    rstd1: Vec<f32>,
+    u: Vec<f32>,
+    xhat2: Vec<f32>,
+    rstd2: Vec<f32>,
+}
+
+#[allow(clippy::too_many_arguments)]
+/// The layer past attention, for the rows whose dropout identities are `rows` (one each):
+/// ao = ctx Wo^T + bo, a = LN1(drop(ao) + x), u = a Wi^T + bi, out = LN2(drop(gelu(u) Wd^T + bd)
+/// + a). The whole layer's forward and first_token.rs (the last layer at each item's first row)
+/// both end here. `spare`: a dead buffer of at least rows x h floats, which holds `a` when
+/// nothing is kept. Returns the output and, with `keep`, the input x and the tape.
+pub(super) fn tail(
+    g: Gemm,
+    w: &LayerW,
+    ctx: &[f32],
+    x: Vec<f32>,
+    rows: &[u64],
+    sites: &Sites,
+    keep: bool,
+    spare: Option<Vec<f32>>,
+) -> Result<(Vec<f32>, Option<(Vec<f32>, TailTape)>)> {
+    let (t, h, i) = (rows.len(), w.g1.len(), w.bi.len());
+    let pk = |j: usize| w.packed[j].as_deref();
+    let ao = g.linear(ctx, w.wo, w.bo, pk(3), (t, h, h))?;
     // Without a tape the norms write into buffers that are dead by then (qkv's, then x's):
     // every element is written, so they need no zero-fill first (a fresh t x h buffer's memset
     // was ~1% of a 256-token encode: issue 35, Zen 3).
-    let (qkv, mut a) = if keep {
-        (Some(qkv), vec![0f32; t * h])
-    } else {
-        let mut reuse = qkv;
-        reuse.truncate(t * h);
-        (None, reuse)
+    let mut a = match spare {
+        Some(mut reuse) if !keep => {
+            reuse.truncate(t * h);
+            reuse
+        }
+        _ => vec![0f32; t * h],
     };
     let (mut xhat1, mut rstd1) = norm_buffers(t, h, keep);
     let m1 = sites.attention_out.as_ref();
@@ -142,7 +180,7 @@ pub fn forward(
         &ao,
         Some(&x),
         m1,
-        p.row_ids(),
+        rows,
         w.g1,
         w.b1,
         w.eps1,
@@ -174,7 +212,7 @@ pub fn forward(
         &f,
         Some(&a),
         m2,
-        p.row_ids(),
+        rows,
         w.g2,
         w.b2,
         w.eps2,
@@ -182,19 +220,18 @@ pub fn forward(
         &mut xhat2,
         &mut rstd2,
     );
-    let tape = keep.then(|| LayerTape {
-        x: x.expect("kept with a tape"),
-        qkv: qkv.expect("kept with a tape"),
-        ctx,
-        lse,
-        a,
-        xhat1,
-        rstd1,
-        u,
-        xhat2,
-        rstd2,
+    let kept = x.map(|x| {
+        let tail = TailTape {
+            a,
+            xhat1,
+            rstd1,
+            u,
+            xhat2,
+            rstd2,
+        };
+        (x, tail)
     });
-    Ok((out, tape))
+    Ok((out, kept))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -216,8 +253,8 @@ pub fn backward(
     let m2 = sites.ffn_out.as_ref();
     residual_norm_backward(
         dout,
-        &tp.xhat2,
-        &tp.rstd2,
+        &tp.tail.xhat2,
+        &tp.tail.rstd2,
         w.g2,
         m2,
         p.row_ids(),
@@ -226,29 +263,29 @@ pub fn backward(
         &mut gr.g2,
         &mut gr.b2,
     );
-    drop((tp.xhat2, tp.rstd2));
+    drop((tp.tail.xhat2, tp.tail.rstd2));
     // f = gelu(u) Wd^T + bd
     add_column_sums(&df, &mut gr.bd);
     let mut gl = vec![0f32; t * i];
-    gelu_into(&tp.u, &mut gl);
+    gelu_into(&tp.tail.u, &mut gl);
     g.weight_grad(&df, &gl, t, h, i, &mut gr.wd)?;
     let mut du = gl; // reused: d gelu(u), then du in place
     g.input_grad(&df, w.wd, t, h, i, &mut du, false)?;
     drop(df);
-    gelu_backward(&tp.u, &mut du);
-    drop(tp.u);
+    gelu_backward(&tp.tail.u, &mut du);
+    drop(tp.tail.u);
     // u = a Wi^T + bi; a also feeds the residual (da holds that part already)
     add_column_sums(&du, &mut gr.bi);
-    g.weight_grad(&du, &tp.a, t, i, h, &mut gr.wi)?;
+    g.weight_grad(&du, &tp.tail.a, t, i, h, &mut gr.wi)?;
     g.input_grad(&du, w.wi, t, i, h, &mut da, true)?;
-    drop((du, tp.a));
+    drop((du, tp.tail.a));
     // a = LN1(drop(ao) + x)
     let (mut dx, mut dao) = (vec![0f32; t * h], vec![0f32; t * h]);
     let m1 = sites.attention_out.as_ref();
     residual_norm_backward(
         &da,
-        &tp.xhat1,
-        &tp.rstd1,
+        &tp.tail.xhat1,
+        &tp.tail.rstd1,
         w.g1,
         m1,
         p.row_ids(),
@@ -257,7 +294,7 @@ pub fn backward(
         &mut gr.g1,
         &mut gr.b1,
     );
-    drop((da, tp.xhat1, tp.rstd1));
+    drop((da, tp.tail.xhat1, tp.tail.rstd1));
     // ao = ctx Wo^T + bo
     add_column_sums(&dao, &mut gr.bo);
     g.weight_grad(&dao, &tp.ctx, t, h, h, &mut gr.wo)?;

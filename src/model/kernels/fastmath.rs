@@ -1,10 +1,17 @@
 //! exp in f32 that the compiler can vectorise: libm's expf is a scalar call per element, and the
-//! attention softmax takes b * heads * s * s of them per layer (twice in training). Cephes' expf
-//! scheme: exp(x) = 2^n exp(r), n = round(x / ln 2) (rounded by adding 1.5 * 2^23, which needs no
-//! SSE4.1 round instruction), r = x - n ln 2 in two parts, exp(r) by a degree-7 polynomial; within
-//! 2 ulp of expf. Below the smallest normal result it returns exactly 0, so padded keys keep no
-//! weight at all; above the largest finite one, infinity (and NaN stays NaN), so an overflow
-//! reaches the loss instead of passing as e^88.
+//! attention softmax takes b * heads * s * s of them per layer (twice in training). One
+//! polynomial, 2^f on [-1/2, 1/2] (`EXP2_POLY`), serves every exp of condenser's kernels:
+//! - `exp2_small(u)` = 2^round(u) 2^f: a softmax's exponents in base 2, (s - max) scale log2(e),
+//!   the scale riding in one fused multiply-add; u - round(u) is exact, so no reduction by ln 2
+//!   (the attention kernel's softmax loop compiled to ~21 instructions a vector against ~26 for
+//!   the natural-base exp: issue 35, Zen 3);
+//! - `exp_f32(x)` = 2^n 2^(r log2 e), n = round(x / ln 2), r = x - n ln 2 in two parts (Cephes'
+//!   reduction: r is exact to f32, where x log2 e rounded whole would lose |x| 2^-24 of exponent,
+//!   ~80 ulp near the top);
+//! - the bf16 attention kernel's AVX-512 exp (bf16/attention.rs), the same coefficients.
+//! Both within 2 ulp of the exact value (tests below). Below the smallest normal result they
+//! return exactly 0, so padded keys keep no weight at all; above the largest finite one, exp_f32
+//! gives infinity (and NaN stays NaN), so an overflow reaches the loss instead of passing as e^88.
 //!
 //! Written with fused multiply-adds: in a CPU class's copy (`dispatch!`, which enables FMA) each
 //! is one instruction, about a fifth faster over a softmax row than separate multiplies and adds
@@ -17,9 +24,39 @@ const ROUND: f32 = 12_582_912.0; // 1.5 * 2^23
 /// ln(f32::MAX): above it exp overflows.
 const MAX_ARG: f32 = 88.722_83;
 
+/// 2^f for |f| <= 1/2, highest degree first (a degree-6 fit; its own error 2e-9, far below an
+/// f32 ulp): `exp2_poly` and the bf16 attention kernel's vector loop evaluate it by Horner's
+/// rule from `EXP2_POLY[0]`.
+pub const EXP2_POLY: [f32; 7] = [
+    1.535_336e-4,
+    1.339_887_6e-3,
+    9.618_438e-3,
+    5.550_332_4e-2,
+    2.402_264_8e-1,
+    6.931_472e-1,
+    1.0,
+];
+
+/// 2^f for |f| <= 1/2, by `EXP2_POLY`.
+#[inline(always)]
+fn exp2_poly(f: f32) -> f32 {
+    let mut p = EXP2_POLY[0];
+    for &c in &EXP2_POLY[1..] {
+        p = p.mul_add(f, c);
+    }
+    p
+}
+
 #[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
-    let (p, n) = reduced(x.clamp(-87.0, MAX_ARG));
+    let xc = x.clamp(-87.0, MAX_ARG);
+    let t = xc.mul_add(LOG2E, ROUND);
+    let n = t - ROUND;
+    let r = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, xc));
+    let p = exp2_poly(r * LOG2E);
+    // n read from t's bits (t = 1.5 * 2^23 + n, one unit a step), not by `as i32`: Rust's
+    // saturating float-to-int cast kept the loops calling this scalar (issue 35's profile)
+    let n = t.to_bits() as i32 - ROUND.to_bits() as i32;
     // 2^n in two halves: n reaches 128 near the top, whose single power of two is not an f32
     let half = n >> 1;
     let scaled = p * pow2(half) * pow2(n - half);
@@ -32,11 +69,8 @@ pub fn exp_f32(x: f32) -> f32 {
     }
 }
 
-/// 2^u for u at most a few units above 0, as a softmax's (s - max) log2(e) scale: the base-2
-/// form saves exp's reduction by ln 2 (u - round(u) is exact): the attention kernel's softmax
-/// loop compiled to ~21 instructions a vector against ~26 (issue 35, Zen 3). Within 2 ulp of
-/// 2^u (the polynomial's own error is 2e-9, a degree-6 fit on [-1/2, 1/2]); below -125 exactly
-/// 0; NaN stays NaN.
+/// 2^u for u at most a few units above 0, as a softmax's (s - max) log2(e) scale. Within 2 ulp
+/// of 2^u; below -125 exactly 0; NaN stays NaN.
 #[inline(always)]
 pub fn exp2_small(u: f32) -> f32 {
     debug_assert!(
@@ -48,13 +82,7 @@ pub fn exp2_small(u: f32) -> f32 {
     let t = uc + ROUND;
     let n = t - ROUND;
     let f = uc - n; // exact: n is uc rounded to an integer, |f| <= 1/2
-    let p = 1.535_336e-4f32
-        .mul_add(f, 1.339_887_6e-3)
-        .mul_add(f, 9.618_438e-3)
-        .mul_add(f, 5.550_332_4e-2)
-        .mul_add(f, 2.402_264_8e-1)
-        .mul_add(f, 6.931_472e-1)
-        .mul_add(f, 1.0);
+    let p = exp2_poly(f);
     // a multiply by 2^n, not an add into p's exponent bits: a NaN's payload bits would move that
     let y = p * pow2(t.to_bits() as i32 - ROUND.to_bits() as i32);
     if u < -125.0 {
@@ -62,24 +90,6 @@ pub fn exp2_small(u: f32) -> f32 {
     } else {
         y
     }
-}
-
-/// exp(xc) = p 2^n: n = round(xc / ln 2) and p = exp(xc - n ln 2) by the polynomial.
-#[inline(always)]
-fn reduced(xc: f32) -> (f32, i32) {
-    let t = xc.mul_add(LOG2E, ROUND);
-    let n = t - ROUND;
-    let r = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, xc));
-    let p = 1.987_569_1e-4f32
-        .mul_add(r, 1.398_2e-3)
-        .mul_add(r, 8.333_452e-3)
-        .mul_add(r, 4.166_579_6e-2)
-        .mul_add(r, 1.666_666_5e-1)
-        .mul_add(r, 0.5);
-    let p = (p * r).mul_add(r, r) + 1.0;
-    // n read from t's bits (t = 1.5 * 2^23 + n, one unit a step), not by `as i32`: Rust's
-    // saturating float-to-int cast kept the loops calling this scalar (issue 35's profile)
-    (p, t.to_bits() as i32 - ROUND.to_bits() as i32)
 }
 
 /// 2^k as an f32, for -126 <= k <= 127.

@@ -10,16 +10,16 @@
 //! are one register tile (R rows x C columns, 12 AVX2 registers), the keys are transposed once into
 //! panels of C keys (8 x 8 register transposes), the values copied once into contiguous C-column
 //! chunks (read in place, each step's row was a new cache line 3 hidden floats on), a whole
-//! block's queries read in place, the scale rides in the exponent's fused multiply-add (in base 2:
-//! `fastmath::exp2_small`) and the 1 / sum is applied to the R x d context rows instead of the
-//! R x n probabilities.
+//! block's queries read in place, the block's softmax is `softmax::softmax_block` (the scale
+//! riding in the base-2 exponent's fused multiply-add) and the 1 / sum is applied to the R x d
+//! context rows instead of the R x n probabilities.
 //!
-//! Numbers differ from the BLAS route's by summation order and the exp's polynomial
+//! Numbers differ from the BLAS route's by summation order
 //! (tests/engine.rs and the test below hold both to 1e-5); the result does not depend on the
 //! thread count (one call, one text).
-use super::fastmath::exp2_small;
 use super::isa::{active, own_f32_kernels, Isa};
-use super::vector::{max, LANES};
+use super::softmax::softmax_block;
+use super::vector::LANES;
 use crate::dispatch;
 
 /// Query rows a block: a tile's accumulator rows.
@@ -30,8 +30,6 @@ const R: usize = 6;
 pub(crate) const C: usize = 16;
 // a score row padded to whole panels is whole vectors of the row kernels' lanes
 const _: () = assert!(C.is_multiple_of(LANES));
-/// One AVX2 vector: the exp loop's step per row.
-const EXP_LANES: usize = 8;
 
 /// One text's head: `q`, `k`, `v` start at the text's first row at this head's columns, rows
 /// `ld` floats apart (the packed qkv buffer); `n` tokens, `d` wide.
@@ -184,58 +182,6 @@ unsafe fn pack_keys_avx2(k: &[f32], ld: usize, n: usize, d: usize, kt: &mut [f32
     }
 }
 
-/// A block of R score rows (`np` wide, `rows` of them real, keys past `n` padding) turned into
-/// unnormalised probabilities in place, exp((s - max) scale) as 2^((s - max) scale log2 e) with
-/// `scale2` = scale log2 e, and each real row's log-sum-exp into `lse`; returns each row's
-/// 1 / sum, which the caller applies to the context rows. Rows past `rows` are computed (a vector
-/// column of the block's rows at a time; one row at a time ran 7% slower on 187-token texts:
-/// issue 35, Zen 3) but not read.
-#[inline(always)]
-fn softmax_rows(
-    s: &mut [f32],
-    np: usize,
-    n: usize,
-    rows: usize,
-    scale2: f32,
-    lse: &mut [f32],
-) -> [f32; R] {
-    assert!(np.is_multiple_of(EXP_LANES) && s.len() >= R * np && rows <= R && n <= np);
-    // each row's maximum (the padding keys' scores become -inf: probability 0, so every pass
-    // runs over whole vectors); rows past the text's end keep a maximum 0
-    let mut m2 = [0f32; R];
-    for (r, m) in m2.iter_mut().enumerate().take(rows) {
-        let row = &mut s[r * np..(r + 1) * np];
-        row[n..].fill(f32::NEG_INFINITY);
-        // scale > 0, so the scaled maximum is the maximum scaled (rounding is monotonic); m2's
-        // rounding shifts every exponent of the row alike, which the 1 / sum undoes
-        *m = max(row) * scale2;
-    }
-    // the exp up to the last vector holding a key; past it the probabilities are zeros
-    let ne = n.next_multiple_of(EXP_LANES);
-    let mut acc = [[0f32; EXP_LANES]; R];
-    let s = &mut s[..R * np];
-    for j in (0..ne).step_by(EXP_LANES) {
-        for (i, a) in acc.iter_mut().enumerate() {
-            let m = m2[i];
-            let e = &mut s[i * np + j..i * np + j + EXP_LANES];
-            for (a, e) in a.iter_mut().zip(e.iter_mut()) {
-                *e = exp2_small(e.mul_add(scale2, -m));
-                *a += *e;
-            }
-        }
-    }
-    for i in 0..R {
-        s[i * np + ne..(i + 1) * np].fill(0.0);
-    }
-    let mut inv = [0f32; R];
-    for r in 0..rows {
-        let total: f32 = acc[r].iter().sum();
-        inv[r] = 1.0 / total;
-        lse[r] = m2[r].mul_add(std::f32::consts::LN_2, total.ln());
-    }
-    inv
-}
-
 /// Ask for the head's rows into L1 before it runs (see `prefetch_rows`).
 #[inline(always)]
 pub(crate) fn prefetch_now(x: &HeadIn<'_>) {
@@ -289,7 +235,7 @@ dispatch! {
                     s[r * np + p * C..r * np + (p + 1) * C].copy_from_slice(a);
                 }
             }
-            let inv = softmax_rows(s, np, n, rows, scale2, &mut lse[i0..]);
+            let inv = softmax_block::<R>(s, np, n, rows, scale2, &mut lse[i0..]);
             for c0 in (0..d).step_by(C) {
                 let acc = tile(s, np, &vp[c0 * np..], C, n);
                 for (r, a) in acc.iter().enumerate().take(rows) {

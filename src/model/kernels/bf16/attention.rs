@@ -14,6 +14,7 @@
 //! it zero, so the padding's zero probabilities multiply zeros, never stale NaNs.
 use super::kernel::{tile_rows, Start};
 use super::matrix::{halves, to_bf16, MR, NR};
+use crate::model::kernels::fastmath::EXP2_POLY;
 use crate::model::kernels::head_attention::{pack_keys, prefetch_now, HeadIn, C};
 
 // a bf16 panel of keys is whole f32 panels of `pack_keys`
@@ -173,23 +174,15 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
     }
 }
 
-/// 2^f on [-1/2, 1/2] to 2.7e-6 (a degree-4 fit, relative error weighted): the probabilities are
-/// rounded to bf16 (2^-9) after, so the f32 kernel's degree 6 buys nothing here.
-const EXP2_POLY: [f32; 5] = [
-    0.009_560_52,
-    0.055_917_12,
-    0.240_249_81,
-    0.693_121_97,
-    0.999_999_17,
-];
-
 /// A block's `rows` score rows (f32, `np` apart; keys from `n` on ignored) as unnormalised
 /// probabilities 2^(s scale2 - max scale2) rounded to bf16 into `p`'s rows (`np` halves apart;
 /// whole 16-key vectors written, zeros past `n`); returns each row's 1 / sum of the f32 values.
 /// One pass a row on AVX-512, `vcvtneps2bf16` writing the bf16 values as the exp makes them: the
 /// f32 kernel's softmax in place and a conversion pass after were 38% of a 187-token head, this
-/// pass is 22-26% (one thread, Zen 4, issue 35). NaN scores stay NaN; 2^u below 2^-125 is 0, as
-/// in `fastmath::exp2_small`.
+/// pass is 22-26% (one thread, Zen 4, issue 35). 2^u as `fastmath::exp2_small` makes it, vector
+/// by vector, from the same `EXP2_POLY` (a degree-4 fit of its own once: two multiply-adds less a
+/// vector, but a second exp to keep right for a result rounded to bf16 either way); NaN scores
+/// stay NaN; 2^u below 2^-125 is 0.
 ///
 /// # Safety
 /// AVX512F and AVX512-BF16 present.
