@@ -14,10 +14,11 @@
 //! it zero, so the padding's zero probabilities multiply zeros, never stale NaNs.
 use super::kernel::{tile_rows, Start};
 use super::matrix::{halves, to_bf16, MR, NR};
+use crate::model::kernels::f32_gemm::pack_transposed;
 use crate::model::kernels::fastmath::EXP2_POLY;
-use crate::model::kernels::head_attention::{pack_keys, prefetch_now, HeadIn, C};
+use crate::model::kernels::head_attention::{prefetch_now, HeadIn, C};
 
-// a bf16 panel of keys is whole f32 panels of `pack_keys`
+// a bf16 panel of keys is whole f32 panels of `pack_transposed`
 const _: () = assert!(NR.is_multiple_of(C));
 
 /// Whether this kernel runs a head `d` wide here: AVX512-BF16, whole panels of NR head columns.
@@ -36,7 +37,7 @@ fn word(lo: f32, hi: f32) -> u32 {
 /// The sizes of `head_forward`'s scratch parts for `n` tokens `d` wide, in 4-byte units: the
 /// queries' words (n x d/2), the keys' panels (np x d/2), the values' panels (np/2 x d), a
 /// block's probability words (MR x np/2), a block's f32 scores (MR x np), the keys transposed
-/// in f32 (np x d, `head_attention::pack_keys`); np = n in whole panels.
+/// in f32 (np x d, `f32_gemm::pack_transposed`); np = n in whole panels.
 fn parts(n: usize, d: usize) -> [usize; 6] {
     let np = n.div_ceil(NR) * NR;
     [
@@ -111,7 +112,7 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
     }
     // K^T: panel p holds, pair by pair, the words of keys pNR .. pNR + NR; from the keys
     // transposed in f32 (register transposes), two dims' rows of C keys make C words
-    pack_keys(k, ld, n, d, kt);
+    pack_transposed(k, ld, n, d, kt);
     let panels16 = n.div_ceil(C);
     for (p, panel) in kw.chunks_exact_mut(dp * NR).enumerate() {
         for t in 0..dp {

@@ -24,9 +24,15 @@ const KC_MAX: usize = 1536;
 const MC: usize = 96;
 const _: () = assert!(MC.is_multiple_of(MR) && MC.is_multiple_of(WR));
 
+mod panels;
 mod tiles;
+pub use panels::{pack_rows, pack_transposed};
+// the tile is also the attention kernel's (head_attention.rs): one tile and one packing serve
+// every f32 product
 #[cfg(target_arch = "x86_64")]
-use tiles::{tile, tile_wide};
+pub(crate) use tiles::tile;
+#[cfg(target_arch = "x86_64")]
+use tiles::tile_wide;
 pub use tiles::{MR, NR, WR};
 
 /// Whether frozen f32 weights are packed for this kernel (CONDENSER_F32_GEMM): `auto` (the
@@ -94,15 +100,8 @@ impl PackedF32 {
         let mut off = 0;
         for p0 in (0..k).step_by(kc) {
             let kb = kc.min(k - p0);
-            for jp in 0..panels {
-                for j in jp * NR..((jp + 1) * NR).min(n) {
-                    let col = j - jp * NR;
-                    for (kk, &v) in w[j * k + p0..][..kb].iter().enumerate() {
-                        data[off + kk * NR + col] = v;
-                    }
-                }
-                off += kb * NR;
-            }
+            pack_transposed(&w[p0..], k, n, kb, &mut data[off..off + panels * NR * kb]);
+            off += panels * NR * kb;
         }
         PackedF32 { data, n, k, kc }
     }

@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 /// is read 16 values a step.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn tile(
+pub(crate) unsafe fn tile(
     kb: usize,
     a: *const f32,
     lda: usize,
