@@ -135,6 +135,9 @@ pub fn forward(
     Ok((out, tape))
 }
 
+/// The layer's input and its tail's tape, as `tail` returns them when it keeps a tape.
+type Kept = (Vec<f32>, TailTape);
+
 /// What the layer's tail keeps for backward.
 pub struct TailTape {
     a: Vec<f32>,
@@ -147,10 +150,11 @@ pub struct TailTape {
 
 #[allow(clippy::too_many_arguments)]
 /// The layer past attention, for the rows whose dropout identities are `rows` (one each):
-/// ao = ctx Wo^T + bo, a = LN1(drop(ao) + x), u = a Wi^T + bi, out = LN2(drop(gelu(u) Wd^T + bd)
-/// + a). The whole layer's forward and first_token.rs (the last layer at each item's first row)
-/// both end here. `spare`: a dead buffer of at least rows x h floats, which holds `a` when
-/// nothing is kept. Returns the output and, with `keep`, the input x and the tape.
+/// ao = ctx Wo^T + bo, a = LN1(drop(ao) + x), u = a Wi^T + bi and
+/// out = LN2(drop(gelu(u) Wd^T + bd) + a). The whole layer's forward and first_token.rs (the
+/// last layer at each item's first row) both end here. `spare`: a dead buffer of at least
+/// rows x h floats, which holds `a` when nothing is kept. Returns the output and, with `keep`,
+/// the input x and the tape (`Kept`).
 pub(super) fn tail(
     g: Gemm,
     w: &LayerW,
@@ -160,7 +164,7 @@ pub(super) fn tail(
     sites: &Sites,
     keep: bool,
     spare: Option<Vec<f32>>,
-) -> Result<(Vec<f32>, Option<(Vec<f32>, TailTape)>)> {
+) -> Result<(Vec<f32>, Option<Kept>)> {
     let (t, h, i) = (rows.len(), w.g1.len(), w.bi.len());
     let pk = |j: usize| w.packed[j].as_deref();
     let ao = g.linear(ctx, w.wo, w.bo, pk(3), (t, h, h))?;

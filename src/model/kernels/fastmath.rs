@@ -9,6 +9,7 @@
 //!   reduction: r is exact to f32, where x log2 e rounded whole would lose |x| 2^-24 of exponent,
 //!   ~80 ulp near the top);
 //! - the bf16 attention kernel's AVX-512 exp (bf16/attention.rs), the same coefficients.
+//!
 //! Both within 2 ulp of the exact value (tests below). Below the smallest normal result they
 //! return exactly 0, so padded keys keep no weight at all; above the largest finite one, exp_f32
 //! gives infinity (and NaN stays NaN), so an overflow reaches the loss instead of passing as e^88.

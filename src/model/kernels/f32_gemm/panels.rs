@@ -5,7 +5,7 @@
 use super::NR;
 
 /// B = W^T from W's n rows (`ld` apart, k wide) into `out` in panels (`out[p NR k + kk NR + j]` =
-/// W[p NR + j][kk]; zeros past row n). On AVX2 eight rows by eight columns at a time through an
+/// `W[p NR + j][kk]`; zeros past row n). On AVX2 eight rows by eight columns at a time through an
 /// 8 x 8 register transpose: element by element this was a tenth of the attention kernel on
 /// 187-token texts (perf, Zen 3, issue 35).
 pub fn pack_transposed(w: &[f32], ld: usize, n: usize, k: usize, out: &mut [f32]) {
@@ -30,7 +30,7 @@ pub fn pack_transposed(w: &[f32], ld: usize, n: usize, k: usize, out: &mut [f32]
 }
 
 /// B from its k rows (`ld` apart, n wide) into `out` in panels (`out[c NR k + kk NR + j]` =
-/// B[kk][c NR + j]; zeros past column n): each panel's rows contiguous, where read in place
+/// `B[kk][c NR + j]`; zeros past column n): each panel's rows contiguous, where read in place
 /// every step of the tile was a new cache line (a head's values, 3 hidden floats apart).
 pub fn pack_rows(b: &[f32], ld: usize, k: usize, n: usize, out: &mut [f32]) {
     let panels = n.div_ceil(NR);
