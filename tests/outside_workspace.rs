@@ -212,6 +212,37 @@ fn an_installed_model_is_named_from_any_folder() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(text(&o).contains("wrote 2 rows with 384 embeddings"));
 
+    // evaluate writes the model as it was named, not as ~/.cache/...: results.csv reads the same
+    // from any machine (and the transfer grid's report finds the zero-shot model by its name)
+    std::fs::write(
+        dir.path().join("pairs.csv"),
+        "sentence1,sentence2,label\na cat sits,a cat is sitting,0.9\na dog runs,the market fell,0.1\nrain today,it rains today,0.8\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_condenser"))
+        .args([
+            "evaluate",
+            "--model",
+            "all-MiniLM-L6-v2",
+            "--sts",
+            "tiny=pairs.csv",
+        ])
+        .args(["--out", "eval"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let csv = std::fs::read_to_string(dir.path().join("eval/results.csv")).unwrap();
+    let models: Vec<&str> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap())
+        .collect();
+    assert!(
+        !models.is_empty() && models.iter().all(|m| *m == "all-MiniLM-L6-v2"),
+        "{csv}"
+    );
+
     // an unknown name lists the installed ones and says how to fetch
     let o = Command::new(env!("CARGO_BIN_EXE_condenser"))
         .args([

@@ -68,7 +68,9 @@ impl EvalReport {
         let mut report = EvalReport::default();
         for dir in models {
             let loaded = crate::model::Loaded::load(dir, inference)?;
-            let model = dir.display().to_string();
+            // an installed model by its name, as it was given (not ~/.cache/...), any other
+            // folder as its path: the tables and results.csv read the same from any machine
+            let model = crate::model::folders::home::display_name(dir);
             for (name, ev) in sets {
                 let pb = bar(&model, name);
                 let e = ev.run(&super::Model::from(&loaded), batch, &pb)?;

@@ -7,6 +7,7 @@ use super::{Domain, Grid};
 use crate::data::write_atomic;
 use crate::error::{Context, Error, Result};
 use crate::eval::correlation::{rank_correlation, RankCorrelation};
+use crate::model::folders::home;
 use crate::plot::{heatmap, scatter, Figure};
 use serde::Serialize;
 use serde_json::Value;
@@ -328,17 +329,28 @@ impl<'a> Results<'a> {
         })
     }
 
-    /// The target metric of `model` (named as `evaluate` was given it).
+    /// The target metric of `model`, as `evaluate` named it: an installed model by its name
+    /// (`home::display_name`), any other folder by its path; results written before evaluate
+    /// named installed models so hold the installed folder's path, which is accepted too.
     fn score(&self, model: &Path) -> Result<f64> {
-        let (name, metric) = (model.display().to_string(), self.target.task.metric());
+        let folder = home::resolve(model);
+        let names = [
+            home::display_name(&folder),
+            folder.display().to_string(),
+            model.display().to_string(),
+        ];
+        let metric = self.target.task.metric();
         self.results
             .iter()
-            .find(|r| r["model"] == name.as_str() && r["dataset"] == self.target.name.as_str())
+            .find(|r| {
+                let m = r["model"].as_str().unwrap_or_default();
+                names.iter().any(|n| n == m) && r["dataset"] == self.target.name.as_str()
+            })
             .and_then(|r| r["metrics"][metric].as_f64())
             .ok_or_else(|| {
                 Error::file(
                     &self.path,
-                    format!("no {metric} of model {name} on {}", self.target.name),
+                    format!("no {metric} of model {} on {}", names[0], self.target.name),
                 )
             })
     }
@@ -347,4 +359,52 @@ impl<'a> Results<'a> {
 fn read_json(path: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::file(path, e))?;
     serde_json::from_str(&text).map_err(|e| Error::file(path, format!("invalid JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recipe::grid::TargetTask;
+    use serde_json::json;
+
+    /// evaluate names an installed model by its name, and results written before it did hold
+    /// the installed folder's path: the report finds the model's figure in either, whether the
+    /// grid names the model or gives its folder; a trained folder is found by its path.
+    #[test]
+    fn a_model_is_found_by_name_or_by_its_installed_folder() {
+        let name = "all-MiniLM-L6-v2";
+        let folder = home::installed_folder(name)
+            .unwrap_or_else(|| panic!("{name} is not installed: bash datasets/fetch.sh models"));
+        let target = Domain {
+            name: "sts".into(),
+            train: "train.parquet".into(),
+            test: "test.parquet".into(),
+            dev: None,
+            task: TargetTask::Sts,
+            lr: 2e-5,
+            warmup: 0.1,
+            article: None,
+        };
+        let row = |model: &str, v: f64| json!({"model": model, "dataset": "sts", "metrics": {"spearman_cosine": v}});
+        for written in [name.to_string(), folder.display().to_string()] {
+            let r = Results {
+                path: "results.json".into(),
+                target: &target,
+                results: vec![row("runs/gold-sts", 0.1), row(&written, 0.8)],
+            };
+            for asked in [Path::new(name), folder.as_path()] {
+                let got = r.score(asked).unwrap();
+                assert_eq!(got, 0.8, "written {written}, asked {}", asked.display());
+            }
+            assert_eq!(r.score(Path::new("runs/gold-sts")).unwrap(), 0.1);
+            let e = r
+                .score(Path::new("runs/gold-other"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("no spearman_cosine of model runs/gold-other"),
+                "{e}"
+            );
+        }
+    }
 }
