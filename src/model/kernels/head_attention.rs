@@ -10,14 +10,13 @@
 //! run on the f32 GEMM's own register tile and panels (R rows x C columns, 12 AVX2 registers;
 //! f32_gemm's one packing scheme): the keys transposed once into panels of C keys (8 x 8 register
 //! transposes), the values copied once into panels of C columns (read in place, each step's row
-//! was a new cache line 3 hidden floats on), a whole
-//! block's queries read in place, the block's softmax is `softmax::softmax_block` (the scale
-//! riding in the base-2 exponent's fused multiply-add) and the 1 / sum is applied to the R x d
-//! context rows instead of the R x n probabilities.
+//! was a new cache line 3 hidden floats on), a whole block's queries read in place, the block's
+//! softmax is `softmax::softmax_block` (the scale riding in the base-2 exponent's fused
+//! multiply-add) and the 1 / sum is applied to the R x d context rows instead of the R x n
+//! probabilities.
 //!
-//! Numbers differ from the BLAS route's by summation order
-//! (tests/engine.rs and the test below hold both to 1e-5); the result does not depend on the
-//! thread count (one call, one text).
+//! Numbers differ from the BLAS route's by summation order (tests/engine.rs and the test below
+//! hold both to 1e-5); the result does not depend on the thread count (one call, one text).
 use super::f32_gemm::{self, pack_rows, pack_transposed};
 use super::isa::own_f32_kernels;
 use super::softmax::softmax_block;
