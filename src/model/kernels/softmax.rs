@@ -16,6 +16,19 @@ use rayon::prelude::*;
 /// One AVX2 vector: `softmax_block`'s exp step a row.
 const EXP_LANES: usize = 8;
 
+/// The per-head formula's probability of score `s`: 2^(s scale2 - m2), with scale2 = scale
+/// log2(e) and m2 the row's maximum times scale2 (or its log-sum-exp times log2(e), rebuilding).
+#[inline(always)]
+fn prob(s: f32, scale2: f32, m2: f32) -> f32 {
+    exp2_small(s.mul_add(scale2, -m2))
+}
+
+/// The row's log-sum-exp of the scaled scores in the natural base: m2 ln(2) + ln(total).
+#[inline(always)]
+fn lse_of(m2: f32, total: f32) -> f32 {
+    m2.mul_add(std::f32::consts::LN_2, total.ln())
+}
+
 dispatch! {
     /// A row of attention scores turned into probabilities in place: softmax(row * scale), for
     /// scale > 0. Returns the row's log-sum-exp (of the scaled scores), which backward rebuilds
@@ -29,14 +42,14 @@ dispatch! {
         // scale > 0, so the scaled maximum is the maximum scaled (rounding is monotonic)
         let m2 = max(row) * scale2;
         for v in row.iter_mut() {
-            *v = exp2_small(v.mul_add(scale2, -m2));
+            *v = prob(*v, scale2, m2);
         }
         let total = sum(row);
         let inv = 1.0 / total;
         for v in row.iter_mut() {
             *v *= inv;
         }
-        m2.mul_add(std::f32::consts::LN_2, total.ln())
+        lse_of(m2, total)
     }
 }
 
@@ -46,14 +59,15 @@ dispatch! {
     pub fn probs_row(row: &mut [f32], scale: f32, lse: f32) {
         let (scale2, lse2) = (scale * std::f32::consts::LOG2_E, lse * std::f32::consts::LOG2_E);
         for v in row.iter_mut() {
-            *v = exp2_small(v.mul_add(scale2, -lse2));
+            *v = prob(*v, scale2, lse2);
         }
     }
 }
 
-/// The per-head softmax for a block of R score rows (`np` wide, `rows` of them real, keys past `n` padding) turned into
-/// unnormalised probabilities in place, exp((s - max) scale) as 2^((s - max) scale log2 e) with
-/// `scale2` = scale log2 e, and each real row's log-sum-exp into `lse`; returns each row's
+/// The per-head softmax for a block of R score rows (`np` wide, `rows` of them real, keys past
+/// `n` padding) turned into unnormalised probabilities in place, exp((s - max) scale) as
+/// 2^((s - max) scale log2 e) with `scale2` = scale log2 e, and each real row's log-sum-exp into
+/// `lse`; returns each row's
 /// 1 / sum, which the caller applies to the context rows (head_attention.rs). Rows past `rows`
 /// are computed (a vector column of the block's rows at a time; one row at a time ran 7% slower
 /// on 187-token texts: issue 35, Zen 3) but not read. The same formula as `softmax_row`.
@@ -86,7 +100,7 @@ pub(crate) fn softmax_block<const R: usize>(
             let m = m2[i];
             let e = &mut s[i * np + j..i * np + j + EXP_LANES];
             for (a, e) in a.iter_mut().zip(e.iter_mut()) {
-                *e = exp2_small(e.mul_add(scale2, -m));
+                *e = prob(*e, scale2, m);
                 *a += *e;
             }
         }
@@ -98,7 +112,7 @@ pub(crate) fn softmax_block<const R: usize>(
     for r in 0..rows {
         let total: f32 = acc[r].iter().sum();
         inv[r] = 1.0 / total;
-        lse[r] = m2[r].mul_add(std::f32::consts::LN_2, total.ln());
+        lse[r] = lse_of(m2[r], total);
     }
     inv
 }

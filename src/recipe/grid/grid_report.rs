@@ -333,12 +333,10 @@ impl<'a> Results<'a> {
     /// (`home::display_name`), any other folder by its path; results written before evaluate
     /// named installed models so hold the installed folder's path, which is accepted too.
     fn score(&self, model: &Path) -> Result<f64> {
+        // (the model as given is always one of the two: a name or a folder outside the home
+        // resolves to itself, a folder inside it displays as its name)
         let folder = home::resolve(model);
-        let names = [
-            home::display_name(&folder),
-            folder.display().to_string(),
-            model.display().to_string(),
-        ];
+        let names = [home::display_name(&folder), folder.display().to_string()];
         let metric = self.target.task.metric();
         self.results
             .iter()
