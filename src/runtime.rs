@@ -26,8 +26,9 @@ pub fn peak_rss_mb() -> Option<f64> {
 /// Say that a check was skipped and why (a CPU without the instructions a path needs, no BLAS):
 /// written straight to the process's stderr, past the test harness's capture, so a skipped test
 /// shows in every log instead of passing silently. `needs` names what was missing (`avx2`,
-/// `avx512`, `avx512bf16`, `blas`, `threads`); where CONDENSER_STRICT lists it (or is `all`), the
-/// machine is known to have it, and the skip is a failure (CI sets it from /proc/cpuinfo).
+/// `avx512`, `avx512bf16`, `blas`, `threads`, `cxx`: g++); where CONDENSER_STRICT lists it (or
+/// is `all`), the machine is known to have it, and the skip is a failure (CI sets it from
+/// /proc/cpuinfo and the tools it installs).
 pub fn skipped(check: &str, needs: &str, why: &str) {
     use std::io::Write;
     let strict = std::env::var("CONDENSER_STRICT").unwrap_or_default();

@@ -18,6 +18,8 @@ mod batches;
 mod embeddings;
 mod first_token;
 mod gemm;
+#[cfg(test)]
+mod gpu_kernels_test;
 mod layer;
 mod leaf;
 mod packed;

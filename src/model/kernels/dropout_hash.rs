@@ -43,6 +43,12 @@ impl Mask {
         })
     }
 
+    /// The seed, the keep threshold and the kept values' scale (the GPU kernels' copy of the
+    /// mask: kernels/cuda).
+    pub fn parts(&self) -> (u64, u32, f32) {
+        (self.seed, self.below, self.scale)
+    }
+
     /// The row's 64-bit key at this site, from its identity (done once a row).
     #[inline(always)]
     pub fn row_key(&self, row: u64) -> u64 {

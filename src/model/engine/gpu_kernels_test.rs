@@ -1,0 +1,460 @@
+//! The GPU engine's kernels (kernels/cuda/engine.cu), run on the CPU by emulation, against the
+//! CPU engine's own functions on the same inputs: LayerNorms with the residual, bias and dropout
+//! folded in, the embeddings with their scatter, GELU, and attention at both head widths, forward
+//! and backward, with and without dropout, their gradients' partial sums included. Agreement is
+//! to f32 rounding (the sums run in another order); a card then holds the compiled kernels to the
+//! same (docs/gpu.md).
+use super::embeddings::{self, EmbGrads};
+use super::packed::Packed;
+use super::packed_attention::{self, Heads, Products};
+use super::weights::EmbW;
+use crate::model::kernels::cuda::emulated::{emulator, kernels_in_source, Args, Emulator};
+use crate::model::kernels::cuda::KernelMask;
+use crate::model::kernels::dropout_hash::Mask;
+use crate::model::kernels::gelu::{gelu_backward, gelu_into};
+use crate::model::kernels::layer_norm::{norm_buffers, residual_norm, residual_norm_backward};
+use crate::model::kernels::test_data;
+use crate::model::kernels::vector::add_column_sums;
+
+/// engine.cu's ROW_WARPS: a row kernel's block is that many warps, a row each.
+const ROW_WARPS: u32 = 4;
+/// engine.cu's ATT_THREADS.
+const ATT_THREADS: u32 = 64;
+
+fn emu() -> Option<&'static Emulator> {
+    match emulator() {
+        Ok(e) => Some(e),
+        Err(why) => {
+            crate::runtime::skipped("the emulated CUDA kernels", "cxx", &why);
+            None
+        }
+    }
+}
+
+/// Every element of `got` within `tol` x max(1, max |want|) of `want`.
+fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+    let (i, worst) = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs())
+        .enumerate()
+        .fold((0, 0f32), |m, (i, d)| if d > m.1 { (i, d) } else { m });
+    assert!(
+        worst <= tol * scale,
+        "{what}: element {i} is {} against {} (scale {scale})",
+        got[i],
+        want[i]
+    );
+}
+
+fn row_blocks(t: usize) -> u32 {
+    (t as u32).div_ceil(ROW_WARPS)
+}
+
+/// `x` (rows x w) plus `bias` on every row.
+fn plus_bias(x: &[f32], bias: &[f32]) -> Vec<f32> {
+    let mut y = x.to_vec();
+    for row in y.chunks_exact_mut(bias.len()) {
+        row.iter_mut().zip(bias).for_each(|(a, b)| *a += b);
+    }
+    y
+}
+
+fn masks() -> [Option<Mask>; 2] {
+    [None, Mask::new(0x5eed, 0.1)]
+}
+
+/// `out += sum of partial's rows` over columns 0..width (rows `stride` apart) by `column_sums`.
+fn sum_partials(e: &Emulator, partial: &[f32], parts: usize, stride: usize, out: &mut [f32]) {
+    let width = out.len();
+    let args = Args::default()
+        .inp(Some(partial))
+        .arg(parts as i32)
+        .arg(stride as i32)
+        .arg(width as i32)
+        .out(out);
+    e.launch("column_sums", ((width as u32).div_ceil(128), 1), 128, args);
+}
+
+#[test]
+fn every_kernel_of_the_source_is_emulated() {
+    let Some(e) = emu() else { return };
+    let (mut have, mut want) = (e.kernels(), kernels_in_source());
+    have.sort();
+    want.sort();
+    assert_eq!(have, want, "emulate.cpp's KERNELS list against engine.cu");
+}
+
+/// residual_norm and its backward against layer_norm.rs on the bias-added input: h = 80 (a
+/// lane's last value past the row for half the lanes), 45 rows, three blocks of partial sums.
+#[test]
+fn layer_norms_match_the_cpu_engine() {
+    let Some(e) = emu() else { return };
+    let (t, h, eps) = (45usize, 80usize, 1e-12f32);
+    let p = Packed::new(vec![20, 25], &[11, 12]).unwrap();
+    let (y, bias, res) = (test_data(t * h, 1), test_data(h, 2), test_data(t * h, 3));
+    let gamma: Vec<f32> = test_data(h, 4).iter().map(|v| 1.0 + 0.5 * v).collect();
+    let beta = test_data(h, 5);
+    let dy = test_data(t * h, 6);
+    for mask in masks() {
+        let m = mask.as_ref();
+        let (mut out, (mut xhat, mut rstd)) = (vec![0f32; t * h], norm_buffers(t, h, true));
+        let a = plus_bias(&y, &bias);
+        residual_norm(
+            &a,
+            Some(&res),
+            m,
+            p.row_ids(),
+            &gamma,
+            &beta,
+            eps,
+            &mut out,
+            &mut xhat,
+            &mut rstd,
+        );
+        let (mut gout, mut gxhat, mut grstd) =
+            (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
+        let args = Args::default()
+            .inp(Some(&y))
+            .inp(Some(&bias))
+            .inp(Some(&res))
+            .arg(KernelMask::of(m))
+            .inp(Some(p.row_ids()))
+            .inp(Some(&gamma))
+            .inp(Some(&beta))
+            .arg(eps)
+            .arg(t as i32)
+            .arg(h as i32)
+            .out(&mut gout)
+            .out(&mut gxhat)
+            .out(&mut grstd);
+        e.launch("residual_norm", (row_blocks(t), 1), 32 * ROW_WARPS, args);
+        close("LayerNorm output", &gout, &out, 1e-5);
+        close("xhat", &gxhat, &xhat, 1e-5);
+        close("1/std", &grstd, &rstd, 1e-5);
+
+        // backward, into gradients that already hold something (they accumulate)
+        let start = test_data(3 * h, 7);
+        let (mut dz, mut da) = (vec![0f32; t * h], vec![0f32; t * h]);
+        let (mut dg, mut db, mut dbias) = (
+            start[..h].to_vec(),
+            start[h..2 * h].to_vec(),
+            start[2 * h..].to_vec(),
+        );
+        residual_norm_backward(
+            &dy,
+            &xhat,
+            &rstd,
+            &gamma,
+            m,
+            p.row_ids(),
+            &mut dz,
+            Some(&mut da),
+            &mut dg,
+            &mut db,
+        );
+        add_column_sums(&da, &mut dbias);
+        let blocks = 3usize;
+        let (mut gdz, mut gda, mut partial) = (
+            vec![0f32; t * h],
+            vec![0f32; t * h],
+            vec![0f32; blocks * 3 * h],
+        );
+        let args = Args::default()
+            .inp(Some(&dy))
+            .inp(Some(&xhat))
+            .inp(Some(&rstd))
+            .inp(Some(&gamma))
+            .arg(KernelMask::of(None))
+            .arg(KernelMask::of(m))
+            .inp(Some(p.row_ids()))
+            .arg(t as i32)
+            .arg(h as i32)
+            .out(&mut gdz)
+            .out(&mut gda)
+            .out(&mut partial);
+        e.launch(
+            "residual_norm_backward",
+            (blocks as u32, 1),
+            32 * ROW_WARPS,
+            args,
+        );
+        let mut sums = start.clone();
+        for (k, part) in sums.chunks_exact_mut(h).enumerate() {
+            sum_partials(e, &partial[k * h..], blocks, 3 * h, part);
+        }
+        close("dz", &gdz, &dz, 1e-5);
+        close("d(dropped input)", &gda, &da, 1e-5);
+        close("dgamma", &sums[..h], &dg, 1e-5);
+        close("dbeta", &sums[h..2 * h], &db, 1e-5);
+        close("dbias", &sums[2 * h..], &dbias, 1e-5);
+    }
+}
+
+/// The embeddings forward (gather, LayerNorm, dropout) and backward (the dropout and LayerNorm
+/// backward, the tables' rows summed by entry) against embeddings.rs, repeated tokens included.
+#[test]
+fn embeddings_match_the_cpu_engine() {
+    let Some(e) = emu() else { return };
+    let (h, vocab, positions, kinds, eps) = (80usize, 30usize, 64usize, 2usize, 1e-12f32);
+    let lens = [20usize, 25, 3];
+    let ids: Vec<Vec<u32>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (0..n).map(|j| ((7 * j + 3 * i) % vocab) as u32).collect())
+        .collect();
+    let types: Vec<Vec<u32>> = lens
+        .iter()
+        .map(|&n| (0..n).map(|j| (j >= n / 2) as u32).collect())
+        .collect();
+    let (word, pos, typ) = (
+        test_data(vocab * h, 1),
+        test_data(positions * h, 2),
+        test_data(kinds * h, 3),
+    );
+    let gamma: Vec<f32> = test_data(h, 4).iter().map(|v| 1.0 + 0.5 * v).collect();
+    let beta = test_data(h, 5);
+    let w = EmbW {
+        word: &word,
+        pos: &pos,
+        typ: &typ,
+        g: &gamma,
+        b: &beta,
+        eps,
+    };
+    let id_refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+    let type_refs: Vec<&[u32]> = types.iter().map(Vec::as_slice).collect();
+    let p = Packed::new(lens.to_vec(), &[21, 22, 23]).unwrap();
+    let t = p.rows();
+    // each row's token, position and type, as the host hands them over
+    let flat = |v: &[Vec<u32>]| v.concat();
+    let (row_tok, row_typ) = (flat(&ids), flat(&types));
+    let row_pos: Vec<u32> = lens.iter().flat_map(|&n| 0..n as u32).collect();
+    let dx = test_data(t * h, 6);
+    for mask in masks() {
+        let m = mask.as_ref();
+        let (out, tape) = embeddings::forward(&w, &id_refs, Some(&type_refs), &p, m, true);
+        let (mut gout, mut xhat, mut rstd) = (vec![0f32; t * h], vec![0f32; t * h], vec![0f32; t]);
+        let args = Args::default()
+            .inp(Some(&row_tok))
+            .inp(Some(&row_pos))
+            .inp(Some(&row_typ))
+            .inp(Some(&word))
+            .inp(Some(&pos))
+            .inp(Some(&typ))
+            .inp(Some(&gamma))
+            .inp(Some(&beta))
+            .arg(eps)
+            .arg(KernelMask::of(m))
+            .inp(Some(p.row_ids()))
+            .arg(t as i32)
+            .arg(h as i32)
+            .out(&mut gout)
+            .out(&mut xhat)
+            .out(&mut rstd);
+        e.launch("embed_forward", (row_blocks(t), 1), 32 * ROW_WARPS, args);
+        close("embeddings", &gout, &out, 1e-5);
+
+        let mut want = EmbGrads::zeros(&w);
+        embeddings::backward(&w, tape.unwrap(), dx.clone(), &p, m, &mut want);
+        let blocks = 2usize;
+        let (mut de, mut partial) = (vec![0f32; t * h], vec![0f32; blocks * 2 * h]);
+        let args = Args::default()
+            .inp(Some(&dx))
+            .inp(Some(&xhat))
+            .inp(Some(&rstd))
+            .inp(Some(&gamma))
+            .arg(KernelMask::of(m))
+            .arg(KernelMask::of(None))
+            .inp(Some(p.row_ids()))
+            .arg(t as i32)
+            .arg(h as i32)
+            .out(&mut de)
+            .inp::<f32>(None)
+            .out(&mut partial);
+        e.launch(
+            "residual_norm_backward",
+            (blocks as u32, 1),
+            32 * ROW_WARPS,
+            args,
+        );
+        let (mut dg, mut db) = (vec![0f32; h], vec![0f32; h]);
+        sum_partials(e, &partial, blocks, 2 * h, &mut dg);
+        sum_partials(e, &partial[h..], blocks, 2 * h, &mut db);
+        close("dgamma", &dg, &want.g, 1e-5);
+        close("dbeta", &db, &want.b, 1e-5);
+        for (name, keys, rows, mut table) in [
+            ("word", &row_tok, vocab, vec![0f32; vocab * h]),
+            ("position", &row_pos, positions, vec![0f32; positions * h]),
+            ("type", &row_typ, kinds, vec![0f32; kinds * h]),
+        ] {
+            // the rows grouped by table row, in row order within a group
+            let mut order: Vec<u32> = (0..t as u32).collect();
+            order.sort_by_key(|&r| keys[r as usize]);
+            let (mut index, mut start) = (Vec::new(), vec![0u32]);
+            for (k, &r) in order.iter().enumerate() {
+                let key = keys[r as usize];
+                if index.last() != Some(&key) {
+                    if k > 0 {
+                        start.push(k as u32);
+                    }
+                    index.push(key);
+                }
+            }
+            start.push(t as u32);
+            assert!(index.iter().all(|&k| (k as usize) < rows));
+            let entries = index.len();
+            let args = Args::default()
+                .inp(Some(&index))
+                .inp(Some(&start))
+                .inp(Some(&order))
+                .arg(entries as i32)
+                .inp(Some(&de))
+                .arg(h as i32)
+                .out(&mut table);
+            e.launch("embed_scatter", (entries as u32, 1), 64, args);
+            let want_table = match name {
+                "word" => &want.word,
+                "position" => &want.pos,
+                _ => &want.typ,
+            };
+            close(name, &table, want_table, 1e-5);
+        }
+    }
+}
+
+/// bias + GELU forward (kept and in place) and GELU's backward with the bias's gradient, against
+/// gelu.rs: 45 rows of 200, four blocks of partial sums.
+#[test]
+fn gelu_matches_the_cpu_engine() {
+    let Some(e) = emu() else { return };
+    let (t, i) = (45usize, 200usize);
+    let u: Vec<f32> = test_data(t * i, 1).iter().map(|v| 4.0 * v).collect();
+    let bias = test_data(i, 2);
+    let ub = plus_bias(&u, &bias);
+    let mut g = vec![0f32; t * i];
+    gelu_into(&ub, &mut g);
+    let (mut gu, mut gg) = (u.clone(), vec![0f32; t * i]);
+    let args = Args::default()
+        .out(&mut gu)
+        .inp(Some(&bias))
+        .out(&mut gg)
+        .arg(t as i32)
+        .arg(i as i32);
+    e.launch("bias_gelu", (8, 1), 128, args);
+    close("u + bias", &gu, &ub, 1e-6);
+    close("gelu", &gg, &g, 1e-6);
+    let mut inplace = u.clone();
+    let args = Args::default()
+        .out(&mut inplace)
+        .inp(Some(&bias))
+        .inp::<f32>(None)
+        .arg(t as i32)
+        .arg(i as i32);
+    e.launch("bias_gelu", (8, 1), 128, args);
+    close("gelu in place", &inplace, &g, 1e-6);
+
+    let d = test_data(t * i, 3);
+    let (mut want, mut want_bias) = (d.clone(), test_data(i, 4));
+    gelu_backward(&ub, &mut want);
+    add_column_sums(&want, &mut want_bias);
+    let blocks = 4usize;
+    let (mut gd, mut partial, mut gbias) = (d.clone(), vec![0f32; blocks * i], test_data(i, 4));
+    let args = Args::default()
+        .inp(Some(&ub))
+        .out(&mut gd)
+        .arg(t as i32)
+        .arg(i as i32)
+        .out(&mut partial);
+    e.launch("gelu_backward", (blocks as u32, 1), 128, args);
+    sum_partials(e, &partial, blocks, i, &mut gbias);
+    close("d gelu", &gd, &want, 1e-5);
+    close("bias gradient", &gbias, &want_bias, 1e-5);
+}
+
+/// Attention at head widths 32 and 64, with and without dropout, forward and backward, against
+/// packed_attention.rs: items of 5, 70 (two turns of a block's 64 threads, three key chunks), 1
+/// and 33 tokens; the bias folded into forward, its gradient from backward's partial sums.
+#[test]
+fn attention_matches_the_cpu_engine() {
+    let Some(e) = emu() else { return };
+    let Some(blas) = crate::model::kernels::blas::blas() else {
+        crate::runtime::skipped("attention against the CPU engine", "blas", "no BLAS here");
+        return;
+    };
+    let lens = vec![5usize, 70, 1, 33];
+    let p = Packed::new(lens.clone(), &[31, 32, 33, 34]).unwrap();
+    let t = p.rows();
+    let off: Vec<i32> = p.offsets().iter().map(|&o| o as i32).collect();
+    let len: Vec<i32> = lens.iter().map(|&n| n as i32).collect();
+    for dim in [32usize, 64] {
+        let heads = 2usize;
+        let h = heads * dim;
+        let a = Heads {
+            heads,
+            dim,
+            scale: 1.0 / (dim as f32).sqrt(),
+        };
+        let qkv = test_data(t * 3 * h, dim as u32);
+        let bias = test_data(3 * h, 2);
+        let qkvb = plus_bias(&qkv, &bias);
+        let dctx = test_data(t * h, 3);
+        for mask in masks() {
+            let m = mask.as_ref();
+            let (mut ctx, mut lse) = (vec![0f32; t * h], vec![0f32; t * heads]);
+            packed_attention::forward(blas, &qkvb, &p, a, m, Products::F32, &mut ctx, &mut lse)
+                .unwrap();
+            let (mut gqkv, mut gctx, mut glse) =
+                (qkv.clone(), vec![0f32; t * h], vec![0f32; t * heads]);
+            let args = Args::default()
+                .out(&mut gqkv)
+                .inp(Some(&bias))
+                .inp(Some(&off))
+                .inp(Some(&len))
+                .arg(heads as i32)
+                .arg(a.scale)
+                .arg(KernelMask::of(m))
+                .inp(Some(p.row_ids()))
+                .out(&mut gctx)
+                .out(&mut glse);
+            let grid = (lens.len() as u32, heads as u32);
+            e.launch(&format!("attention_forward_{dim}"), grid, ATT_THREADS, args);
+            close("qkv + bias", &gqkv, &qkvb, 1e-6);
+            close("context", &gctx, &ctx, 1e-5);
+            close("log-sum-exp", &glse, &lse, 1e-5);
+
+            let mut dqkv = vec![0f32; t * 3 * h];
+            packed_attention::backward(blas, &qkvb, &ctx, &lse, &dctx, &p, a, m, &mut dqkv)
+                .unwrap();
+            let mut dbias = test_data(3 * h, 4);
+            let mut want_bias = dbias.clone();
+            add_column_sums(&dqkv, &mut want_bias);
+            let (mut gd, mut partial) = (vec![0f32; t * 3 * h], vec![0f32; lens.len() * 3 * h]);
+            let args = Args::default()
+                .inp(Some(&gqkv))
+                .inp(Some(&gctx))
+                .inp(Some(&glse))
+                .inp(Some(&dctx))
+                .inp(Some(&off))
+                .inp(Some(&len))
+                .arg(heads as i32)
+                .arg(a.scale)
+                .arg(KernelMask::of(m))
+                .inp(Some(p.row_ids()))
+                .out(&mut gd)
+                .out(&mut partial);
+            e.launch(
+                &format!("attention_backward_{dim}"),
+                grid,
+                ATT_THREADS,
+                args,
+            );
+            sum_partials(e, &partial, lens.len(), 3 * h, &mut dbias);
+            let what = format!("d{dim} qkv, mask {}", m.is_some());
+            close(&what, &gd, &dqkv, 2e-5);
+            close("qkv bias gradient", &dbias, &want_bias, 2e-5);
+        }
+    }
+}
