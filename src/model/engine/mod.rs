@@ -18,8 +18,7 @@ mod batches;
 mod embeddings;
 mod first_token;
 mod gemm;
-#[cfg(test)]
-mod gpu_kernels_test;
+pub mod gpu;
 mod layer;
 mod leaf;
 mod packed;

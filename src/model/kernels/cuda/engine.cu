@@ -417,7 +417,12 @@ __device__ void attention_backward(const float* qkv, const float* ctx, const flo
     __shared__ u64 keys[MAX_LEN];
     int item = blockIdx.x, hd = blockIdx.y, n = len[item], r0 = off[item];
     int H = heads * D, H3 = 3 * H;
-    if (n == 0) return;
+    if (n == 0) {
+        // an empty item's partial sums are zeros (column_sums reads every item's)
+        for (int c = threadIdx.x; c < 3 * D; c += blockDim.x)
+            partial[(u64)item * H3 + (c / D) * H + hd * D + c % D] = 0.0f;
+        return;
+    }
     float scale2 = scale * LOG2E;
     // per query row: its log-sum-exp in base 2, D_i, and its mask key
     for (int i = threadIdx.x; i < n; i += blockDim.x) {

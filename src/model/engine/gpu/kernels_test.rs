@@ -4,10 +4,10 @@
 //! and backward, with and without dropout, their gradients' partial sums included. Agreement is
 //! to f32 rounding (the sums run in another order); a card then holds the compiled kernels to the
 //! same (docs/gpu.md).
-use super::embeddings::{self, EmbGrads};
-use super::packed::Packed;
-use super::packed_attention::{self, Heads, Products};
-use super::weights::EmbW;
+use crate::model::engine::embeddings::{self, EmbGrads};
+use crate::model::engine::packed::Packed;
+use crate::model::engine::packed_attention::{self, Heads, Products};
+use crate::model::engine::weights::EmbW;
 use crate::model::kernels::cuda::emulated::{emulator, kernels_in_source, Args, Emulator};
 use crate::model::kernels::cuda::KernelMask;
 use crate::model::kernels::dropout_hash::Mask;

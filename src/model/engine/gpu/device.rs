@@ -1,0 +1,134 @@
+//! What the GPU engine asks of a device: memory by address, row-major GEMMs, and engine.cu's
+//! kernels by name. Two devices answer: a CUDA card (cuda.rs: cuBLAS and NVRTC), and, for the
+//! tests, the CPU (emulated.rs: the CPU's BLAS and the kernels built by g++), so that everything
+//! the engine does between kernels (which buffer, which transposes, which strides) is tested on
+//! every CI against the CPU engine, and a card has only the device calls left to prove.
+use crate::model::kernels::cuda::KernelMask;
+use candle_core::Result;
+use std::marker::PhantomData;
+
+/// A device address, in bytes.
+pub type Addr = u64;
+
+/// A kernel argument, as engine.cu's parameters take them: a buffer's address, a number, a mask.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg {
+    Addr(Addr),
+    I32(i32),
+    F32(f32),
+    Mask(KernelMask),
+}
+
+/// A GEMM operand as stored (`N`) or transposed (`T`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    N,
+    T,
+}
+
+/// Launches and allocations so far (the step anatomy's figures: issue 57 wants under 400
+/// launches a step and no allocation after the first).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub launches: u64,
+    pub allocations: u64,
+}
+
+pub trait Device {
+    /// An allocation, freed when dropped.
+    type Mem;
+    /// `bytes` of zeros.
+    fn alloc(&self, bytes: usize) -> Result<Self::Mem>;
+    fn addr(&self, m: &Self::Mem) -> Addr;
+    fn upload(&self, dst: Addr, src: &[u8]) -> Result<()>;
+    /// Waits for the work before it.
+    fn download(&self, src: Addr, dst: &mut [u8]) -> Result<()>;
+    /// Row-major C (m x n, row stride ldc) = op(A) op(B) + beta C, op(A) m x k, op(B) k x n.
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        &self,
+        ops: (Op, Op),
+        mnk: (usize, usize, usize),
+        a: (Addr, usize),
+        b: (Addr, usize),
+        beta: f32,
+        c: (Addr, usize),
+    ) -> Result<()>;
+    /// engine.cu's `kernel` on `grid` blocks of `threads`.
+    fn launch(&self, kernel: &str, grid: (u32, u32), threads: u32, args: &[Arg]) -> Result<()>;
+    fn counts(&self) -> Counts;
+}
+
+/// `len` elements of T on device D, zeroed.
+pub struct Buf<D: Device, T> {
+    _mem: D::Mem,
+    addr: Addr,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<D: Device, T: Copy> Buf<D, T> {
+    pub fn zeros(dev: &D, len: usize) -> Result<Buf<D, T>> {
+        let mem = dev.alloc(len.max(1) * size_of::<T>())?;
+        let addr = dev.addr(&mem);
+        Ok(Buf {
+            _mem: mem,
+            addr,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// A buffer holding `data`.
+    pub fn of(dev: &D, data: &[T]) -> Result<Buf<D, T>> {
+        let b = Buf::zeros(dev, data.len())?;
+        b.write(dev, 0, data)?;
+        Ok(b)
+    }
+
+    /// The address of element i.
+    pub fn at(&self, i: usize) -> Addr {
+        self.addr + (i * size_of::<T>()) as Addr
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `data` into elements i.. .
+    pub fn write(&self, dev: &D, i: usize, data: &[T]) -> Result<()> {
+        if i + data.len() > self.len {
+            candle_core::bail!(
+                "device buffer: {} elements at {i} past {}",
+                data.len(),
+                self.len
+            )
+        }
+        // SAFETY: T is plain data (Copy numbers); its bytes are read as they lie
+        let bytes = unsafe {
+            std::slice::from_raw_parts(data.as_ptr() as *const u8, std::mem::size_of_val(data))
+        };
+        dev.upload(self.at(i), bytes)
+    }
+
+    /// Elements i .. i + n, read back.
+    pub fn read(&self, dev: &D, i: usize, n: usize) -> Result<Vec<T>>
+    where
+        T: Default,
+    {
+        if i + n > self.len {
+            candle_core::bail!("device buffer: {n} elements at {i} past {}", self.len)
+        }
+        let mut out = vec![T::default(); n];
+        // SAFETY: as in `write`; every bit pattern is a valid f32, u32, i32 or u64
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, n * size_of::<T>())
+        };
+        dev.download(self.at(i), bytes)?;
+        Ok(out)
+    }
+}

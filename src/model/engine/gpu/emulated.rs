@@ -1,0 +1,110 @@
+//! The CPU standing in for a card (tests only): host memory by address, the CPU's BLAS for the
+//! GEMMs, engine.cu built by g++ for the kernels (kernels/cuda/emulated.rs).
+use super::device::{Addr, Arg, Counts, Device, Op};
+use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
+use crate::model::kernels::cuda::emulated::{Args, Emulator};
+use candle_core::Result;
+use std::cell::Cell;
+
+pub struct Emulated {
+    emu: &'static Emulator,
+    blas: &'static Blas,
+    counts: Cell<Counts>,
+}
+
+impl Emulated {
+    pub fn new(emu: &'static Emulator, blas: &'static Blas) -> Emulated {
+        Emulated {
+            emu,
+            blas,
+            counts: Cell::new(Counts::default()),
+        }
+    }
+
+    fn count(&self, f: impl FnOnce(&mut Counts)) {
+        let mut c = self.counts.get();
+        f(&mut c);
+        self.counts.set(c);
+    }
+}
+
+/// The f32 elements a row-major operand spans: `rows` rows of `cols`, `ld` apart.
+fn span(rows: usize, cols: usize, ld: usize) -> usize {
+    if rows == 0 {
+        0
+    } else {
+        (rows - 1) * ld + cols
+    }
+}
+
+impl Device for Emulated {
+    // u64s: 8-byte aligned, as device memory is (aligned further than any element read)
+    type Mem = Vec<u64>;
+
+    fn alloc(&self, bytes: usize) -> Result<Vec<u64>> {
+        self.count(|c| c.allocations += 1);
+        Ok(vec![0u64; bytes.div_ceil(8)])
+    }
+
+    fn addr(&self, m: &Vec<u64>) -> Addr {
+        m.as_ptr() as Addr
+    }
+
+    fn upload(&self, dst: Addr, src: &[u8]) -> Result<()> {
+        // SAFETY: dst is an address inside a live allocation of this device with room for src
+        // (Buf::write checks the extent)
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
+        Ok(())
+    }
+
+    fn download(&self, src: Addr, dst: &mut [u8]) -> Result<()> {
+        // SAFETY: as in upload (Buf::read checks the extent)
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    fn gemm(
+        &self,
+        (oa, ob): (Op, Op),
+        (m, n, k): (usize, usize, usize),
+        (a, lda): (Addr, usize),
+        (b, ldb): (Addr, usize),
+        beta: f32,
+        (c, ldc): (Addr, usize),
+    ) -> Result<()> {
+        let (ar, ac) = if oa == Op::N { (m, k) } else { (k, m) };
+        let (br, bc) = if ob == Op::N { (k, n) } else { (n, k) };
+        let flag = |o: Op| if o == Op::N { NO_TRANS } else { TRANS };
+        // SAFETY: the operands are live f32 buffers of this device spanning these extents (the
+        // engine's shapes); C does not overlap A or B
+        let (a, b, c) = unsafe {
+            (
+                std::slice::from_raw_parts(a as *const f32, span(ar, ac, lda)),
+                std::slice::from_raw_parts(b as *const f32, span(br, bc, ldb)),
+                std::slice::from_raw_parts_mut(c as *mut f32, span(m, n, ldc)),
+            )
+        };
+        self.count(|c| c.launches += 1);
+        self.blas
+            .gemm(flag(oa), flag(ob), m, n, k, a, lda, b, ldb, beta, c, ldc)
+    }
+
+    fn launch(&self, kernel: &str, grid: (u32, u32), threads: u32, args: &[Arg]) -> Result<()> {
+        let mut a = Args::default();
+        for &x in args {
+            a = match x {
+                Arg::Addr(p) => a.arg(p),
+                Arg::I32(v) => a.arg(v),
+                Arg::F32(v) => a.arg(v),
+                Arg::Mask(m) => a.arg(m),
+            };
+        }
+        self.count(|c| c.launches += 1);
+        self.emu.launch(kernel, grid, threads, a);
+        Ok(())
+    }
+
+    fn counts(&self) -> Counts {
+        self.counts.get()
+    }
+}

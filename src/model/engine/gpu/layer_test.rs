@@ -1,0 +1,235 @@
+//! The GPU engine's layer (layer.rs) on the emulated device against the CPU engine's layer
+//! (../layer.rs) on the same weights and rows: output, input gradient and all twelve weight
+//! gradients (accumulated onto values already there), with dropout off and at every site.
+use super::device::{Buf, Device};
+use super::emulated::Emulated;
+use super::layer::{self, Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch};
+use crate::model::engine::gemm::Gemm;
+use crate::model::engine::layer::{self as cpu, LayerGrads, Pass, Sites};
+use crate::model::engine::packed::Packed;
+use crate::model::engine::packed_attention::Heads;
+use crate::model::engine::weights::LayerW;
+use crate::model::kernels::cuda::emulated::emulator;
+use crate::model::kernels::dropout_hash::Mask;
+use crate::model::kernels::precision::Precision;
+use crate::model::kernels::test_data;
+
+/// Every element of `got` within `tol` x max(1, max |want|) of `want`.
+fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= tol * scale,
+            "{what}: element {i} is {a} against {b} (scale {scale})"
+        );
+    }
+}
+
+fn scaled(n: usize, seed: u32, s: f32) -> Vec<f32> {
+    test_data(n, seed).iter().map(|v| v * s).collect()
+}
+
+#[test]
+fn a_layer_matches_the_cpu_engine() {
+    let emu = match emulator() {
+        Ok(e) => e,
+        Err(why) => return crate::runtime::skipped("the emulated GPU layer", "cxx", &why),
+    };
+    let Some(blas) = crate::model::kernels::blas::blas() else {
+        return crate::runtime::skipped("the emulated GPU layer", "blas", "no BLAS here");
+    };
+    let dev = Emulated::new(emu, blas);
+    for (heads, dim) in [(2usize, 32usize), (1, 64)] {
+        let (h, i) = (heads * dim, 2 * heads * dim);
+        let d = Dims {
+            hidden: h,
+            intermediate: i,
+            heads,
+            scale: 1.0 / (dim as f32).sqrt(),
+        };
+        let gamma = |seed| -> Vec<f32> { scaled(h, seed, 0.3).iter().map(|v| 1.0 + v).collect() };
+        // the twelve tensors in LayerAddrs' order
+        let values: Vec<Vec<f32>> = vec![
+            scaled(3 * h * h, 1, 0.2),
+            scaled(3 * h, 2, 0.1),
+            scaled(h * h, 3, 0.2),
+            scaled(h, 4, 0.1),
+            gamma(5),
+            scaled(h, 6, 0.1),
+            scaled(i * h, 7, 0.2),
+            scaled(i, 8, 0.1),
+            scaled(h * i, 9, 0.2),
+            scaled(h, 10, 0.1),
+            gamma(11),
+            scaled(h, 12, 0.1),
+        ];
+        let (eps1, eps2) = (1e-12f32, 1e-5f32);
+        let w = LayerW {
+            packed: Default::default(),
+            qkv: None,
+            wqkv: values[0].clone(),
+            bqkv: values[1].clone(),
+            wo: &values[2],
+            bo: &values[3],
+            g1: &values[4],
+            b1: &values[5],
+            wi: &values[6],
+            bi: &values[7],
+            wd: &values[8],
+            bd: &values[9],
+            g2: &values[10],
+            b2: &values[11],
+            eps1,
+            eps2,
+        };
+        let bufs: Vec<Buf<Emulated, f32>> =
+            values.iter().map(|v| Buf::of(&dev, v).unwrap()).collect();
+        let addrs = |b: &[Buf<Emulated, f32>]| LayerAddrs {
+            wqkv: b[0].at(0),
+            bqkv: b[1].at(0),
+            wo: b[2].at(0),
+            bo: b[3].at(0),
+            g1: b[4].at(0),
+            b1: b[5].at(0),
+            wi: b[6].at(0),
+            bi: b[7].at(0),
+            wd: b[8].at(0),
+            bd: b[9].at(0),
+            g2: b[10].at(0),
+            b2: b[11].at(0),
+        };
+        let params = LayerParams {
+            w: addrs(&bufs),
+            eps1,
+            eps2,
+        };
+
+        let lens = vec![5usize, 40, 1, 0, 12];
+        let p = Packed::new(lens.clone(), &[41, 42, 43, 44, 45]).unwrap();
+        let t = p.rows();
+        let off: Vec<i32> = p.offsets().iter().map(|&o| o as i32).collect();
+        let len: Vec<i32> = lens.iter().map(|&n| n as i32).collect();
+        let (offb, lenb, idb) = (
+            Buf::of(&dev, &off).unwrap(),
+            Buf::of(&dev, &len).unwrap(),
+            Buf::of(&dev, p.row_ids()).unwrap(),
+        );
+        let rows = Rows {
+            t,
+            items: lens.len(),
+            off: offb.at(0),
+            len: lenb.at(0),
+            row_ids: idb.at(0),
+        };
+        let x = scaled(t * h, 13, 1.0);
+        let dout = scaled(t * h, 14, 1.0);
+        let all = Sites {
+            attention: Mask::new(101, 0.1),
+            attention_out: Mask::new(102, 0.1),
+            ffn_out: Mask::new(103, 0.1),
+        };
+        for sites in [Sites::default(), all] {
+            // the CPU engine's layer
+            let g = Gemm {
+                blas,
+                precision: Precision::F32,
+            };
+            let a = Heads {
+                heads,
+                dim,
+                scale: d.scale,
+            };
+            let (out, tape) =
+                cpu::forward(g, &w, x.clone(), &p, a, &sites, Pass::Train { keep: true }).unwrap();
+            let mut gr = LayerGrads::zeros(h, i);
+            let starts: Vec<Vec<f32>> = values
+                .iter()
+                .enumerate()
+                .map(|(k, v)| scaled(v.len(), 50 + k as u32, 0.01))
+                .collect();
+            for (dst, s) in [
+                &mut gr.wqkv,
+                &mut gr.bqkv,
+                &mut gr.wo,
+                &mut gr.bo,
+                &mut gr.g1,
+                &mut gr.b1,
+                &mut gr.wi,
+                &mut gr.bi,
+                &mut gr.wd,
+                &mut gr.bd,
+                &mut gr.g2,
+                &mut gr.b2,
+            ]
+            .into_iter()
+            .zip(&starts)
+            {
+                dst.copy_from_slice(s);
+            }
+            let dx = cpu::backward(g, &w, tape.unwrap(), &dout, &p, a, &sites, &mut gr).unwrap();
+
+            // the GPU engine's, with room for more rows than the batch has
+            let gtape = LayerTape::new(&dev, t + 7, d).unwrap();
+            let scratch = Scratch::new(&dev, t + 7, lens.len() + 1, d).unwrap();
+            gtape.x.write(&dev, 0, &x).unwrap();
+            let gout = Buf::<Emulated, f32>::zeros(&dev, (t + 7) * h).unwrap();
+            layer::forward(
+                &dev,
+                &params,
+                d,
+                &rows,
+                &sites,
+                &gtape,
+                &scratch,
+                gout.at(0),
+            )
+            .unwrap();
+            close(
+                "layer output",
+                &gout.read(&dev, 0, t * h).unwrap(),
+                &out,
+                1e-4,
+            );
+            let gbufs: Vec<Buf<Emulated, f32>> =
+                starts.iter().map(|v| Buf::of(&dev, v).unwrap()).collect();
+            let dbuf = Buf::of(&dev, &dout).unwrap();
+            let before = dev.counts();
+            layer::backward(
+                &dev,
+                &params,
+                d,
+                &rows,
+                &sites,
+                &gtape,
+                &scratch,
+                dbuf.at(0),
+                &addrs(&gbufs),
+            )
+            .unwrap();
+            let spent = dev.counts();
+            assert_eq!(
+                spent.allocations, before.allocations,
+                "backward allocated on the device"
+            );
+            let what =
+                |name: &str| format!("{name} (d {dim}, dropout {})", sites.attention.is_some());
+            close(
+                &what("dx"),
+                &scratch.dx().read(&dev, 0, t * h).unwrap(),
+                &dx,
+                1e-4,
+            );
+            let want = [
+                &gr.wqkv, &gr.bqkv, &gr.wo, &gr.bo, &gr.g1, &gr.b1, &gr.wi, &gr.bi, &gr.wd, &gr.bd,
+                &gr.g2, &gr.b2,
+            ];
+            let names = [
+                "wqkv", "bqkv", "wo", "bo", "g1", "b1", "wi", "bi", "wd", "bd", "g2", "b2",
+            ];
+            for ((b, wv), name) in gbufs.iter().zip(want).zip(names) {
+                close(&what(name), &b.read(&dev, 0, b.len()).unwrap(), wv, 1e-4);
+            }
+        }
+    }
+}
