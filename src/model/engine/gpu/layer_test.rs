@@ -9,6 +9,7 @@ use crate::model::engine::layer::{self as cpu, LayerGrads, Pass, Sites};
 use crate::model::engine::packed::Packed;
 use crate::model::engine::packed_attention::Heads;
 use crate::model::engine::weights::LayerW;
+use crate::model::kernels::blas::Blas;
 use crate::model::kernels::cuda::emulated::emulator;
 use crate::model::kernels::dropout_hash::Mask;
 use crate::model::kernels::precision::Precision;
@@ -39,7 +40,26 @@ fn a_layer_matches_the_cpu_engine() {
     let Some(blas) = crate::model::kernels::blas::blas() else {
         return crate::runtime::skipped("the emulated GPU layer", "blas", "no BLAS here");
     };
-    let dev = Emulated::new(emu, blas);
+    layer_matches(&Emulated::new(emu, blas), blas);
+}
+
+/// The same check on a card: the cuBLAS products, NVRTC's build of engine.cu, the driver's
+/// memory (a `cuda` build's test binary, run on the lent machine: scripts/README.md).
+#[cfg(feature = "cuda")]
+#[test]
+fn a_layer_on_the_card_matches_the_cpu_engine() {
+    let Some(blas) = crate::model::kernels::blas::blas() else {
+        return crate::runtime::skipped("the GPU layer on a card", "blas", "no BLAS here");
+    };
+    let Ok(candle_core::Device::Cuda(card)) = candle_core::Device::new_cuda(0) else {
+        return crate::runtime::skipped("the GPU layer on a card", "gpu", "no CUDA device");
+    };
+    layer_matches(&super::cuda::Cuda::new(&card).unwrap(), blas);
+}
+
+/// The GPU engine's layer on `dev` against the CPU engine's, at head widths 32 (two heads) and
+/// 64 (one), over five items (one empty), dropout off and at all three sites.
+fn layer_matches<D: Device>(dev: &D, blas: &Blas) {
     for (heads, dim) in [(2usize, 32usize), (1, 64)] {
         let (h, i) = (heads * dim, 2 * heads * dim);
         let d = Dims {
@@ -83,9 +103,8 @@ fn a_layer_matches_the_cpu_engine() {
             eps1,
             eps2,
         };
-        let bufs: Vec<Buf<Emulated, f32>> =
-            values.iter().map(|v| Buf::of(&dev, v).unwrap()).collect();
-        let addrs = |b: &[Buf<Emulated, f32>]| LayerAddrs {
+        let bufs: Vec<Buf<D, f32>> = values.iter().map(|v| Buf::of(dev, v).unwrap()).collect();
+        let addrs = |b: &[Buf<D, f32>]| LayerAddrs {
             wqkv: b[0].at(0),
             bqkv: b[1].at(0),
             wo: b[2].at(0),
@@ -111,9 +130,9 @@ fn a_layer_matches_the_cpu_engine() {
         let off: Vec<i32> = p.offsets().iter().map(|&o| o as i32).collect();
         let len: Vec<i32> = lens.iter().map(|&n| n as i32).collect();
         let (offb, lenb, idb) = (
-            Buf::of(&dev, &off).unwrap(),
-            Buf::of(&dev, &len).unwrap(),
-            Buf::of(&dev, p.row_ids()).unwrap(),
+            Buf::of(dev, &off).unwrap(),
+            Buf::of(dev, &len).unwrap(),
+            Buf::of(dev, p.row_ids()).unwrap(),
         );
         let rows = Rows {
             t,
@@ -170,33 +189,22 @@ fn a_layer_matches_the_cpu_engine() {
             let dx = cpu::backward(g, &w, tape.unwrap(), &dout, &p, a, &sites, &mut gr).unwrap();
 
             // the GPU engine's, with room for more rows than the batch has
-            let gtape = LayerTape::new(&dev, t + 7, d).unwrap();
-            let scratch = Scratch::new(&dev, t + 7, lens.len() + 1, d).unwrap();
-            gtape.x.write(&dev, 0, &x).unwrap();
-            let gout = Buf::<Emulated, f32>::zeros(&dev, (t + 7) * h).unwrap();
-            layer::forward(
-                &dev,
-                &params,
-                d,
-                &rows,
-                &sites,
-                &gtape,
-                &scratch,
-                gout.at(0),
-            )
-            .unwrap();
+            let gtape = LayerTape::new(dev, t + 7, d).unwrap();
+            let scratch = Scratch::new(dev, t + 7, lens.len() + 1, d).unwrap();
+            gtape.x.write(dev, 0, &x).unwrap();
+            let gout = Buf::<D, f32>::zeros(dev, (t + 7) * h).unwrap();
+            layer::forward(dev, &params, d, &rows, &sites, &gtape, &scratch, gout.at(0)).unwrap();
             close(
                 "layer output",
-                &gout.read(&dev, 0, t * h).unwrap(),
+                &gout.read(dev, 0, t * h).unwrap(),
                 &out,
                 1e-4,
             );
-            let gbufs: Vec<Buf<Emulated, f32>> =
-                starts.iter().map(|v| Buf::of(&dev, v).unwrap()).collect();
-            let dbuf = Buf::of(&dev, &dout).unwrap();
+            let gbufs: Vec<Buf<D, f32>> = starts.iter().map(|v| Buf::of(dev, v).unwrap()).collect();
+            let dbuf = Buf::of(dev, &dout).unwrap();
             let before = dev.counts();
             layer::backward(
-                &dev,
+                dev,
                 &params,
                 d,
                 &rows,
@@ -216,7 +224,7 @@ fn a_layer_matches_the_cpu_engine() {
                 |name: &str| format!("{name} (d {dim}, dropout {})", sites.attention.is_some());
             close(
                 &what("dx"),
-                &scratch.dx().read(&dev, 0, t * h).unwrap(),
+                &scratch.dx().read(dev, 0, t * h).unwrap(),
                 &dx,
                 1e-4,
             );
@@ -228,7 +236,7 @@ fn a_layer_matches_the_cpu_engine() {
                 "wqkv", "bqkv", "wo", "bo", "g1", "b1", "wi", "bi", "wd", "bd", "g2", "b2",
             ];
             for ((b, wv), name) in gbufs.iter().zip(want).zip(names) {
-                close(&what(name), &b.read(&dev, 0, b.len()).unwrap(), wv, 1e-4);
+                close(&what(name), &b.read(dev, 0, b.len()).unwrap(), wv, 1e-4);
             }
         }
     }

@@ -3,6 +3,8 @@
 //! capacity, the products on the device's GEMM and everything else on engine.cu's kernels
 //! (kernels/cuda). `Device` abstracts the card, so that the tests run the whole engine on the CPU
 //! (emulated.rs) against the CPU engine; a card then proves only the device calls (cuda.rs).
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 #[cfg(test)]
 mod emulated;

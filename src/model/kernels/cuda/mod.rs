@@ -37,5 +37,9 @@ impl KernelMask {
     }
 }
 
+// SAFETY: plain data, laid out as engine.cu's Mask (repr(C), the same fields in the same order)
+#[cfg(feature = "cuda")]
+unsafe impl candle_core::cuda::cudarc::driver::DeviceRepr for KernelMask {}
+
 #[cfg(test)]
 pub(crate) mod emulated;

@@ -1,0 +1,166 @@
+//! The card: memory and launches through cudarc's driver API on candle's stream (so that the
+//! engine's work and candle's heads and losses stay in order without a synchronisation), the
+//! products on a cuBLAS handle of its own (plain f32 math: no TF32, whatever candle's handle is
+//! set to), engine.cu compiled by NVRTC once a process. Proven on a card by the tests that run
+//! layer_test.rs's check here (docs/gpu.md); the CPU's CI builds it only in the `cuda` build.
+use super::device::{Addr, Arg, Counts, Device, Op};
+use crate::model::kernels::cuda::ENGINE_SOURCE;
+use candle_core::cuda::cudarc::cublas::{sys as blas, CudaBlas};
+use candle_core::cuda::cudarc::driver::{
+    result as driver, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+use candle_core::cuda::{CudaDevice, WrapErr};
+use candle_core::{bail, Result};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+pub struct Cuda {
+    dev: CudaDevice,
+    stream: Arc<CudaStream>,
+    blas: CudaBlas,
+    functions: RefCell<HashMap<String, CudaFunction>>,
+    counts: Cell<Counts>,
+}
+
+impl Cuda {
+    pub fn new(dev: &CudaDevice) -> Result<Cuda> {
+        let stream = dev.cuda_stream();
+        let blas = CudaBlas::new(stream.clone()).w()?;
+        Ok(Cuda {
+            dev: dev.clone(),
+            stream,
+            blas,
+            functions: RefCell::new(HashMap::new()),
+            counts: Cell::new(Counts::default()),
+        })
+    }
+
+    fn count(&self, f: impl FnOnce(&mut Counts)) {
+        let mut c = self.counts.get();
+        f(&mut c);
+        self.counts.set(c);
+    }
+
+    fn function(&self, name: &str) -> Result<CudaFunction> {
+        if let Some(f) = self.functions.borrow().get(name) {
+            return Ok(f.clone());
+        }
+        static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
+        let ptx = PTX.get_or_init(|| {
+            candle_core::cuda::cudarc::nvrtc::compile_ptx(ENGINE_SOURCE)
+                .map(|p| p.to_src())
+                .map_err(|e| format!("{e:?}"))
+        });
+        let ptx = match ptx {
+            Ok(p) => p,
+            Err(e) => bail!("compiling the GPU engine's kernels (engine.cu): {e}"),
+        };
+        let f = self
+            .dev
+            .get_or_load_custom_func(name, "condenser_engine", ptx)?
+            .into_cuda_function();
+        self.functions.borrow_mut().insert(name.into(), f.clone());
+        Ok(f)
+    }
+}
+
+impl Device for Cuda {
+    type Mem = CudaSlice<u8>;
+
+    fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>> {
+        self.count(|c| c.allocations += 1);
+        self.stream.alloc_zeros::<u8>(bytes).w()
+    }
+
+    fn addr(&self, m: &CudaSlice<u8>) -> Addr {
+        let (p, _sync) = m.device_ptr(&self.stream);
+        p
+    }
+
+    fn upload(&self, dst: Addr, src: &[u8]) -> Result<()> {
+        // SAFETY: dst is inside a live allocation of this device with room for src (Buf::write
+        // checks); from pageable memory the call returns once src is staged, so src may go
+        unsafe { driver::memcpy_htod_async(dst, src, self.stream.cu_stream()) }.w()
+    }
+
+    fn download(&self, src: Addr, dst: &mut [u8]) -> Result<()> {
+        // SAFETY: src spans dst.len() bytes of a live allocation (Buf::read checks); the stream
+        // is synchronised before dst is read
+        unsafe { driver::memcpy_dtoh_async(dst, src, self.stream.cu_stream()) }.w()?;
+        self.stream.synchronize().w()
+    }
+
+    fn gemm(
+        &self,
+        (oa, ob): (Op, Op),
+        (m, n, k): (usize, usize, usize),
+        (a, lda): (Addr, usize),
+        (b, ldb): (Addr, usize),
+        beta: f32,
+        (c, ldc): (Addr, usize),
+    ) -> Result<()> {
+        let op = |o: Op| match o {
+            Op::N => blas::cublasOperation_t::CUBLAS_OP_N,
+            Op::T => blas::cublasOperation_t::CUBLAS_OP_T,
+        };
+        let i = |v: usize| -> Result<i32> {
+            i32::try_from(v).map_err(|_| candle_core::Error::Msg(format!("gemm: {v} past i32")))
+        };
+        let alpha = 1f32;
+        self.count(|c| c.launches += 1);
+        // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS gets B first
+        // SAFETY: A, B and C are live f32 buffers of this device spanning these extents (the
+        // engine's shapes), on the handle's stream
+        let status = unsafe {
+            blas::cublasSgemm_v2(
+                *self.blas.handle(),
+                op(ob),
+                op(oa),
+                i(n)?,
+                i(m)?,
+                i(k)?,
+                &alpha,
+                b as *const f32,
+                i(ldb)?,
+                a as *const f32,
+                i(lda)?,
+                &beta,
+                c as *mut f32,
+                i(ldc)?,
+            )
+        };
+        if status != blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+            bail!("cuBLAS sgemm ({m} x {n} x {k}): {status:?}")
+        }
+        Ok(())
+    }
+
+    fn launch(&self, kernel: &str, grid: (u32, u32), threads: u32, args: &[Arg]) -> Result<()> {
+        let f = self.function(kernel)?;
+        let mut b = self.stream.launch_builder(&f);
+        for a in args {
+            match a {
+                Arg::Addr(p) => b.arg(p),
+                Arg::I32(v) => b.arg(v),
+                Arg::F32(v) => b.arg(v),
+                Arg::Mask(m) => b.arg(m),
+            };
+        }
+        let cfg = LaunchConfig {
+            grid_dim: (grid.0, grid.1, 1),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        self.count(|c| c.launches += 1);
+        // SAFETY: the arguments match engine.cu's parameters for `kernel` (layer.rs builds them
+        // beside the kernel's signature; the emulated device's tests check the same lists) and
+        // point into live allocations of this device
+        unsafe { b.launch(cfg) }.w()?;
+        Ok(())
+    }
+
+    fn counts(&self) -> Counts {
+        self.counts.get()
+    }
+}
