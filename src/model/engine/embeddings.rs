@@ -37,7 +37,19 @@ impl EmbGrads {
 /// the position table, type ids below the type table, a type for every token.
 pub fn check(w: &EmbW, ids: &[&[u32]], types: Option<&[&[u32]]>) -> candle_core::Result<()> {
     let h = w.g.len().max(1);
-    let (vocab, positions, kinds) = (w.word.len() / h, w.pos.len() / h, w.typ.len() / h);
+    check_tables(
+        (w.word.len() / h, w.pos.len() / h, w.typ.len() / h),
+        ids,
+        types,
+    )
+}
+
+/// `check` against tables of (vocabulary, positions, token types) rows.
+pub fn check_tables(
+    (vocab, positions, kinds): (usize, usize, usize),
+    ids: &[&[u32]],
+    types: Option<&[&[u32]]>,
+) -> candle_core::Result<()> {
     for (i, seq) in ids.iter().enumerate() {
         if seq.len() > positions {
             candle_core::bail!(

@@ -209,7 +209,7 @@ impl<'m> Engine<'m> {
         Mask::new(mix64(d.seed() ^ mix64(site.wrapping_add(0x5eed))), p)
     }
 
-    fn sites(drop: Option<&Dropout>, l: usize) -> Sites {
+    pub(super) fn sites(drop: Option<&Dropout>, l: usize) -> Sites {
         let base = 1 + 3 * l as u64;
         Sites {
             attention: Self::mask(drop, base, true),

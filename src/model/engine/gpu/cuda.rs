@@ -10,7 +10,7 @@ use candle_core::cuda::cudarc::driver::{
     result as driver, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
 use candle_core::cuda::{CudaDevice, WrapErr};
-use candle_core::{bail, Result};
+use candle_core::{bail, Result, Storage, Tensor};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -89,6 +89,29 @@ impl Device for Cuda {
         // is synchronised before dst is read
         unsafe { driver::memcpy_dtoh_async(dst, src, self.stream.cu_stream()) }.w()?;
         self.stream.synchronize().w()
+    }
+
+    fn copy(&self, dst: Addr, src: Addr, bytes: usize) -> Result<()> {
+        self.count(|c| c.launches += 1);
+        // SAFETY: both span `bytes` of live allocations of this device (the engine's buffers and
+        // the model's tensors), on this stream
+        unsafe { driver::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }.w()
+    }
+
+    fn zero(&self, dst: Addr, bytes: usize) -> Result<()> {
+        self.count(|c| c.launches += 1);
+        // SAFETY: dst spans `bytes` of a live allocation of this device, on this stream
+        unsafe { driver::memset_d8_async(dst, 0, bytes, self.stream.cu_stream()) }.w()
+    }
+
+    fn tensor_addr(&self, t: &Tensor) -> Result<Addr> {
+        let (storage, layout) = t.storage_and_layout();
+        let (Storage::Cuda(s), Some((start, _))) = (&*storage, layout.contiguous_offsets()) else {
+            bail!("gpu engine: a contiguous CUDA tensor expected")
+        };
+        let slice = s.as_cuda_slice::<f32>()?;
+        let (ptr, _sync) = slice.device_ptr(&self.stream);
+        Ok(ptr + 4 * start as Addr)
     }
 
     fn gemm(

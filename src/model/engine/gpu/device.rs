@@ -5,6 +5,7 @@
 //! every CI against the CPU engine, and a card has only the device calls left to prove.
 use crate::model::kernels::cuda::KernelMask;
 use candle_core::Result;
+
 use std::marker::PhantomData;
 
 /// A device address, in bytes.
@@ -43,6 +44,13 @@ pub trait Device {
     fn upload(&self, dst: Addr, src: &[u8]) -> Result<()>;
     /// Waits for the work before it.
     fn download(&self, src: Addr, dst: &mut [u8]) -> Result<()>;
+    /// `bytes` from src to dst, on the device, in order with the work around it.
+    fn copy(&self, dst: Addr, src: Addr, bytes: usize) -> Result<()>;
+    /// `bytes` of zeros at dst.
+    fn zero(&self, dst: Addr, bytes: usize) -> Result<()>;
+    /// The address of a contiguous f32 tensor's first element, the tensor living on this device
+    /// (the model's weights, read where they lie); valid while the tensor lives.
+    fn tensor_addr(&self, t: &candle_core::Tensor) -> Result<Addr>;
     /// Row-major C (m x n, row stride ldc) = op(A) op(B) + beta C, op(A) m x k, op(B) k x n.
     #[allow(clippy::too_many_arguments)]
     fn gemm(

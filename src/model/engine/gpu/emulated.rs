@@ -3,7 +3,7 @@
 use super::device::{Addr, Arg, Counts, Device, Op};
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
 use crate::model::kernels::cuda::emulated::{Args, Emulator};
-use candle_core::Result;
+use candle_core::{bail, Result, Storage, Tensor};
 use std::cell::Cell;
 
 pub struct Emulated {
@@ -61,6 +61,29 @@ impl Device for Emulated {
         // SAFETY: as in upload (Buf::read checks the extent)
         unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
+    }
+
+    fn copy(&self, dst: Addr, src: Addr, bytes: usize) -> Result<()> {
+        self.count(|c| c.launches += 1);
+        // SAFETY: both span `bytes` of live allocations (the engine's buffers and tensors)
+        unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes) };
+        Ok(())
+    }
+
+    fn zero(&self, dst: Addr, bytes: usize) -> Result<()> {
+        self.count(|c| c.launches += 1);
+        // SAFETY: dst spans `bytes` of a live allocation
+        unsafe { std::ptr::write_bytes(dst as *mut u8, 0, bytes) };
+        Ok(())
+    }
+
+    fn tensor_addr(&self, t: &Tensor) -> Result<Addr> {
+        let (storage, layout) = t.storage_and_layout();
+        let (Storage::Cpu(s), Some((start, _))) = (&*storage, layout.contiguous_offsets()) else {
+            bail!("emulated device: a contiguous CPU tensor expected")
+        };
+        // the storage stays put while the tensor lives: the address outlives the guard
+        Ok(s.as_slice::<f32>()?[start..].as_ptr() as Addr)
     }
 
     fn gemm(

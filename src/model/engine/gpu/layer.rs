@@ -166,6 +166,12 @@ impl<D: Device> Scratch<D> {
         Ok(())
     }
 
+    /// The buffer of partial column sums (a row kernel's backward writes them, `add_partials`
+    /// adds them up).
+    pub fn partial(&self) -> Addr {
+        self.partial.at(0)
+    }
+
     /// The input gradient `backward` returns (rows x hidden), until the next backward.
     pub fn dx(&self) -> &Buf<D, f32> {
         &self.th
@@ -243,7 +249,7 @@ fn input_grad<D: Device>(
 
 /// grads[k] += the sum over `parts` rows of partial's columns k w .. (k + 1) w, rows `stride`
 /// apart: one launch where the gradients lie end to end as the partials do, else one each.
-fn add_partials<D: Device>(
+pub(super) fn add_partials<D: Device>(
     dev: &D,
     partial: Addr,
     parts: usize,

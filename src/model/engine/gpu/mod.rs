@@ -13,3 +13,6 @@ mod kernels_test;
 pub mod layer;
 #[cfg(test)]
 mod layer_test;
+pub mod stack;
+#[cfg(test)]
+mod stack_test;

@@ -1,0 +1,182 @@
+//! The GPU engine's whole BERT (stack.rs) on the emulated device against the CPU engine
+//! (`Engine::forward` / `backward` / `export`) on one model and batch: the last layer's rows and
+//! every parameter's gradient, with dropout at every site, token types, repeated tokens; and a
+//! second step of the same size allocates nothing on the device.
+use super::device::{Buf, Device};
+use super::emulated::Emulated;
+use super::stack::Stack;
+use crate::model::engine::stack::Engine;
+use crate::model::kernels::cuda::emulated::emulator;
+use crate::model::kernels::test_data;
+use crate::model::{Bert, BertConfig, Dropout, DropoutRates};
+use candle_core::{DType, Device as Candle, Tensor};
+use std::collections::HashMap;
+
+/// A BERT of `layers` layers, hidden `heads` x `dim`, with deterministic weights on `on`.
+fn tiny_bert(layers: usize, heads: usize, dim: usize, on: &Candle) -> Bert {
+    let (h, i) = (heads * dim, 2 * heads * dim);
+    let cfg: BertConfig = serde_json::from_value(serde_json::json!({
+        "vocab_size": 40, "hidden_size": h, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "intermediate_size": i, "max_position_embeddings": 48,
+        "layer_norm_eps": 1e-12
+    }))
+    .unwrap();
+    let mut seed = 0u32;
+    let mut t = |shape: &[usize], scale: f32, offset: f32| {
+        seed += 1;
+        let n = shape.iter().product();
+        let v: Vec<f32> = test_data(n, seed)
+            .iter()
+            .map(|x| offset + scale * x)
+            .collect();
+        Tensor::from_vec(v, shape, on).unwrap()
+    };
+    let mut w: HashMap<String, Tensor> = HashMap::new();
+    w.insert(
+        "embeddings.word_embeddings.weight".into(),
+        t(&[40, h], 1.0, 0.0),
+    );
+    w.insert(
+        "embeddings.position_embeddings.weight".into(),
+        t(&[48, h], 0.5, 0.0),
+    );
+    w.insert(
+        "embeddings.token_type_embeddings.weight".into(),
+        t(&[2, h], 0.5, 0.0),
+    );
+    w.insert("embeddings.LayerNorm.weight".into(), t(&[h], 0.2, 1.0));
+    w.insert("embeddings.LayerNorm.bias".into(), t(&[h], 0.1, 0.0));
+    for l in 0..layers {
+        let p = format!("encoder.layer.{l}");
+        for (n, shape) in [
+            ("attention.self.query", [h, h]),
+            ("attention.self.key", [h, h]),
+            ("attention.self.value", [h, h]),
+            ("attention.output.dense", [h, h]),
+            ("intermediate.dense", [i, h]),
+            ("output.dense", [h, i]),
+        ] {
+            w.insert(format!("{p}.{n}.weight"), t(&shape, 0.2, 0.0));
+            w.insert(format!("{p}.{n}.bias"), t(&[shape[0]], 0.1, 0.0));
+        }
+        for n in ["attention.output.LayerNorm", "output.LayerNorm"] {
+            w.insert(format!("{p}.{n}.weight"), t(&[h], 0.2, 1.0));
+            w.insert(format!("{p}.{n}.bias"), t(&[h], 0.1, 0.0));
+        }
+    }
+    let vb = candle_nn::VarBuilder::from_tensors(w, DType::F32, on);
+    Bert::load(vb, &cfg).unwrap()
+}
+
+fn max_rel(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= tol * scale,
+            "{what}: element {i} is {a} against {b} (scale {scale})"
+        );
+    }
+}
+
+#[test]
+fn a_whole_bert_matches_the_cpu_engine() {
+    let emu = match emulator() {
+        Ok(e) => e,
+        Err(why) => return crate::runtime::skipped("the emulated GPU stack", "cxx", &why),
+    };
+    let Some(blas) = crate::model::kernels::blas::blas() else {
+        return crate::runtime::skipped("the emulated GPU stack", "blas", "no BLAS here");
+    };
+    let bert = tiny_bert(2, 2, 32, &Candle::Cpu);
+    stack_matches(&Emulated::new(emu, blas), &bert, &bert);
+}
+
+/// The same on a card (a `cuda` build's test binary on the lent machine): the model's weights
+/// on the card, the CPU engine's copy on the CPU.
+#[cfg(feature = "cuda")]
+#[test]
+fn a_whole_bert_on_the_card_matches_the_cpu_engine() {
+    if crate::model::kernels::blas::blas().is_none() {
+        return crate::runtime::skipped("the GPU stack on a card", "blas", "no BLAS here");
+    }
+    let Ok(card) = Candle::new_cuda(0) else {
+        return crate::runtime::skipped("the GPU stack on a card", "gpu", "no CUDA device");
+    };
+    let Candle::Cuda(cd) = &card else {
+        unreachable!("new_cuda gives a CUDA device")
+    };
+    let dev = super::cuda::Cuda::new(cd).unwrap();
+    let (on_card, on_cpu) = (
+        tiny_bert(2, 2, 32, &card),
+        tiny_bert(2, 2, 32, &Candle::Cpu),
+    );
+    stack_matches(&dev, &on_card, &on_cpu);
+}
+
+/// `gpu_bert` on `dev` against the CPU engine on `cpu_bert` (the same weights): two steps.
+fn stack_matches<D: Device>(dev: &D, gpu_bert: &Bert, cpu_bert: &Bert) {
+    let h = 64;
+    let seqs: Vec<Vec<u32>> = vec![
+        vec![1, 7, 7, 9, 3, 2],
+        vec![1, 5, 2],
+        (0..37).map(|j| (j * 11 % 40) as u32).collect(),
+        vec![1],
+    ];
+    let types: Vec<Vec<u32>> = seqs
+        .iter()
+        .map(|s| (0..s.len()).map(|j| (j * 2 >= s.len()) as u32).collect())
+        .collect();
+    let (ids, tys): (Vec<&[u32]>, Vec<&[u32]>) = (
+        seqs.iter().map(Vec::as_slice).collect(),
+        types.iter().map(Vec::as_slice).collect(),
+    );
+    let keys = [90u64, 91, 92, 93];
+    let drop = Dropout::new(
+        DropoutRates {
+            hidden: 0.1,
+            attention: 0.1,
+        },
+        17,
+    );
+    let rows: usize = seqs.iter().map(Vec::len).sum();
+    let dh = test_data(rows * h, 77);
+
+    let eng = Engine::for_bert(cpu_bert).unwrap();
+    let fwd = eng
+        .forward(&ids, Some(&tys), Some(&keys), Some(&drop), true)
+        .unwrap();
+    let hidden = fwd.hidden.clone();
+    let mut grads = eng.zero_grads().unwrap();
+    eng.backward(fwd, dh.clone(), Vec::new(), Some(&drop), &mut grads)
+        .unwrap();
+    let want = eng.export(grads).unwrap();
+
+    let mut stack = Stack::new(dev, gpu_bert).unwrap();
+    let g = stack.zero_grads().unwrap();
+    let dbuf = Buf::of(dev, &dh).unwrap();
+    let mut allocated = Vec::new();
+    for step in 0..2 {
+        g.zero(dev).unwrap();
+        let at = stack
+            .forward(&ids, Some(&tys), Some(&keys), Some(&drop))
+            .unwrap();
+        let mut bytes = vec![0u8; 4 * rows * h];
+        dev.download(at, &mut bytes).unwrap();
+        let got: Vec<f32> = bytemuck::cast_slice(&bytes).to_vec();
+        max_rel(&format!("hidden, step {step}"), &got, &hidden, 1e-4);
+        stack.backward(dbuf.at(0), Some(&drop), &g).unwrap();
+        allocated.push(dev.counts().allocations);
+        let ours = stack.export_host(&g).unwrap();
+        assert_eq!(ours.len(), want.len());
+        for (k, ((t, v), (wt, wv))) in ours.iter().zip(&want).enumerate() {
+            assert_eq!(t.dims(), wt.dims(), "parameter {k}: another tensor");
+            let wv: Vec<f32> = wv.flatten_all().unwrap().to_vec1().unwrap();
+            max_rel(&format!("gradient {k}, step {step}"), v, &wv, 1e-4);
+        }
+    }
+    assert_eq!(
+        allocated[0], allocated[1],
+        "the second step of the same size allocated on the device"
+    );
+}
