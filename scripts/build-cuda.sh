@@ -82,3 +82,20 @@ strip "$root/dist/condenser"
 # the kernels' PTX makes the binary ~70 MB, over what the GPU machine is sent at once; xz: ~9 MB
 xz -T0 -6 -f -k "$root/dist/condenser"
 echo "built $root/dist/condenser and condenser.xz (CUDA 13.0, sm_$CUDA_COMPUTE_CAP)"
+# ENGINE_CHECKS=1: also the library's test binary and the GPU engine's step bench, stripped and
+# xz-compressed (~8 and ~10 MB), for scripts/gpu-engine-checks.sh on the lent machine
+if [ "${ENGINE_CHECKS:-0}" = 1 ]; then
+  for what in "test --lib" "bench --bench gpu_engine"; do
+    exe=$(cargo $what --release --features cuda --no-run --target-dir "$root/target" \
+      --message-format json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("executable") and m.get("profile", {}).get("test"):
+        print(m["executable"])')
+    name=$([ "${what%% *}" = test ] && echo lib-tests || echo gpu-engine-bench)
+    cp "$exe" "$root/dist/$name" && strip "$root/dist/$name"
+    xz -T0 -6 -f "$root/dist/$name"
+    echo "built $root/dist/$name.xz"
+  done
+fi

@@ -1,0 +1,126 @@
+//! The GPU engine's training step against candle's graph on one card (issue 57, item 1), same
+//! process, routes alternating: all-MiniLM-L6-v2 on STSb train's first 64 pairs as MNR embeds
+//! them (both columns: 128 sequences), a forward with BERT's dropout and a backward from a fixed
+//! gradient of the last layer's rows, every parameter's gradient computed. Prints each route's
+//! median milliseconds a step, the ratio, and the engine's own launches and device allocations a
+//! step (candle's route: scripts/gpu-step-anatomy.sh counts it with cuhook).
+//!   cargo bench --features cuda --bench gpu_engine --no-run   # here (build-cuda.sh's env)
+//!   target/release/deps/gpu_engine-* [MODEL_DIR] [STSB_TRAIN_PARQUET] [STEPS]   # on the card
+use candle_core::{Device, Tensor};
+use condenser::model::engine::gpu::cuda::Cuda;
+use condenser::model::engine::gpu::device::{Buf, Device as _};
+use condenser::model::engine::gpu::stack::Stack;
+use condenser::model::{Bert, Dropout, ModelFolder, TokenBatch};
+use condenser::train::params::load_trainable;
+use std::time::Instant;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let model = args
+        .next()
+        .unwrap_or_else(|| "datasets/model/all-MiniLM-L6-v2".into());
+    let data = args
+        .next()
+        .unwrap_or_else(|| "datasets/data/stsb/train.parquet".into());
+    let steps: usize = args.next().map_or(Ok(20), |s| s.parse())?;
+    let card = Device::new_cuda(0)?;
+    let Device::Cuda(cd) = &card else {
+        unreachable!("new_cuda gives a CUDA device")
+    };
+    let folder = ModelFolder::open(std::path::Path::new(&model))?;
+    let cfg = folder.config.clone();
+    let t = load_trainable(&folder.weights, &[], &[], 1, &card, |vb| {
+        Bert::load(vb, &cfg)
+    })?;
+    let bert = &t.model;
+    let tok = folder.tokenizer()?;
+    let pairs = condenser::data::Pairs::read(std::path::Path::new(&data), &Default::default())?;
+    let mut seqs: Vec<Vec<u32>> = Vec::new();
+    for text in pairs
+        .sentence1
+        .iter()
+        .take(64)
+        .chain(pairs.sentence2.iter().take(64))
+    {
+        let mut ids = vec![101u32];
+        tok.ids_into(text, &mut ids)?;
+        ids.truncate(127);
+        ids.push(102);
+        seqs.push(ids);
+    }
+    let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let keys: Vec<u64> = (0..refs.len() as u64).collect();
+    let rows: usize = seqs.iter().map(Vec::len).sum();
+    let h = cfg.hidden_size;
+    let drop = Dropout::new(cfg.dropout_rates(), 7);
+    let r: Vec<f32> = (0..rows * h)
+        .map(|i| ((i * 7919 % 1009) as f32 / 1009.0) - 0.5)
+        .collect();
+
+    let dev = Cuda::new(cd)?;
+    let mut stack = Stack::new(&dev, bert)?;
+    let grads = stack.zero_grads()?;
+    let dh = Buf::of(&dev, &r)?;
+    let mut one = [0u8; 4];
+    let mut engine_step = || -> candle_core::Result<()> {
+        grads.zero(&dev)?;
+        stack.forward(&refs, None, Some(&keys), Some(&drop))?;
+        stack.backward(dh.at(0), Some(&drop), &grads)?;
+        // waits for the step's work
+        dev.download(dh.at(0), &mut one)
+    };
+
+    // candle: the padded batch through the graph, loss = sum(states * R) over every position
+    let b = TokenBatch::new(&refs, None, 0, &card)?;
+    let (bsz, len) = b.ids.dims2()?;
+    let rp = Tensor::from_vec(
+        (0..bsz * len * h)
+            .map(|i| ((i * 7919 % 1009) as f32 / 1009.0) - 0.5)
+            .collect::<Vec<f32>>(),
+        (bsz, len, h),
+        &card,
+    )?;
+    let candle_step = || -> candle_core::Result<()> {
+        let states = bert.forward_t(&b.ids, &b.type_ids, &b.mask, Some(&drop))?;
+        let loss = (states * &rp)?.sum_all()?;
+        let store = loss.backward()?;
+        drop_store(store);
+        card.synchronize()
+    };
+
+    for _ in 0..3 {
+        engine_step()?;
+        candle_step()?;
+    }
+    let before = dev.counts();
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..steps {
+        let s = Instant::now();
+        engine_step()?;
+        ours.push(s.elapsed().as_secs_f64() * 1e3);
+        let s = Instant::now();
+        candle_step()?;
+        theirs.push(s.elapsed().as_secs_f64() * 1e3);
+    }
+    let after = dev.counts();
+    let (o, c) = (median(ours), median(theirs));
+    println!(
+        "gpu engine step: {o:.2} ms; candle's graph {c:.2} ms; {:.2}x ({} sequences, {rows} tokens, {steps} steps each)",
+        c / o,
+        refs.len()
+    );
+    println!(
+        "engine launches a step (kernels, GEMMs, copies, fills): {:.1}; device allocations after the warm-up: {}",
+        (after.launches - before.launches) as f64 / steps as f64,
+        after.allocations - before.allocations
+    );
+    Ok(())
+}
+
+/// Frees candle's gradients (kept apart so the step reads as the trainer's).
+fn drop_store(_: candle_core::backprop::GradStore) {}

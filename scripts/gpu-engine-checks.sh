@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# On the lent GPU machine: the GPU engine's checks (issue 57, item 1) in one call. First the card
+# tests of the `cuda` build's library test binary (engine.cu's kernels through NVRTC, one layer
+# and a whole BERT against the CPU engine: src/model/engine/gpu), then the training step against
+# candle's graph (benches/gpu_engine.rs). Needs, beside this checkout: $STAGE/lib-tests.xz and
+# $STAGE/gpu-engine-bench.xz (ENGINE_CHECKS=1 bash scripts/build-cuda.sh, here), the MiniLM
+# folder and STSb train (carried as scripts/README.md plans). Writes to $OUT (default out/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stage=${STAGE:-.cuda/dist}
+out=${OUT:-out}
+mkdir -p "$out"
+# the CUDA 13 libraries from the machine's PyTorch (as scripts/cuda-env.sh finds them)
+libs=$(python3 -c '
+import glob, os, site
+d = {os.path.dirname(p) for s in site.getsitepackages()
+     for p in glob.glob(os.path.join(s, "nvidia", "**", "lib", "lib*.so*"), recursive=True)}
+print(":".join(sorted(d)))')
+export LD_LIBRARY_PATH="$libs:${LD_LIBRARY_PATH:-}"
+for b in lib-tests gpu-engine-bench; do
+  [ -x "/tmp/$b" ] || python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$stage/$b.xz" "/tmp/$b"
+  chmod +x "/tmp/$b"
+done
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+# the tests that need a card: everything else in the binary runs on the CPU and is CI's
+/tmp/lib-tests --test-threads 1 on_the_card sum_squares 2>&1 | tee "$out/gpu-engine-tests.log"
+/tmp/gpu-engine-bench "${MODEL:-datasets/model/all-MiniLM-L6-v2}" \
+  "${STSB:-datasets/data/stsb/train.parquet}" "${STEPS:-20}" 2>&1 | tee "$out/gpu-engine-bench.log"
