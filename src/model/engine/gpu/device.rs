@@ -4,7 +4,7 @@
 //! the engine does between kernels (which buffer, which transposes, which strides) is tested on
 //! every CI against the CPU engine, and a card has only the device calls left to prove.
 use crate::model::kernels::cuda::KernelMask;
-use candle_core::Result;
+use candle_core::{Result, Tensor};
 
 use std::marker::PhantomData;
 
@@ -50,7 +50,7 @@ pub trait Device {
     fn zero(&self, dst: Addr, bytes: usize) -> Result<()>;
     /// The address of a contiguous f32 tensor's first element, the tensor living on this device
     /// (the model's weights, read where they lie); valid while the tensor lives.
-    fn tensor_addr(&self, t: &candle_core::Tensor) -> Result<Addr>;
+    fn tensor_addr(&self, t: &Tensor) -> Result<Addr>;
     /// Row-major C (m x n, row stride ldc) = op(A) op(B) + beta C, op(A) m x k, op(B) k x n.
     #[allow(clippy::too_many_arguments)]
     fn gemm(
@@ -65,6 +65,14 @@ pub trait Device {
     /// engine.cu's `kernel` on `grid` blocks of `threads`.
     fn launch(&self, kernel: &str, grid: (u32, u32), threads: u32, args: &[Arg]) -> Result<()>;
     fn counts(&self) -> Counts;
+
+    /// A new f32 tensor of zeros on `on` (candle's handle on this device) and its address: where
+    /// the engine hands candle its rows and gradients.
+    fn new_tensor(&self, shape: &[usize], on: &candle_core::Device) -> Result<(Tensor, Addr)> {
+        let t = Tensor::zeros(shape, candle_core::DType::F32, on)?;
+        let a = self.tensor_addr(&t)?;
+        Ok((t, a))
+    }
 }
 
 /// `len` elements of T on device D, zeroed.

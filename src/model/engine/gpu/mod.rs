@@ -13,6 +13,7 @@ mod kernels_test;
 pub mod layer;
 #[cfg(test)]
 mod layer_test;
+pub mod leaf;
 pub mod stack;
 #[cfg(test)]
 mod stack_test;

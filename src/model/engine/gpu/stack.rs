@@ -57,6 +57,8 @@ struct Workspace<D: Device> {
     xhat: Buf<D, f32>,
     rstd: Buf<D, f32>,
     de: Buf<D, f32>,
+    /// the last layer's gradient, packed (from candle's padded one: `backward_padded`)
+    dh: Buf<D, f32>,
     scratch: Scratch<D>,
     /// tokens, positions, types (rows each), then per table the scatter's entries (rows), their
     /// starts (rows + 1) and the rows in entry order (rows)
@@ -79,6 +81,7 @@ impl<D: Device> Workspace<D> {
             xhat: Buf::zeros(dev, rows * h)?,
             rstd: Buf::zeros(dev, rows)?,
             de: Buf::zeros(dev, rows * h)?,
+            dh: Buf::zeros(dev, rows * h)?,
             scratch: Scratch::new(dev, rows, items, d)?,
             meta: Buf::zeros(dev, 12 * rows + 3)?,
             items_meta: Buf::zeros(dev, 2 * items)?,
@@ -453,34 +456,124 @@ impl<'m, D: Device> Stack<'m, D> {
         Ok(())
     }
 
-    /// Each parameter (the model's tensor) with its gradient read back to the host, in
-    /// `Engine::export`'s order (q, k and v split again).
-    pub fn export_host(&self, grads: &Grads<D>) -> Result<Vec<(Tensor, Vec<f32>)>> {
-        let all = grads.all.read(self.dev, 0, grads.layout.len)?;
+    /// The last forward's rows (at `hidden`) as candle's heads take them: a (b, len, h) tensor
+    /// on `on` (zeros where padded), its (b, len) 0/1 mask, and len.
+    pub fn padded(
+        &self,
+        hidden: Addr,
+        on: &candle_core::Device,
+    ) -> Result<(Tensor, Tensor, usize)> {
+        let (Some(batch), Some(ws)) = (&self.batch, &self.ws) else {
+            bail!("gpu engine: no forward to pad")
+        };
+        let p = &batch.packed;
+        let (b, h) = (p.lens().len(), self.dims.hidden);
+        let len = p.lens().iter().copied().max().unwrap_or(0).max(1);
+        let (states, at) = self.dev.new_tensor(&[b, len, h], on)?;
+        let rows = ws.rows_of(p);
+        let args = [
+            Arg::Addr(hidden),
+            Arg::Addr(rows.off),
+            Arg::Addr(rows.len),
+            Arg::I32(len as i32),
+            Arg::I32(h as i32),
+            Arg::Addr(at),
+        ];
+        self.dev.launch("pad_rows", (b as u32, 1), 256, &args)?;
+        let mut mask = vec![0u32; b * len];
+        for (i, &n) in p.lens().iter().enumerate() {
+            mask[i * len..i * len + n].fill(1);
+        }
+        Ok((states, Tensor::from_vec(mask, (b, len), on)?, len))
+    }
+
+    /// `backward` from the gradient of `padded`'s states (b, len, h; the padding's part dropped).
+    pub fn backward_padded(
+        &mut self,
+        g: &Tensor,
+        drop: Option<&Dropout>,
+        grads: &Grads<D>,
+    ) -> Result<()> {
+        let (Some(batch), Some(ws)) = (&self.batch, &self.ws) else {
+            bail!("gpu engine: backward without a forward before it")
+        };
+        let p = &batch.packed;
+        let (b, len, h) = g.dims3()?;
+        if b != p.lens().len()
+            || h != self.dims.hidden
+            || len < p.lens().iter().copied().max().unwrap_or(0)
+        {
+            bail!(
+                "gpu engine: a gradient of {:?} for {} items",
+                g.dims(),
+                p.lens().len()
+            )
+        }
+        let g = g.contiguous()?;
+        let rows = ws.rows_of(p);
+        let args = [
+            Arg::Addr(self.dev.tensor_addr(&g)?),
+            Arg::Addr(rows.off),
+            Arg::Addr(rows.len),
+            Arg::I32(len as i32),
+            Arg::I32(h as i32),
+            Arg::Addr(ws.dh.at(0)),
+        ];
+        self.dev.launch("unpad_rows", (b as u32, 1), 256, &args)?;
+        let dh = ws.dh.at(0);
+        self.backward(dh, drop, grads)
+    }
+
+    /// Each parameter (the model's tensor) with its gradient as a new tensor on `on`, in
+    /// `Engine::export`'s order (q, k and v split again): device copies out of the arena.
+    pub fn export(
+        &self,
+        grads: &Grads<D>,
+        on: &candle_core::Device,
+    ) -> Result<Vec<(Tensor, Tensor)>> {
+        let mut out = Vec::new();
+        for (t, at) in self.parameters(grads)? {
+            let (g, addr) = self.dev.new_tensor(t.dims(), on)?;
+            self.dev.copy(addr, grads.at(at), 4 * t.elem_count())?;
+            out.push((t, g));
+        }
+        Ok(out)
+    }
+
+    /// Each parameter with where its gradient starts in the arena, in `Engine::export`'s order.
+    fn parameters(&self, grads: &Grads<D>) -> Result<Vec<(Tensor, usize)>> {
         let mut out = Vec::new();
         let e = embedding_tensors(&self.bert.embeddings);
         for (k, t) in e.into_iter().enumerate() {
-            let at = grads.layout.emb[k];
-            out.push((t.clone(), all[at..at + t.elem_count()].to_vec()));
+            out.push((t.clone(), grads.layout.emb[k]));
         }
         let h = self.dims.hidden;
         for (layer, off) in self.bert.layers.iter().zip(&grads.layout.layers) {
             let ts = layer_tensors(layer)?;
-            let mut parts: Vec<(usize, usize)> = Vec::new();
+            let mut at: Vec<usize> = Vec::new();
             for k in 0..3 {
-                parts.push((off[0] + k * h * h, h * h));
-                parts.push((off[1] + k * h, h));
+                at.push(off[0] + k * h * h);
+                at.push(off[1] + k * h);
             }
             // wo bo g1 b1 wi bi wd bd g2 b2, as layer_tensors orders them
-            for f in [2usize, 3, 4, 5, 6, 7, 8, 9, 10, 11] {
-                parts.push((off[f], 0));
-            }
-            for (t, (at, n)) in ts.into_iter().zip(parts) {
-                let n = if n == 0 { t.elem_count() } else { n };
-                out.push((t.clone(), all[at..at + n].to_vec()));
-            }
+            at.extend([2usize, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(|f| off[f]));
+            out.extend(ts.into_iter().cloned().zip(at));
         }
         Ok(out)
+    }
+
+    /// Each parameter (the model's tensor) with its gradient read back to the host, in
+    /// `Engine::export`'s order (q, k and v split again).
+    pub fn export_host(&self, grads: &Grads<D>) -> Result<Vec<(Tensor, Vec<f32>)>> {
+        let all = grads.all.read(self.dev, 0, grads.layout.len)?;
+        Ok(self
+            .parameters(grads)?
+            .into_iter()
+            .map(|(t, at)| {
+                let n = t.elem_count();
+                (t, all[at..at + n].to_vec())
+            })
+            .collect())
     }
 }
 

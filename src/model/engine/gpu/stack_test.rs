@@ -180,3 +180,70 @@ fn stack_matches<D: Device>(dev: &D, gpu_bert: &Bert, cpu_bert: &Bert) {
         "the second step of the same size allocated on the device"
     );
 }
+
+/// A loss in candle over the engine's leaf (mean pooling, then a fixed weighting of the pooled
+/// rows): the GPU engine's leaf and export, on the emulated device, give the CPU engine's leaf's
+/// gradients for every parameter.
+#[test]
+fn a_candle_loss_over_the_leaf_matches_the_cpu_engine() {
+    use super::leaf::GpuLeaf;
+    use crate::model::engine::Leaf;
+    let emu = match emulator() {
+        Ok(e) => e,
+        Err(why) => return crate::runtime::skipped("the emulated GPU leaf", "cxx", &why),
+    };
+    let Some(blas) = crate::model::kernels::blas::blas() else {
+        return crate::runtime::skipped("the emulated GPU leaf", "blas", "no BLAS here");
+    };
+    let dev = Emulated::new(emu, blas);
+    let bert = tiny_bert(2, 1, 64, &Candle::Cpu);
+    let seqs: Vec<Vec<u32>> = vec![
+        vec![1, 4, 9, 2],
+        (0..21).map(|j| (j * 3 % 40) as u32).collect(),
+        vec![1, 2],
+    ];
+    let ids: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let keys = [5u64, 6, 7];
+    let drop = Dropout::new(
+        DropoutRates {
+            hidden: 0.1,
+            attention: 0.1,
+        },
+        3,
+    );
+    let r = Tensor::from_vec(test_data(3 * 64, 8), (3, 64), &Candle::Cpu).unwrap();
+    let loss = |states: &Tensor, mask: &Tensor| -> Tensor {
+        let m = mask.to_dtype(DType::F32).unwrap().unsqueeze(2).unwrap();
+        let sum = states.broadcast_mul(&m).unwrap().sum(1).unwrap();
+        let pooled = sum.broadcast_div(&m.sum(1).unwrap()).unwrap();
+        (pooled * &r).unwrap().sum_all().unwrap()
+    };
+
+    let eng = Engine::for_bert(&bert).unwrap();
+    let leaf = Leaf::forward(&eng, &ids, None, &keys, Some(&drop)).unwrap();
+    let l = loss(leaf.states.as_tensor(), &leaf.mask);
+    let store = l.backward().unwrap();
+    let mut grads = eng.zero_grads().unwrap();
+    leaf.backward(&eng, &store, Some(&drop), &mut grads)
+        .unwrap();
+    let want = eng.export(grads).unwrap();
+
+    let mut stack = Stack::new(&dev, &bert).unwrap();
+    let g = stack.zero_grads().unwrap();
+    let leaf = GpuLeaf::forward(&mut stack, &ids, None, &keys, Some(&drop), &Candle::Cpu).unwrap();
+    let ours_loss = loss(leaf.states.as_tensor(), &leaf.mask);
+    let value = |t: &Tensor| t.to_scalar::<f32>().unwrap();
+    assert!((value(&ours_loss) - value(&l)).abs() <= 1e-4 * value(&l).abs().max(1.0));
+    let store = ours_loss.backward().unwrap();
+    leaf.backward(&mut stack, &store, Some(&drop), &g).unwrap();
+    let ours = stack.export(&g, &Candle::Cpu).unwrap();
+    assert_eq!(ours.len(), want.len());
+    for (k, ((t, v), (wt, wv))) in ours.iter().zip(&want).enumerate() {
+        assert_eq!(t.id(), wt.id(), "parameter {k}: another tensor");
+        let (v, wv): (Vec<f32>, Vec<f32>) = (
+            v.flatten_all().unwrap().to_vec1().unwrap(),
+            wv.flatten_all().unwrap().to_vec1().unwrap(),
+        );
+        max_rel(&format!("gradient {k} through the leaf"), &v, &wv, 1e-4);
+    }
+}

@@ -26,6 +26,8 @@ static void launch(void (*k)(A...), uint3 grid, unsigned threads, void** args) {
     X(bias_gelu)                                                                               \
     X(gelu_backward)                                                                           \
     X(embed_scatter)                                                                           \
+    X(pad_rows)                                                                                \
+    X(unpad_rows)                                                                              \
     X(attention_forward_32)                                                                    \
     X(attention_backward_32)                                                                   \
     X(attention_forward_64)                                                                    \

@@ -322,6 +322,28 @@ extern "C" __global__ void embed_scatter(const u32* index, const u32* start, con
     }
 }
 
+// Packed rows (t x h) into a padded (items x L x h) batch, zeros past each item's length: the
+// last layer's states as candle's heads take them (leaf.rs). A block an item.
+extern "C" __global__ void pad_rows(const float* x, const int* off, const int* len, int L, int h,
+        float* out) {
+    int item = blockIdx.x, n = len[item], r0 = off[item];
+    for (u64 e = threadIdx.x; e < (u64)L * h; e += blockDim.x) {
+        int pos = (int)(e / h), c = (int)(e % h);
+        out[(u64)item * L * h + e] = pos < n ? x[(u64)(r0 + pos) * h + c] : 0.0f;
+    }
+}
+
+// The padded batch's gradient (items x L x h) back into packed rows (t x h): `pad_rows`'s
+// backward (the padding's gradient is dropped).
+extern "C" __global__ void unpad_rows(const float* g, const int* off, const int* len, int L,
+        int h, float* dx) {
+    int item = blockIdx.x, n = len[item], r0 = off[item];
+    for (u64 e = threadIdx.x; e < (u64)n * h; e += blockDim.x) {
+        int pos = (int)(e / h), c = (int)(e % h);
+        dx[(u64)(r0 + pos) * h + c] = g[(u64)item * L * h + e];
+    }
+}
+
 // Self-attention of one (item, head) over packed rows, as packed_attention.rs's forward: qkv is
 // t x 3H (q, k, v of head hd at columns hd D, H + hd D, 2H + hd D), bias (3H) is added to the
 // block's columns in place first where not null (the Linear's bias, folded in: backward reads qkv
