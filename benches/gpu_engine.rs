@@ -63,16 +63,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
 
     let dev = Cuda::new(cd)?;
-    let mut stack = Stack::new(&dev, bert)?;
+    let mut stack = Stack::new(dev, bert)?;
     let grads = stack.zero_grads()?;
-    let dh = Buf::of(&dev, &r)?;
-    let mut one = [0u8; 4];
-    let mut engine_step = || -> candle_core::Result<()> {
-        grads.zero(&dev)?;
-        stack.forward(&refs, None, Some(&keys), Some(&drop))?;
-        stack.backward(dh.at(0), Some(&drop), &grads)?;
+    let dh = Buf::of(stack.device(), &r)?;
+    let engine_step = |stack: &mut Stack<Cuda>| -> candle_core::Result<()> {
+        grads.zero(stack.device())?;
+        stack.forward(bert, &refs, None, Some(&keys), Some(&drop))?;
+        stack.backward(bert, dh.at(0), Some(&drop), &grads)?;
         // waits for the step's work
-        dev.download(dh.at(0), &mut one)
+        stack.device().download(dh.at(0), &mut [0u8; 4])
     };
 
     // candle: the padded batch through the graph, loss = sum(states * R) over every position
@@ -94,20 +93,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     for _ in 0..3 {
-        engine_step()?;
+        engine_step(&mut stack)?;
         candle_step()?;
     }
-    let before = dev.counts();
+    let before = stack.device().counts();
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..steps {
         let s = Instant::now();
-        engine_step()?;
+        engine_step(&mut stack)?;
         ours.push(s.elapsed().as_secs_f64() * 1e3);
         let s = Instant::now();
         candle_step()?;
         theirs.push(s.elapsed().as_secs_f64() * 1e3);
     }
-    let after = dev.counts();
+    let after = stack.device().counts();
     let (o, c) = (median(ours), median(theirs));
     println!(
         "gpu engine step: {o:.2} ms; candle's graph {c:.2} ms; {:.2}x ({} sequences, {rows} tokens, {steps} steps each)",

@@ -4,7 +4,7 @@
 //! backward, the leaf's gradient goes back through the engine (packed again on the device).
 use super::device::Device;
 use super::stack::{Grads, Stack};
-use crate::model::Dropout;
+use crate::model::{Bert, Dropout};
 use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};
 
@@ -20,13 +20,14 @@ impl GpuLeaf {
     /// the leaf lives on `on` (candle's handle on the stack's device).
     pub fn forward<D: Device>(
         stack: &mut Stack<D>,
+        bert: &Bert,
         ids: &[&[u32]],
         types: Option<&[&[u32]]>,
         keys: &[u64],
         drop: Option<&Dropout>,
         on: &candle_core::Device,
     ) -> Result<GpuLeaf> {
-        let hidden = stack.forward(ids, types, Some(keys), drop)?;
+        let hidden = stack.forward(bert, ids, types, Some(keys), drop)?;
         let (states, mask, _) = stack.padded(hidden, on)?;
         Ok(GpuLeaf {
             states: Var::from_tensor(&states)?,
@@ -35,16 +36,17 @@ impl GpuLeaf {
     }
 
     /// The engine's backward from the leaf's gradient in `store` (none: the loss did not reach
-    /// it, and nothing is accumulated). `stack`'s last forward must be this leaf's.
+    /// it, and nothing is accumulated). `stack`'s last forward must be this leaf's, of `bert`.
     pub fn backward<D: Device>(
         self,
         stack: &mut Stack<D>,
+        bert: &Bert,
         store: &GradStore,
         drop: Option<&Dropout>,
         grads: &Grads<D>,
     ) -> Result<()> {
         match store.get(self.states.as_tensor()) {
-            Some(g) => stack.backward_padded(g, drop, grads),
+            Some(g) => stack.backward_padded(bert, g, drop, grads),
             None => Ok(()),
         }
     }

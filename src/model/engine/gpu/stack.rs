@@ -106,10 +106,12 @@ struct Batch {
     entries: [usize; 3],
 }
 
-/// A BERT on device D.
-pub struct Stack<'m, D: Device> {
-    dev: &'m D,
-    bert: &'m Bert,
+/// A BERT's engine on device D. It holds no borrow of the model (a training task keeps both):
+/// every call takes the model, checked to be the one it was made for.
+pub struct Stack<D: Device> {
+    dev: D,
+    /// the word embeddings' id: the model's identity
+    model: candle_core::TensorId,
     dims: Dims,
     /// per layer: q, k and v's weights (3h x h) then their biases (3h), copied each forward
     qkv: Vec<Buf<D, f32>>,
@@ -128,9 +130,9 @@ fn dims_of(l: &BertLayer) -> Dims {
     }
 }
 
-impl<'m, D: Device> Stack<'m, D> {
+impl<D: Device> Stack<D> {
     /// The stack for `bert`, whose weights live on `dev` (f32, contiguous).
-    pub fn new(dev: &'m D, bert: &'m Bert) -> Result<Stack<'m, D>> {
+    pub fn new(dev: D, bert: &Bert) -> Result<Stack<D>> {
         let Some(first) = bert.layers.first() else {
             bail!("gpu engine: a model without layers")
         };
@@ -139,7 +141,7 @@ impl<'m, D: Device> Stack<'m, D> {
         let qkv = bert
             .layers
             .iter()
-            .map(|_| Buf::zeros(dev, 3 * h * h + 3 * h))
+            .map(|_| Buf::zeros(&dev, 3 * h * h + 3 * h))
             .collect::<Result<_>>()?;
         let e = embedding_tensors(&bert.embeddings);
         let mut len = 0;
@@ -167,9 +169,10 @@ impl<'m, D: Device> Stack<'m, D> {
             let (g2, b2, bd) = (take(h), take(h), take(h));
             layers.push([wqkv, bqkv, wo, bo, g1, b1, wi, bi, wd, bd, g2, b2]);
         }
+        let model = e[0].id();
         Ok(Stack {
             dev,
-            bert,
+            model,
             dims: d,
             qkv,
             ws: None,
@@ -181,14 +184,14 @@ impl<'m, D: Device> Stack<'m, D> {
     /// A zeroed gradient arena for this stack's parameters.
     pub fn zero_grads(&self) -> Result<Grads<D>> {
         Ok(Grads {
-            all: Buf::zeros(self.dev, self.layout.len)?,
+            all: Buf::zeros(&self.dev, self.layout.len)?,
             layout: self.layout.clone(),
         })
     }
 
     /// Layer l's weights: q, k, v from the copy `forward` made, the rest where the model has them.
-    fn params(&self, l: usize) -> Result<LayerParams> {
-        let layer = &self.bert.layers[l];
+    fn params(&self, bert: &Bert, l: usize) -> Result<LayerParams> {
+        let layer = &bert.layers[l];
         let t = layer_tensors(layer)?;
         let a = |k: usize| self.dev.tensor_addr(t[k]);
         let h = self.dims.hidden;
@@ -231,23 +234,40 @@ impl<'m, D: Device> Stack<'m, D> {
         }
     }
 
-    /// The workspace, grown to hold `rows` rows and `items` items if it does not.
-    fn workspace(&mut self, rows: usize, items: usize) -> Result<&Workspace<D>> {
-        let fits = self
-            .ws
+    /// The device the stack runs on.
+    pub fn device(&self) -> &D {
+        &self.dev
+    }
+
+    /// Err unless `bert` is the model the stack was made for.
+    fn check(&self, bert: &Bert) -> Result<()> {
+        if embedding_tensors(&bert.embeddings)[0].id() != self.model {
+            bail!("gpu engine: called with another model than it was made for")
+        }
+        Ok(())
+    }
+
+    /// The workspace `ws`, grown to hold `rows` rows and `items` items if it does not.
+    fn grow<'w>(
+        ws: &'w mut Option<Workspace<D>>,
+        dev: &D,
+        (rows, items): (usize, usize),
+        d: Dims,
+        layers: usize,
+    ) -> Result<&'w Workspace<D>> {
+        let fits = ws
             .as_ref()
             .is_some_and(|w| w.rows >= rows && w.items >= items);
         if !fits {
             // grown past the batch at hand, so that slightly longer batches fit too
-            let (r, n) = match &self.ws {
+            let (r, n) = match ws.as_ref() {
                 Some(w) => (rows.max(w.rows) * 5 / 4, items.max(w.items)),
                 None => (rows, items),
             };
-            self.ws = None; // freed before the larger one is allocated
-            let w = Workspace::new(self.dev, r, n, self.dims, self.bert.layers.len())?;
-            self.ws = Some(w);
+            *ws = None; // freed before the larger one is allocated
+            *ws = Some(Workspace::new(dev, r, n, d, layers)?);
         }
-        Ok(self.ws.as_ref().expect("made above"))
+        Ok(ws.as_ref().expect("made above"))
     }
 
     /// Forward of token sequences through the embeddings and every layer, keeping the tape;
@@ -256,12 +276,14 @@ impl<'m, D: Device> Stack<'m, D> {
     /// next forward.
     pub fn forward(
         &mut self,
+        bert: &Bert,
         ids: &[&[u32]],
         types: Option<&[&[u32]]>,
         keys: Option<&[u64]>,
         drop: Option<&Dropout>,
     ) -> Result<Addr> {
-        let e = embedding_tensors(&self.bert.embeddings);
+        self.check(bert)?;
+        let e = embedding_tensors(&bert.embeddings);
         check_tables((e[0].dims()[0], e[1].dims()[0], e[2].dims()[0]), ids, types)?;
         let packed = Packed::of(ids, keys)?;
         let (t, items, h) = (packed.rows(), ids.len(), self.dims.hidden);
@@ -299,7 +321,7 @@ impl<'m, D: Device> Stack<'m, D> {
         im.extend(packed.lens().iter().map(|&n| n as i32));
         // q, k and v as one, from the model's current weights
         let h3 = 3 * h * h;
-        for (l, layer) in self.bert.layers.iter().enumerate() {
+        for (l, layer) in bert.layers.iter().enumerate() {
             let ts = layer_tensors(layer)?;
             let q = &self.qkv[l];
             for k in 0..3 {
@@ -309,8 +331,8 @@ impl<'m, D: Device> Stack<'m, D> {
                 self.dev.copy(q.at(h3 + k * h), b, 4 * h)?;
             }
         }
-        let params: Vec<LayerParams> = (0..self.bert.layers.len())
-            .map(|l| self.params(l))
+        let params: Vec<LayerParams> = (0..bert.layers.len())
+            .map(|l| self.params(bert, l))
             .collect::<Result<_>>()?;
         let (g, bb) = (self.dev.tensor_addr(e[3])?, self.dev.tensor_addr(e[4])?);
         let tables = [
@@ -318,10 +340,10 @@ impl<'m, D: Device> Stack<'m, D> {
             self.dev.tensor_addr(e[1])?,
             self.dev.tensor_addr(e[2])?,
         ];
-        let eps = self.bert.embeddings.norm.eps() as f32;
+        let eps = bert.embeddings.norm.eps() as f32;
         let dims = self.dims;
-        let dev = self.dev;
-        let ws = self.workspace(t, items)?;
+        let dev = &self.dev;
+        let ws = Self::grow(&mut self.ws, dev, (t, items), dims, bert.layers.len())?;
         ws.meta.write(dev, 0, &meta)?;
         ws.items_meta.write(dev, 0, &im)?;
         ws.row_ids.write(dev, 0, packed.row_ids())?;
@@ -372,14 +394,16 @@ impl<'m, D: Device> Stack<'m, D> {
     /// rows x hidden on the device), with the same dropout; accumulates into `grads`.
     pub fn backward(
         &mut self,
+        bert: &Bert,
         dhidden: Addr,
         drop: Option<&Dropout>,
         grads: &Grads<D>,
     ) -> Result<()> {
+        self.check(bert)?;
         let Some(batch) = self.batch.take() else {
             bail!("gpu engine: backward without a forward before it")
         };
-        let (Some(ws), dev, dims) = (self.ws.as_ref(), self.dev, self.dims) else {
+        let (Some(ws), dev, dims) = (self.ws.as_ref(), &self.dev, self.dims) else {
             bail!("gpu engine: backward without a workspace")
         };
         let (t, h) = (batch.packed.rows(), dims.hidden);
@@ -391,7 +415,7 @@ impl<'m, D: Device> Stack<'m, D> {
             } else {
                 ws.scratch.dx().at(0)
             };
-            let p = self.params(l)?;
+            let p = self.params(bert, l)?;
             let sites = Engine::sites(drop, l);
             let gr = self.grad_addrs(grads, l);
             layer::backward(
@@ -407,7 +431,7 @@ impl<'m, D: Device> Stack<'m, D> {
             )?;
         }
         // the embeddings: dropout and LayerNorm backward, then each table's rows by entry
-        let e = embedding_tensors(&self.bert.embeddings);
+        let e = embedding_tensors(&bert.embeddings);
         let partial_rows = (t.div_ceil(ROW_WARPS as usize)).clamp(1, PARTS);
         let partial = ws.scratch.partial();
         let args = [
@@ -490,6 +514,7 @@ impl<'m, D: Device> Stack<'m, D> {
     /// `backward` from the gradient of `padded`'s states (b, len, h; the padding's part dropped).
     pub fn backward_padded(
         &mut self,
+        bert: &Bert,
         g: &Tensor,
         drop: Option<&Dropout>,
         grads: &Grads<D>,
@@ -521,18 +546,19 @@ impl<'m, D: Device> Stack<'m, D> {
         ];
         self.dev.launch("unpad_rows", (b as u32, 1), 256, &args)?;
         let dh = ws.dh.at(0);
-        self.backward(dh, drop, grads)
+        self.backward(bert, dh, drop, grads)
     }
 
     /// Each parameter (the model's tensor) with its gradient as a new tensor on `on`, in
     /// `Engine::export`'s order (q, k and v split again): device copies out of the arena.
     pub fn export(
         &self,
+        bert: &Bert,
         grads: &Grads<D>,
         on: &candle_core::Device,
     ) -> Result<Vec<(Tensor, Tensor)>> {
         let mut out = Vec::new();
-        for (t, at) in self.parameters(grads)? {
+        for (t, at) in self.parameters(bert, grads)? {
             let (g, addr) = self.dev.new_tensor(t.dims(), on)?;
             self.dev.copy(addr, grads.at(at), 4 * t.elem_count())?;
             out.push((t, g));
@@ -541,14 +567,15 @@ impl<'m, D: Device> Stack<'m, D> {
     }
 
     /// Each parameter with where its gradient starts in the arena, in `Engine::export`'s order.
-    fn parameters(&self, grads: &Grads<D>) -> Result<Vec<(Tensor, usize)>> {
+    fn parameters(&self, bert: &Bert, grads: &Grads<D>) -> Result<Vec<(Tensor, usize)>> {
+        self.check(bert)?;
         let mut out = Vec::new();
-        let e = embedding_tensors(&self.bert.embeddings);
+        let e = embedding_tensors(&bert.embeddings);
         for (k, t) in e.into_iter().enumerate() {
             out.push((t.clone(), grads.layout.emb[k]));
         }
         let h = self.dims.hidden;
-        for (layer, off) in self.bert.layers.iter().zip(&grads.layout.layers) {
+        for (layer, off) in bert.layers.iter().zip(&grads.layout.layers) {
             let ts = layer_tensors(layer)?;
             let mut at: Vec<usize> = Vec::new();
             for k in 0..3 {
@@ -564,10 +591,10 @@ impl<'m, D: Device> Stack<'m, D> {
 
     /// Each parameter (the model's tensor) with its gradient read back to the host, in
     /// `Engine::export`'s order (q, k and v split again).
-    pub fn export_host(&self, grads: &Grads<D>) -> Result<Vec<(Tensor, Vec<f32>)>> {
-        let all = grads.all.read(self.dev, 0, grads.layout.len)?;
+    pub fn export_host(&self, bert: &Bert, grads: &Grads<D>) -> Result<Vec<(Tensor, Vec<f32>)>> {
+        let all = grads.all.read(&self.dev, 0, grads.layout.len)?;
         Ok(self
-            .parameters(grads)?
+            .parameters(bert, grads)?
             .into_iter()
             .map(|(t, at)| {
                 let n = t.elem_count();

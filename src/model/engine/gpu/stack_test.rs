@@ -89,7 +89,7 @@ fn a_whole_bert_matches_the_cpu_engine() {
         return crate::runtime::skipped("the emulated GPU stack", "blas", "no BLAS here");
     };
     let bert = tiny_bert(2, 2, 32, &Candle::Cpu);
-    stack_matches(&Emulated::new(emu, blas), &bert, &bert);
+    stack_matches(Emulated::new(emu, blas), &bert, &bert);
 }
 
 /// The same on a card (a `cuda` build's test binary on the lent machine): the model's weights
@@ -111,11 +111,11 @@ fn a_whole_bert_on_the_card_matches_the_cpu_engine() {
         tiny_bert(2, 2, 32, &card),
         tiny_bert(2, 2, 32, &Candle::Cpu),
     );
-    stack_matches(&dev, &on_card, &on_cpu);
+    stack_matches(dev, &on_card, &on_cpu);
 }
 
 /// `gpu_bert` on `dev` against the CPU engine on `cpu_bert` (the same weights): two steps.
-fn stack_matches<D: Device>(dev: &D, gpu_bert: &Bert, cpu_bert: &Bert) {
+fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert) {
     let h = 64;
     let seqs: Vec<Vec<u32>> = vec![
         vec![1, 7, 7, 9, 3, 2],
@@ -154,20 +154,22 @@ fn stack_matches<D: Device>(dev: &D, gpu_bert: &Bert, cpu_bert: &Bert) {
 
     let mut stack = Stack::new(dev, gpu_bert).unwrap();
     let g = stack.zero_grads().unwrap();
-    let dbuf = Buf::of(dev, &dh).unwrap();
+    let dbuf = Buf::of(stack.device(), &dh).unwrap();
     let mut allocated = Vec::new();
     for step in 0..2 {
-        g.zero(dev).unwrap();
+        g.zero(stack.device()).unwrap();
         let at = stack
-            .forward(&ids, Some(&tys), Some(&keys), Some(&drop))
+            .forward(gpu_bert, &ids, Some(&tys), Some(&keys), Some(&drop))
             .unwrap();
         let mut bytes = vec![0u8; 4 * rows * h];
-        dev.download(at, &mut bytes).unwrap();
+        stack.device().download(at, &mut bytes).unwrap();
         let got: Vec<f32> = bytemuck::cast_slice(&bytes).to_vec();
         max_rel(&format!("hidden, step {step}"), &got, &hidden, 1e-4);
-        stack.backward(dbuf.at(0), Some(&drop), &g).unwrap();
-        allocated.push(dev.counts().allocations);
-        let ours = stack.export_host(&g).unwrap();
+        stack
+            .backward(gpu_bert, dbuf.at(0), Some(&drop), &g)
+            .unwrap();
+        allocated.push(stack.device().counts().allocations);
+        let ours = stack.export_host(gpu_bert, &g).unwrap();
         assert_eq!(ours.len(), want.len());
         for (k, ((t, v), (wt, wv))) in ours.iter().zip(&want).enumerate() {
             assert_eq!(t.dims(), wt.dims(), "parameter {k}: another tensor");
@@ -228,15 +230,25 @@ fn a_candle_loss_over_the_leaf_matches_the_cpu_engine() {
         .unwrap();
     let want = eng.export(grads).unwrap();
 
-    let mut stack = Stack::new(&dev, &bert).unwrap();
+    let mut stack = Stack::new(dev, &bert).unwrap();
     let g = stack.zero_grads().unwrap();
-    let leaf = GpuLeaf::forward(&mut stack, &ids, None, &keys, Some(&drop), &Candle::Cpu).unwrap();
+    let leaf = GpuLeaf::forward(
+        &mut stack,
+        &bert,
+        &ids,
+        None,
+        &keys,
+        Some(&drop),
+        &Candle::Cpu,
+    )
+    .unwrap();
     let ours_loss = loss(leaf.states.as_tensor(), &leaf.mask);
     let value = |t: &Tensor| t.to_scalar::<f32>().unwrap();
     assert!((value(&ours_loss) - value(&l)).abs() <= 1e-4 * value(&l).abs().max(1.0));
     let store = ours_loss.backward().unwrap();
-    leaf.backward(&mut stack, &store, Some(&drop), &g).unwrap();
-    let ours = stack.export(&g, &Candle::Cpu).unwrap();
+    leaf.backward(&mut stack, &bert, &store, Some(&drop), &g)
+        .unwrap();
+    let ours = stack.export(&bert, &g, &Candle::Cpu).unwrap();
     assert_eq!(ours.len(), want.len());
     for (k, ((t, v), (wt, wv))) in ours.iter().zip(&want).enumerate() {
         assert_eq!(t.id(), wt.id(), "parameter {k}: another tensor");
