@@ -126,7 +126,7 @@ impl TrainOpts {
             } else {
                 String::new()
             },
-            engine_note(task.engine_declines()),
+            engine_note(task.engine_declines(), task.engine_kernels()),
             out_dir.display()
         ));
         Ok(())
@@ -204,12 +204,9 @@ impl TrainOpts {
 
 /// Which path trained (the task's word, not the environment's), the CPU class its kernels ran
 /// at, and the peak memory, for the summary.
-fn engine_note(declined: Option<String>) -> String {
+fn engine_note(declined: Option<String>, kernels: String) -> String {
     let path = match declined {
-        None => format!(
-            "condenser's engine, {} kernels",
-            condenser::model::kernels::isa::describe()
-        ),
+        None => format!("condenser's engine, {kernels} kernels"),
         Some(why) => format!("candle's graph ({why})"),
     };
     match condenser::runtime::peak_rss_mb() {

@@ -127,6 +127,12 @@ pub trait TrainTask: Sync {
         Some("this task runs candle's graph".into())
     }
 
+    /// Which kernels condenser's engine runs for this task, for the summary (read where
+    /// `engine_declines` is None): the CPU class's, or a card's.
+    fn engine_kernels(&self) -> String {
+        crate::model::kernels::isa::describe()
+    }
+
     /// What the task changed of what it was asked, for the user (a length cut to the model's).
     fn notes(&self) -> Vec<String> {
         Vec::new()

@@ -2,6 +2,7 @@
 //! registry's losses; the result is a sentence-transformers folder.
 mod data;
 mod engine_step;
+mod gpu_step;
 mod gradcache;
 mod no_duplicates;
 mod step;

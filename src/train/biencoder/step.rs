@@ -26,7 +26,19 @@ impl TrainTask for BiEncoderTask {
     }
 
     fn engine_declines(&self) -> Option<String> {
+        #[cfg(feature = "cuda")]
+        if super::gpu_step::card(self).is_some() {
+            return None;
+        }
         Engine::declines(&self.enc.bert.layers)
+    }
+
+    fn engine_kernels(&self) -> String {
+        #[cfg(feature = "cuda")]
+        if super::gpu_step::card(self).is_some() {
+            return "CUDA (cuBLAS and engine.cu)".into();
+        }
+        crate::model::kernels::isa::describe()
     }
 
     fn notes(&self) -> Vec<String> {
@@ -84,6 +96,10 @@ impl TrainTask for BiEncoderTask {
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
+        #[cfg(feature = "cuda")]
+        if let Some(card) = super::gpu_step::card(self) {
+            return super::gpu_step::on_card(self, &card, idx, drop, weight);
+        }
         let engine = Engine::for_bert(&self.enc.bert);
         match (self.mini_batch, &engine) {
             (Some(m), Some(eng)) => gradcache::engine_gradients(self, eng, idx, drop, weight, m),

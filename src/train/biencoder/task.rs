@@ -54,6 +54,10 @@ pub struct BiEncoderTask {
     pub(super) threads: usize,
     /// What was changed of what was asked (a length cut to the model's positions).
     pub(super) notes: Vec<String>,
+    /// The GPU engine and its gradient arena, made at the first step on a card and kept (their
+    /// buffers are the point: allocated once, reused every step).
+    #[cfg(feature = "cuda")]
+    pub(super) gpu: std::sync::Mutex<Option<super::gpu_step::OnCard>>,
 }
 
 impl BiEncoderTask {
@@ -125,6 +129,8 @@ impl BiEncoderTask {
             threads: 1,
             notes: note.into_iter().chain(keeps).chain(pooling_note).collect(),
             saved_len,
+            #[cfg(feature = "cuda")]
+            gpu: Default::default(),
         })
     }
 

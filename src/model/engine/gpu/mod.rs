@@ -7,7 +7,7 @@
 pub mod cuda;
 pub mod device;
 #[cfg(test)]
-mod emulated;
+pub(crate) mod emulated;
 #[cfg(test)]
 mod kernels_test;
 pub mod layer;

@@ -59,34 +59,44 @@ inline int min(int a, int b) { return a < b ? a : b; }
 
 namespace emu {
 // Runs `body` as the kernel over the grid, a block at a time, blockDim.x threads a block (a
-// multiple of 32). A thread that returns leaves the block's and its warp's barriers, as an exited
-// thread stops counting on a GPU.
+// multiple of 32): one OS thread per CUDA thread for the whole launch, each taking every block in
+// turn (spawning them per block cost most of an emulated step). A thread that returns leaves its
+// block's and its warp's barriers, as an exited thread stops counting on a GPU; between blocks all
+// threads meet, and the first sets up the next block's barriers.
 template <class F>
 void run(uint3 grid, unsigned threads, F body) {
     unsigned warps = (threads + 31) / 32;
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                Block b;
-                b.all = std::make_unique<std::barrier<>>(threads);
-                for (unsigned w = 0; w < warps; w++)
-                    b.warps.push_back(std::make_unique<std::barrier<>>(32));
-                b.exchange.assign(threads, 0);
-                block = &b;
-                std::vector<std::thread> pool;
-                for (unsigned t = 0; t < threads; t++)
-                    pool.emplace_back([&, t] {
-                        threadIdx = {t, 0, 0};
+    Block b;
+    auto fresh = [&] {
+        b.all = std::make_unique<std::barrier<>>(threads);
+        b.warps.clear();
+        for (unsigned w = 0; w < warps; w++)
+            b.warps.push_back(std::make_unique<std::barrier<>>(32));
+    };
+    fresh();
+    b.exchange.assign(threads, 0);
+    block = &b;
+    std::barrier<> between(threads);
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; t++)
+        pool.emplace_back([&, t] {
+            threadIdx = {t, 0, 0};
+            blockDim = {threads, 1, 1};
+            gridDim = grid;
+            tid = t;
+            for (unsigned z = 0; z < grid.z; z++)
+                for (unsigned y = 0; y < grid.y; y++)
+                    for (unsigned x = 0; x < grid.x; x++) {
                         blockIdx = {x, y, z};
-                        blockDim = {threads, 1, 1};
-                        gridDim = grid;
-                        tid = t;
                         body();
                         b.warps[t / 32]->arrive_and_drop();
                         b.all->arrive_and_drop();
-                    });
-                for (auto& th : pool) th.join();
-                block = nullptr;
-            }
+                        between.arrive_and_wait();
+                        if (t == 0) fresh();
+                        between.arrive_and_wait();
+                    }
+        });
+    for (auto& th : pool) th.join();
+    block = nullptr;
 }
 }  // namespace emu

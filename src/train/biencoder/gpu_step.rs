@@ -1,0 +1,232 @@
+//! A bi-encoder step on the GPU engine (model/engine/gpu): every column's rows packed into one
+//! forward, each named by (example, column) as the CPU engine names them (so the dropout masks
+//! are the CPU engine's), the pooled rows split back into columns for the loss in candle, one
+//! backward, the backbone's gradients exported beside the loss head's. One forward instead of one
+//! a column: on a card a step's time goes to launches, and a column is as many as the batch.
+use super::task::BiEncoderTask;
+use crate::error::Result;
+use crate::model::engine::gpu::device::Device;
+use crate::model::engine::gpu::leaf::GpuLeaf;
+use crate::model::engine::gpu::stack::{Grads, Stack};
+use crate::model::Dropout;
+use crate::train::grads::ParamGrads;
+use crate::train::params;
+use crate::train::task::{dropout_key, Gradients};
+use candle_core::{DType, Tensor};
+
+/// A task's GPU engine on its card and the gradient arena it accumulates into.
+#[cfg(feature = "cuda")]
+pub type OnCard = (
+    Stack<crate::model::engine::gpu::cuda::Cuda>,
+    Grads<crate::model::engine::gpu::cuda::Cuda>,
+);
+
+/// The card the task's model lives on when the GPU engine trains it: f32 weights on a CUDA
+/// device, BERT's GELU, heads of width 32 or 64 (engine.cu's), the engine not turned off
+/// (CONDENSER_ENGINE=off), and no GradCache (which embeds in mini-batches: not yet on the
+/// engine on a card). None: candle's graph trains it.
+#[cfg(feature = "cuda")]
+pub fn card(task: &BiEncoderTask) -> Option<candle_core::cuda::CudaDevice> {
+    use crate::model::Activation;
+    let bert = &task.enc.bert;
+    let w = bert.embeddings.word.embeddings();
+    let fits = crate::model::engine::enabled()
+        && task.mini_batch.is_none()
+        && w.dtype() == DType::F32
+        && bert
+            .layers
+            .iter()
+            .all(|l| l.act == Activation::Gelu && matches!(l.attention.head_dim, 32 | 64));
+    match w.device() {
+        candle_core::Device::Cuda(d) if fits => Some(d.clone()),
+        _ => None,
+    }
+}
+
+/// `gradients` on the task's card, the engine made at the first call and kept in the task.
+#[cfg(feature = "cuda")]
+pub fn on_card(
+    task: &BiEncoderTask,
+    card: &candle_core::cuda::CudaDevice,
+    idx: &[usize],
+    drop: Option<&Dropout>,
+    weight: f64,
+) -> Result<Gradients> {
+    use crate::model::engine::gpu::cuda::Cuda;
+    let mut slot = task.gpu.lock().unwrap_or_else(|e| e.into_inner());
+    if slot.is_none() {
+        let stack = Stack::new(Cuda::new(card)?, &task.enc.bert)?;
+        let grads = stack.zero_grads()?;
+        *slot = Some((stack, grads));
+    }
+    let (stack, grads) = slot.as_mut().expect("made above");
+    gradients(task, stack, grads, idx, drop, weight)
+}
+
+/// The step's loss and gradients for rows `idx`, on `stack` (the task's model's), accumulating
+/// into `grads` (zeroed first). `weight` scales the loss (a share of a split batch).
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub fn gradients<D: Device>(
+    task: &BiEncoderTask,
+    stack: &mut Stack<D>,
+    grads: &Grads<D>,
+    idx: &[usize],
+    drop: Option<&Dropout>,
+    weight: f64,
+) -> Result<Gradients> {
+    let (columns, b) = (task.data.texts.len(), idx.len());
+    let (mut seqs, mut keys) = (
+        Vec::with_capacity(columns * b),
+        Vec::with_capacity(columns * b),
+    );
+    for c in 0..columns {
+        seqs.extend(task.column(c, idx));
+        keys.extend(idx.iter().map(|&i| dropout_key(i, c)));
+    }
+    let bert = &task.enc.bert;
+    let on = bert.embeddings.word.embeddings().device().clone();
+    grads.zero(stack.device())?;
+    let leaf = GpuLeaf::forward(stack, bert, &seqs, None, &keys, drop, &on)?;
+    let pooled = task.enc.pool(leaf.states.as_tensor(), &leaf.mask)?;
+    let emb: Vec<Tensor> = (0..columns)
+        .map(|c| pooled.narrow(0, c * b, b))
+        .collect::<candle_core::Result<_>>()?;
+    let loss = task.loss.forward(&emb, task.target(idx)?.as_ref())?;
+    let loss = if weight == 1.0 {
+        loss
+    } else {
+        loss.affine(weight, 0.0)?
+    };
+    let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    let store = loss.backward()?;
+    leaf.backward(stack, bert, &store, drop, grads)?;
+    let mut out = ParamGrads::from_store(&params::var_list(&task.varmap), store);
+    out.add_pairs(stack.export(bert, grads, &on)?)?;
+    Ok(Gradients {
+        value,
+        parts: Vec::new(),
+        grads: out,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{engine_step, BiData, BiEncoderOptions, BiEncoderTask};
+    use crate::model::engine::gpu::emulated::Emulated;
+    use crate::model::engine::gpu::stack::Stack;
+    use crate::model::engine::Engine;
+    use crate::model::kernels::cuda::emulated::emulator;
+    use crate::model::Dropout;
+    use crate::train::losses;
+    use crate::train::params;
+    use std::path::Path;
+
+    /// MNR on all-MiniLM-L6-v2 with STSb dev's pairs, on `device`.
+    fn mnr_task(device: candle_core::Device) -> BiEncoderTask {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let opts = BiEncoderOptions {
+            saved_max_seq_length: None,
+            pooling: None,
+            max_seq_length: 32,
+            num_labels: 3,
+            seed: 1,
+            device,
+            mini_batch_size: None,
+        };
+        let model = root.join("datasets/model/all-MiniLM-L6-v2");
+        let mut task = BiEncoderTask::new(&model, losses::find("mnr").unwrap(), &opts).unwrap();
+        let stsb = root.join("datasets/data/stsb/dev.parquet");
+        let cols = "sentence1,sentence2".parse().unwrap();
+        task.data = BiData::read(&stsb, task.spec, Some(&cols), &task.enc, 3).unwrap();
+        task
+    }
+
+    /// MNR on all-MiniLM-L6-v2 and six STSb dev pairs, dropout on: the GPU engine's step (on the
+    /// emulated device) gives the CPU engine's step's loss and every parameter's gradient.
+    #[test]
+    fn an_mnr_step_matches_the_cpu_engine() {
+        let emu = match emulator() {
+            Ok(e) => e,
+            Err(why) => return crate::runtime::skipped("the emulated GPU step", "cxx", &why),
+        };
+        let Some(blas) = crate::model::kernels::blas::blas() else {
+            return crate::runtime::skipped("the emulated GPU step", "blas", "no BLAS here");
+        };
+        let task = mnr_task(candle_core::Device::Cpu);
+        let mut stack = Stack::new(Emulated::new(emu, blas), &task.enc.bert).unwrap();
+        let grads = stack.zero_grads().unwrap();
+        let (idx, drop) = step_rows(&task);
+        let got = super::gradients(&task, &mut stack, &grads, &idx, Some(&drop), 1.0).unwrap();
+        same_step(&task, &task, got);
+    }
+
+    /// The same step on a card (a `cuda` build's test binary on the lent machine): the task
+    /// there trains through the GPU engine as the trainer runs it (`on_card`).
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn an_mnr_step_on_the_card_matches_the_cpu_engine() {
+        if crate::model::kernels::blas::blas().is_none() {
+            return crate::runtime::skipped("the GPU step on a card", "blas", "no BLAS here");
+        }
+        let Ok(card) = candle_core::Device::new_cuda(0) else {
+            return crate::runtime::skipped("the GPU step on a card", "gpu", "no CUDA device");
+        };
+        let (on_card, on_cpu) = (mnr_task(card), mnr_task(candle_core::Device::Cpu));
+        let cd = super::card(&on_card).expect("the GPU engine takes MiniLM on a card");
+        let (idx, drop) = step_rows(&on_card);
+        let got = super::on_card(&on_card, &cd, &idx, Some(&drop), 1.0).unwrap();
+        same_step(&on_cpu, &on_card, got);
+    }
+
+    /// The rows of the compared step and its dropout.
+    fn step_rows(task: &BiEncoderTask) -> (Vec<usize>, Dropout) {
+        (
+            (0..6).collect(),
+            Dropout::new(task.folder.config.dropout_rates(), 5),
+        )
+    }
+
+    /// `got` (a step of `gpu_task`) against the CPU engine's step of `cpu_task` (the same model
+    /// and data): the loss, and every parameter's gradient in the varmaps' order.
+    fn same_step(
+        cpu_task: &BiEncoderTask,
+        gpu_task: &BiEncoderTask,
+        got: crate::train::task::Gradients,
+    ) {
+        let (idx, drop) = step_rows(cpu_task);
+        let eng = Engine::for_bert(&cpu_task.enc.bert).unwrap();
+        let want = engine_step::gradients(cpu_task, &eng, &idx, Some(&drop), 1.0).unwrap();
+        assert!(
+            (got.value - want.value).abs() <= 1e-5 * want.value.abs().max(1.0),
+            "loss {} against {}",
+            got.value,
+            want.value
+        );
+        let (gv, wv) = (
+            params::var_list(&gpu_task.varmap),
+            params::var_list(&cpu_task.varmap),
+        );
+        let vars = &wv;
+        let (gs, ws) = (got.grads.in_order(&gv), want.grads.in_order(&wv));
+        assert!(vars.len() > 100, "{} parameters", vars.len());
+        for (k, (g, w)) in gs.iter().zip(&ws).enumerate() {
+            let (Some(g), Some(w)) = (g, w) else {
+                panic!("parameter {k}: a gradient on one side only")
+            };
+            let (g, w): (Vec<f32>, Vec<f32>) = (
+                g.flatten_all().unwrap().to_vec1().unwrap(),
+                w.flatten_all().unwrap().to_vec1().unwrap(),
+            );
+            let scale = w.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+            let worst = g
+                .iter()
+                .zip(&w)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(
+                worst <= 2e-4 * scale,
+                "parameter {k}: off by {worst} (scale {scale})"
+            );
+        }
+    }
+}
