@@ -128,9 +128,20 @@ mod tests {
     use crate::train::params;
     use std::path::Path;
 
+    /// The checkout whose datasets/ the test reads: where it was built, or (a test binary carried
+    /// to the lent GPU machine) the folder it runs in.
+    fn root() -> std::path::PathBuf {
+        let built = Path::new(env!("CARGO_MANIFEST_DIR"));
+        if built.join("datasets/model").exists() {
+            built.to_path_buf()
+        } else {
+            std::env::current_dir().expect("a working folder")
+        }
+    }
+
     /// MNR on all-MiniLM-L6-v2 with STSb dev's pairs, on `device`.
     fn mnr_task(device: candle_core::Device) -> BiEncoderTask {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = root();
         let opts = BiEncoderOptions {
             saved_max_seq_length: None,
             pooling: None,
