@@ -13,7 +13,7 @@ use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::params;
 use crate::train::task::Gradients;
-use candle_core::{DType, Tensor};
+use candle_core::Tensor;
 
 /// Rows `idx` in at most `n` contiguous parts.
 pub fn parts(idx: &[usize], n: usize) -> Vec<&[usize]> {
@@ -52,13 +52,7 @@ pub fn gradients(
             )
         })
         .collect::<candle_core::Result<_>>()?;
-    let loss = task.loss.forward(&emb, task.target(idx)?.as_ref())?;
-    let loss = if weight == 1.0 {
-        loss
-    } else {
-        loss.affine(weight, 0.0)?
-    };
-    let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
     let store = loss.backward()?;
     let leaves: Vec<Vec<Leaf>> = embedded
         .into_iter()

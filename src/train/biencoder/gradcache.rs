@@ -11,7 +11,7 @@ use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::task::Gradients;
 use candle_core::backprop::GradStore;
-use candle_core::{DType, Tensor, Var};
+use candle_core::{Tensor, Var};
 
 pub fn gradients(
     task: &BiEncoderTask,
@@ -40,13 +40,7 @@ pub fn gradients(
         .map(|parts| Var::from_tensor(&Tensor::cat(parts, 0)?))
         .collect::<candle_core::Result<_>>()?;
     let emb: Vec<Tensor> = leaves.iter().map(|v| v.as_tensor().clone()).collect();
-    let loss = task.loss.forward(&emb, task.target(idx)?.as_ref())?;
-    let loss = if weight == 1.0 {
-        loss
-    } else {
-        loss.affine(weight, 0.0)?
-    };
-    let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
     // what is left in the store after taking the embeddings' gradients out is the loss's own
     // parameters' (none for MNR); the encoder's come from the second pass
     let mut grads: GradStore = loss.backward()?;
@@ -125,13 +119,7 @@ pub fn engine_gradients(
         .collect::<candle_core::Result<_>>()?;
     std::mem::drop(by_chunk);
     let emb: Vec<Tensor> = leaves.iter().map(|v| v.as_tensor().clone()).collect();
-    let loss = task.loss.forward(&emb, task.target(idx)?.as_ref())?;
-    let loss = if weight == 1.0 {
-        loss
-    } else {
-        loss.affine(weight, 0.0)?
-    };
-    let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
     let mut store = loss.backward()?;
     let emb_grads: Vec<Tensor> = leaves
         .iter()

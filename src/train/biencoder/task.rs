@@ -151,6 +151,24 @@ impl BiEncoderTask {
             .collect()
     }
 
+    /// The loss over the columns' embeddings `emb` of rows `idx`, scaled by `weight` (a split
+    /// batch's share), and its value.
+    pub(super) fn weighted_loss(
+        &self,
+        emb: &[Tensor],
+        idx: &[usize],
+        weight: f64,
+    ) -> Result<(Tensor, f64)> {
+        let loss = self.loss.forward(emb, self.target(idx)?.as_ref())?;
+        let loss = if weight == 1.0 {
+            loss
+        } else {
+            loss.affine(weight, 0.0)?
+        };
+        let value = loss.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?;
+        Ok((loss, value))
+    }
+
     /// The rows `idx` of column `col`, tokenized.
     pub(super) fn column(&self, col: usize, idx: &[usize]) -> Vec<&[u32]> {
         idx.iter()

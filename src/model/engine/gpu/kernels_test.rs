@@ -4,6 +4,7 @@
 //! and backward, with and without dropout, their gradients' partial sums included. Agreement is
 //! to f32 rounding (the sums run in another order); a card then holds the compiled kernels to the
 //! same (docs/gpu.md).
+use super::assert_close as close;
 use crate::model::engine::embeddings::{self, EmbGrads};
 use crate::model::engine::packed::Packed;
 use crate::model::engine::packed_attention::{self, Heads, Products};
@@ -29,24 +30,6 @@ fn emu() -> Option<&'static Emulator> {
             None
         }
     }
-}
-
-/// Every element of `got` within `tol` x max(1, max |want|) of `want`.
-fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
-    let (i, worst) = got
-        .iter()
-        .zip(want)
-        .map(|(a, b)| (a - b).abs())
-        .enumerate()
-        .fold((0, 0f32), |m, (i, d)| if d > m.1 { (i, d) } else { m });
-    assert!(
-        worst <= tol * scale,
-        "{what}: element {i} is {} against {} (scale {scale})",
-        got[i],
-        want[i]
-    );
 }
 
 fn row_blocks(t: usize) -> u32 {

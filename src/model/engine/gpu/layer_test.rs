@@ -1,6 +1,7 @@
 //! The GPU engine's layer (layer.rs) on the emulated device against the CPU engine's layer
 //! (../layer.rs) on the same weights and rows: output, input gradient and all twelve weight
 //! gradients (accumulated onto values already there), with dropout off and at every site.
+use super::assert_close as close;
 use super::device::{Buf, Device};
 use super::emulated::Emulated;
 use super::layer::{self, Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch};
@@ -14,18 +15,6 @@ use crate::model::kernels::cuda::emulated::emulator;
 use crate::model::kernels::dropout_hash::Mask;
 use crate::model::kernels::precision::Precision;
 use crate::model::kernels::test_data;
-
-/// Every element of `got` within `tol` x max(1, max |want|) of `want`.
-fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
-    for (i, (a, b)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (a - b).abs() <= tol * scale,
-            "{what}: element {i} is {a} against {b} (scale {scale})"
-        );
-    }
-}
 
 fn scaled(n: usize, seed: u32, s: f32) -> Vec<f32> {
     test_data(n, seed).iter().map(|v| v * s).collect()

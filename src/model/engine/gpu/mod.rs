@@ -17,3 +17,24 @@ pub mod leaf;
 pub mod stack;
 #[cfg(test)]
 mod stack_test;
+
+/// Every element of `got` within `tol` x max(1, max |want|) of `want`: the GPU engine's tests'
+/// agreement with the CPU engine to f32 rounding (sums run in another order); `what` names the
+/// buffer when it fails.
+#[cfg(test)]
+pub(crate) fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+    let (i, worst) = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs())
+        .enumerate()
+        .fold((0, 0f32), |m, (i, d)| if d > m.1 { (i, d) } else { m });
+    assert!(
+        worst <= tol * scale,
+        "{what}: element {i} is {} against {} (scale {scale})",
+        got[i],
+        want[i]
+    );
+}

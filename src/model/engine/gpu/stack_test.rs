@@ -2,6 +2,7 @@
 //! (`Engine::forward` / `backward` / `export`) on one model and batch: the last layer's rows and
 //! every parameter's gradient, with dropout at every site, token types, repeated tokens; and a
 //! second step of the same size allocates nothing on the device.
+use super::assert_close as close;
 use super::device::{Buf, Device};
 use super::emulated::Emulated;
 use super::stack::Stack;
@@ -66,17 +67,6 @@ fn tiny_bert(layers: usize, heads: usize, dim: usize, on: &Candle) -> Bert {
     }
     let vb = candle_nn::VarBuilder::from_tensors(w, DType::F32, on);
     Bert::load(vb, &cfg).unwrap()
-}
-
-fn max_rel(what: &str, got: &[f32], want: &[f32], tol: f32) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    let scale = want.iter().fold(1f32, |m, v| m.max(v.abs()));
-    for (i, (a, b)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (a - b).abs() <= tol * scale,
-            "{what}: element {i} is {a} against {b} (scale {scale})"
-        );
-    }
 }
 
 #[test]
@@ -164,7 +154,7 @@ fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert) {
         let mut bytes = vec![0u8; 4 * rows * h];
         stack.device().download(at, &mut bytes).unwrap();
         let got: Vec<f32> = bytemuck::cast_slice(&bytes).to_vec();
-        max_rel(&format!("hidden, step {step}"), &got, &hidden, 1e-4);
+        close(&format!("hidden, step {step}"), &got, &hidden, 1e-4);
         stack
             .backward(gpu_bert, dbuf.at(0), Some(&drop), &g)
             .unwrap();
@@ -174,7 +164,7 @@ fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert) {
         for (k, ((t, v), (wt, wv))) in ours.iter().zip(&want).enumerate() {
             assert_eq!(t.dims(), wt.dims(), "parameter {k}: another tensor");
             let wv: Vec<f32> = wv.flatten_all().unwrap().to_vec1().unwrap();
-            max_rel(&format!("gradient {k}, step {step}"), v, &wv, 1e-4);
+            close(&format!("gradient {k}, step {step}"), v, &wv, 1e-4);
         }
     }
     assert_eq!(
@@ -256,6 +246,6 @@ fn a_candle_loss_over_the_leaf_matches_the_cpu_engine() {
             v.flatten_all().unwrap().to_vec1().unwrap(),
             wv.flatten_all().unwrap().to_vec1().unwrap(),
         );
-        max_rel(&format!("gradient {k} through the leaf"), &v, &wv, 1e-4);
+        close(&format!("gradient {k} through the leaf"), &v, &wv, 1e-4);
     }
 }
