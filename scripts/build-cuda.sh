@@ -85,14 +85,17 @@ echo "built $root/dist/condenser and condenser.xz (CUDA 13.0, sm_$CUDA_COMPUTE_C
 # ENGINE_CHECKS=1: also the library's test binary and the GPU engine's step bench, stripped and
 # xz-compressed (~8 and ~10 MB), for scripts/gpu-engine-checks.sh on the lent machine
 if [ "${ENGINE_CHECKS:-0}" = 1 ]; then
-  for what in "test --lib" "bench --bench gpu_engine"; do
-    exe=$(cargo $what --release --features cuda --no-run --target-dir "$root/target" \
+  # (cargo bench builds with the bench profile, which is release's; it takes no --release)
+  for what in "test --release --lib" "bench --bench gpu_engine"; do
+    exe=$(cargo $what --features cuda --no-run --target-dir "$root/target" \
       --message-format json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
-    if m.get("executable") and m.get("profile", {}).get("test"):
-        print(m["executable"])')
+    # the test harness of the library, or the bench (a binary target builds no test here)
+    if m.get("executable") and "bin" not in m.get("target", {}).get("kind", []):
+        print(m["executable"])' | tail -1)
+    [ -x "$exe" ] || { echo "cargo $what built no executable" >&2; exit 1; }
     name=$([ "${what%% *}" = test ] && echo lib-tests || echo gpu-engine-bench)
     cp "$exe" "$root/dist/$name" && strip "$root/dist/$name"
     xz -T0 -6 -f "$root/dist/$name"
