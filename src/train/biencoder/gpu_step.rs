@@ -14,13 +14,6 @@ use crate::train::params;
 use crate::train::task::{dropout_key, Gradients};
 use candle_core::Tensor;
 
-/// A task's GPU engine on its card and the gradient arena it accumulates into.
-#[cfg(feature = "cuda")]
-pub type OnCard = (
-    Stack<crate::model::engine::gpu::cuda::Cuda>,
-    Grads<crate::model::engine::gpu::cuda::Cuda>,
-);
-
 /// The card the task's model lives on when the GPU engine trains it: asked for with
 /// CONDENSER_GPU_ENGINE=1 (opt-in until its tests have passed on a lent card: written and
 /// tested on the CPU's emulation only, docs/gpu.md), f32 weights on a CUDA device, BERT's GELU,

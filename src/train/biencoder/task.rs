@@ -11,6 +11,13 @@ use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use std::path::Path;
 
+/// A task's GPU engine on its card and the gradient arena it accumulates into (gpu_step.rs).
+#[cfg(feature = "cuda")]
+pub(super) type OnCard = (
+    crate::model::engine::gpu::stack::Stack<crate::model::engine::gpu::cuda::Cuda>,
+    crate::model::engine::gpu::stack::Grads<crate::model::engine::gpu::cuda::Cuda>,
+);
+
 /// A loss's trainable parameters live under this prefix; they alone may start fresh.
 pub(super) const HEAD_PREFIX: &str = "head";
 
@@ -57,7 +64,7 @@ pub struct BiEncoderTask {
     /// The GPU engine and its gradient arena, made at the first step on a card and kept (their
     /// buffers are the point: allocated once, reused every step).
     #[cfg(feature = "cuda")]
-    pub(super) gpu: std::sync::Mutex<Option<super::gpu_step::OnCard>>,
+    pub(super) gpu: std::sync::Mutex<Option<OnCard>>,
 }
 
 impl BiEncoderTask {
