@@ -109,7 +109,6 @@ mod tests {
     use crate::model::engine::gpu::emulated::Emulated;
     use crate::model::engine::gpu::stack::Stack;
     use crate::model::engine::Engine;
-    use crate::model::kernels::cuda::emulated::emulator;
     use crate::model::Dropout;
     use crate::train::losses;
     use crate::train::params;
@@ -150,15 +149,11 @@ mod tests {
     /// emulated device) gives the CPU engine's step's loss and every parameter's gradient.
     #[test]
     fn an_mnr_step_matches_the_cpu_engine() {
-        let emu = match emulator() {
-            Ok(e) => e,
-            Err(why) => return crate::runtime::skipped("the emulated GPU step", "cxx", &why),
-        };
-        let Some(blas) = crate::model::kernels::blas::blas() else {
-            return crate::runtime::skipped("the emulated GPU step", "blas", "no BLAS here");
+        let Some(dev) = Emulated::for_test("the emulated GPU step") else {
+            return;
         };
         let task = mnr_task(candle_core::Device::Cpu);
-        let mut stack = Stack::new(Emulated::new(emu, blas), &task.enc.bert).unwrap();
+        let mut stack = Stack::new(dev, &task.enc.bert).unwrap();
         let grads = stack.zero_grads().unwrap();
         let (idx, drop) = step_rows(&task);
         let got = super::gradients(&task, &mut stack, &grads, &idx, Some(&drop), 1.0).unwrap();

@@ -13,6 +13,28 @@ pub struct Emulated {
 }
 
 impl Emulated {
+    /// The emulated device, or None after saying why `check` was skipped (no g++, no BLAS: a
+    /// failure where CONDENSER_STRICT says the machine has them).
+    pub fn for_test(check: &str) -> Option<Emulated> {
+        let emu = match crate::model::kernels::cuda::emulated::emulator() {
+            Ok(e) => e,
+            Err(why) => {
+                crate::runtime::skipped(check, "cxx", &why);
+                return None;
+            }
+        };
+        let Some(blas) = crate::model::kernels::blas::blas() else {
+            crate::runtime::skipped(check, "blas", "no BLAS here");
+            return None;
+        };
+        Some(Emulated::new(emu, blas))
+    }
+
+    /// The BLAS its products run on (the CPU engine's, which the tests compare with).
+    pub fn blas(&self) -> &'static Blas {
+        self.blas
+    }
+
     pub fn new(emu: &'static Emulator, blas: &'static Blas) -> Emulated {
         Emulated {
             emu,

@@ -5,6 +5,8 @@
 //! to f32 rounding (the sums run in another order); a card then holds the compiled kernels to the
 //! same (docs/gpu.md).
 use super::assert_close as close;
+use super::layer::{row_blocks, ATT_THREADS, ROW_WARPS};
+use super::stack::scatter_plan;
 use crate::model::engine::embeddings::{self, EmbGrads};
 use crate::model::engine::packed::Packed;
 use crate::model::engine::packed_attention::{self, Heads, Products};
@@ -17,11 +19,6 @@ use crate::model::kernels::layer_norm::{norm_buffers, residual_norm, residual_no
 use crate::model::kernels::test_data;
 use crate::model::kernels::vector::add_column_sums;
 
-/// engine.cu's ROW_WARPS: a row kernel's block is that many warps, a row each.
-const ROW_WARPS: u32 = 4;
-/// engine.cu's ATT_THREADS.
-const ATT_THREADS: u32 = 64;
-
 fn emu() -> Option<&'static Emulator> {
     match emulator() {
         Ok(e) => Some(e),
@@ -30,10 +27,6 @@ fn emu() -> Option<&'static Emulator> {
             None
         }
     }
-}
-
-fn row_blocks(t: usize) -> u32 {
-    (t as u32).div_ceil(ROW_WARPS)
 }
 
 /// `x` (rows x w) plus `bias` on every row.
@@ -273,20 +266,8 @@ fn embeddings_match_the_cpu_engine() {
             ("position", &row_pos, positions, vec![0f32; positions * h]),
             ("type", &row_typ, kinds, vec![0f32; kinds * h]),
         ] {
-            // the rows grouped by table row, in row order within a group
-            let mut order: Vec<u32> = (0..t as u32).collect();
-            order.sort_by_key(|&r| keys[r as usize]);
-            let (mut index, mut start) = (Vec::new(), vec![0u32]);
-            for (k, &r) in order.iter().enumerate() {
-                let key = keys[r as usize];
-                if index.last() != Some(&key) {
-                    if k > 0 {
-                        start.push(k as u32);
-                    }
-                    index.push(key);
-                }
-            }
-            start.push(t as u32);
+            // the rows grouped by table row, in row order within a group (the stack's plan)
+            let (index, start, order) = scatter_plan(keys);
             assert!(index.iter().all(|&k| (k as usize) < rows));
             let entries = index.len();
             let args = Args::default()

@@ -16,8 +16,8 @@ use candle_core::{bail, Result};
 
 /// engine.cu's ROW_WARPS and ATT_THREADS: a row kernel's warps a block, an attention block's
 /// threads.
-const ROW_WARPS: u32 = 4;
-const ATT_THREADS: u32 = 64;
+pub(super) const ROW_WARPS: u32 = 4;
+pub(super) const ATT_THREADS: u32 = 64;
 /// Blocks of a row kernel's backward and of GELU's backward: each writes a row of partial
 /// column sums, which `column_sums` then adds in order.
 pub const PARTS: usize = 64;
@@ -55,6 +55,27 @@ pub struct LayerAddrs {
     pub bd: Addr,
     pub g2: Addr,
     pub b2: Addr,
+}
+
+impl LayerAddrs {
+    /// The twelve addresses in the fields' order.
+    pub fn of(a: [Addr; 12]) -> LayerAddrs {
+        let [wqkv, bqkv, wo, bo, g1, b1, wi, bi, wd, bd, g2, b2] = a;
+        LayerAddrs {
+            wqkv,
+            bqkv,
+            wo,
+            bo,
+            g1,
+            b1,
+            wi,
+            bi,
+            wd,
+            bd,
+            g2,
+            b2,
+        }
+    }
 }
 
 /// A layer's weights and its LayerNorms' epsilons.
@@ -178,12 +199,13 @@ impl<D: Device> Scratch<D> {
     }
 }
 
-fn row_blocks(t: usize) -> u32 {
+/// Blocks of a row kernel's forward over t rows: a warp a row.
+pub(super) fn row_blocks(t: usize) -> u32 {
     (t as u32).div_ceil(ROW_WARPS)
 }
 
 /// Blocks of a row kernel's backward: PARTS at most, fewer for a short batch.
-fn parts(t: usize) -> usize {
+pub(super) fn parts(t: usize) -> usize {
     (t.div_ceil(ROW_WARPS as usize)).clamp(1, PARTS)
 }
 

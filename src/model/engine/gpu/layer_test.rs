@@ -11,7 +11,6 @@ use crate::model::engine::packed::Packed;
 use crate::model::engine::packed_attention::Heads;
 use crate::model::engine::weights::LayerW;
 use crate::model::kernels::blas::Blas;
-use crate::model::kernels::cuda::emulated::emulator;
 use crate::model::kernels::dropout_hash::Mask;
 use crate::model::kernels::precision::Precision;
 use crate::model::kernels::test_data;
@@ -22,14 +21,11 @@ fn scaled(n: usize, seed: u32, s: f32) -> Vec<f32> {
 
 #[test]
 fn a_layer_matches_the_cpu_engine() {
-    let emu = match emulator() {
-        Ok(e) => e,
-        Err(why) => return crate::runtime::skipped("the emulated GPU layer", "cxx", &why),
+    let Some(dev) = Emulated::for_test("the emulated GPU layer") else {
+        return;
     };
-    let Some(blas) = crate::model::kernels::blas::blas() else {
-        return crate::runtime::skipped("the emulated GPU layer", "blas", "no BLAS here");
-    };
-    layer_matches(&Emulated::new(emu, blas), blas);
+    let blas = dev.blas();
+    layer_matches(&dev, blas);
 }
 
 /// The same check on a card: the cuBLAS products, NVRTC's build of engine.cu, the driver's
@@ -93,20 +89,7 @@ fn layer_matches<D: Device>(dev: &D, blas: &Blas) {
             eps2,
         };
         let bufs: Vec<Buf<D, f32>> = values.iter().map(|v| Buf::of(dev, v).unwrap()).collect();
-        let addrs = |b: &[Buf<D, f32>]| LayerAddrs {
-            wqkv: b[0].at(0),
-            bqkv: b[1].at(0),
-            wo: b[2].at(0),
-            bo: b[3].at(0),
-            g1: b[4].at(0),
-            b1: b[5].at(0),
-            wi: b[6].at(0),
-            bi: b[7].at(0),
-            wd: b[8].at(0),
-            bd: b[9].at(0),
-            g2: b[10].at(0),
-            b2: b[11].at(0),
-        };
+        let addrs = |b: &[Buf<D, f32>]| LayerAddrs::of(std::array::from_fn(|k| b[k].at(0)));
         let params = LayerParams {
             w: addrs(&bufs),
             eps1,

@@ -6,7 +6,9 @@
 //! allocated for a row and item capacity at the first step and grown, once, by a larger batch;
 //! a step of the same size allocates nothing.
 use super::device::{Addr, Arg, Buf, Device};
-use super::layer::{self, Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch, PARTS};
+use super::layer::{
+    self, parts, row_blocks, Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch, ROW_WARPS,
+};
 use crate::model::engine::embeddings::check_tables;
 use crate::model::engine::packed::Packed;
 use crate::model::engine::stack::Engine;
@@ -14,9 +16,6 @@ use crate::model::engine::weights::{embedding_tensors, layer_tensors};
 use crate::model::kernels::cuda::KernelMask;
 use crate::model::{Bert, BertLayer, Dropout};
 use candle_core::{bail, Result, Tensor};
-
-/// engine.cu's ROW_WARPS.
-const ROW_WARPS: u32 = 4;
 
 /// Where each parameter's gradient lies in a `Grads` arena (element offsets).
 #[derive(Clone, Debug)]
@@ -100,10 +99,12 @@ impl<D: Device> Workspace<D> {
     }
 }
 
-/// A forward's batch, for its backward: the packing and each table's scatter entry count.
+/// A forward's batch, for its backward: the packing, each table's scatter entry count, and the
+/// layers' weights as the forward read them (q, k and v from its copy).
 struct Batch {
     packed: Packed,
     entries: [usize; 3],
+    params: Vec<LayerParams>,
 }
 
 /// A BERT's engine on device D. It holds no borrow of the model (a training task keeps both):
@@ -217,21 +218,7 @@ impl<D: Device> Stack<D> {
     }
 
     fn grad_addrs(&self, g: &Grads<D>, l: usize) -> LayerAddrs {
-        let o = g.layout.layers[l].map(|off| g.at(off));
-        LayerAddrs {
-            wqkv: o[0],
-            bqkv: o[1],
-            wo: o[2],
-            bo: o[3],
-            g1: o[4],
-            b1: o[5],
-            wi: o[6],
-            bi: o[7],
-            wd: o[8],
-            bd: o[9],
-            g2: o[10],
-            b2: o[11],
-        }
+        LayerAddrs::of(g.layout.layers[l].map(|off| g.at(off)))
     }
 
     /// The device the stack runs on.
@@ -369,12 +356,7 @@ impl<D: Device> Stack<D> {
             Arg::Addr(ws.xhat.at(0)),
             Arg::Addr(ws.rstd.at(0)),
         ];
-        dev.launch(
-            "embed_forward",
-            ((t as u32).div_ceil(ROW_WARPS), 1),
-            32 * ROW_WARPS,
-            &args,
-        )?;
+        dev.launch("embed_forward", (row_blocks(t), 1), 32 * ROW_WARPS, &args)?;
         let n = ws.tapes.len();
         for (l, p) in params.iter().enumerate() {
             let out = if l + 1 < n {
@@ -386,7 +368,11 @@ impl<D: Device> Stack<D> {
             layer::forward(dev, p, dims, &rows, &sites, &ws.tapes[l], &ws.scratch, out)?;
         }
         let hidden = ws.hidden.at(0);
-        self.batch = Some(Batch { packed, entries });
+        self.batch = Some(Batch {
+            packed,
+            entries,
+            params,
+        });
         Ok(hidden)
     }
 
@@ -415,12 +401,12 @@ impl<D: Device> Stack<D> {
             } else {
                 ws.scratch.dx().at(0)
             };
-            let p = self.params(bert, l)?;
+            let p = &batch.params[l];
             let sites = Engine::sites(drop, l);
             let gr = self.grad_addrs(grads, l);
             layer::backward(
                 dev,
-                &p,
+                p,
                 dims,
                 &rows,
                 &sites,
@@ -432,7 +418,7 @@ impl<D: Device> Stack<D> {
         }
         // the embeddings: dropout and LayerNorm backward, then each table's rows by entry
         let e = embedding_tensors(&bert.embeddings);
-        let partial_rows = (t.div_ceil(ROW_WARPS as usize)).clamp(1, PARTS);
+        let partial_rows = parts(t);
         let partial = ws.scratch.partial();
         let args = [
             Arg::Addr(ws.scratch.dx().at(0)),
@@ -607,7 +593,7 @@ impl<D: Device> Stack<D> {
 /// A table's scatter plan for rows keyed `keys` (a table row each): the distinct keys (entries),
 /// where each entry's rows start in `order` (entries + 1), and the rows ordered by key, in row
 /// order within a key (so the sums run in a fixed order).
-fn scatter_plan(keys: &[u32]) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+pub(super) fn scatter_plan(keys: &[u32]) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
     let mut order: Vec<u32> = (0..keys.len() as u32).collect();
     order.sort_by_key(|&r| keys[r as usize]);
     let (mut index, mut start) = (Vec::new(), Vec::new());

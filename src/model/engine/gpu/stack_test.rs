@@ -7,7 +7,6 @@ use super::device::{Buf, Device};
 use super::emulated::Emulated;
 use super::stack::Stack;
 use crate::model::engine::stack::Engine;
-use crate::model::kernels::cuda::emulated::emulator;
 use crate::model::kernels::test_data;
 use crate::model::{Bert, BertConfig, Dropout, DropoutRates};
 use candle_core::{DType, Device as Candle, Tensor};
@@ -71,15 +70,11 @@ fn tiny_bert(layers: usize, heads: usize, dim: usize, on: &Candle) -> Bert {
 
 #[test]
 fn a_whole_bert_matches_the_cpu_engine() {
-    let emu = match emulator() {
-        Ok(e) => e,
-        Err(why) => return crate::runtime::skipped("the emulated GPU stack", "cxx", &why),
-    };
-    let Some(blas) = crate::model::kernels::blas::blas() else {
-        return crate::runtime::skipped("the emulated GPU stack", "blas", "no BLAS here");
+    let Some(dev) = Emulated::for_test("the emulated GPU stack") else {
+        return;
     };
     let bert = tiny_bert(2, 2, 32, &Candle::Cpu);
-    stack_matches(Emulated::new(emu, blas), &bert, &bert);
+    stack_matches(dev, &bert, &bert);
 }
 
 /// The same on a card (a `cuda` build's test binary on the lent machine): the model's weights
@@ -180,14 +175,9 @@ fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert) {
 fn a_candle_loss_over_the_leaf_matches_the_cpu_engine() {
     use super::leaf::GpuLeaf;
     use crate::model::engine::Leaf;
-    let emu = match emulator() {
-        Ok(e) => e,
-        Err(why) => return crate::runtime::skipped("the emulated GPU leaf", "cxx", &why),
+    let Some(dev) = Emulated::for_test("the emulated GPU leaf") else {
+        return;
     };
-    let Some(blas) = crate::model::kernels::blas::blas() else {
-        return crate::runtime::skipped("the emulated GPU leaf", "blas", "no BLAS here");
-    };
-    let dev = Emulated::new(emu, blas);
     let bert = tiny_bert(2, 1, 64, &Candle::Cpu);
     let seqs: Vec<Vec<u32>> = vec![
         vec![1, 4, 9, 2],
