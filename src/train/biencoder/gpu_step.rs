@@ -23,10 +23,18 @@ use candle_core::Tensor;
 #[cfg(feature = "cuda")]
 pub fn card(task: &BiEncoderTask) -> Option<candle_core::cuda::CudaDevice> {
     use crate::model::Activation;
-    let asked = matches!(
-        std::env::var("CONDENSER_GPU_ENGINE").as_deref(),
-        Ok("1" | "on")
-    );
+    let value = std::env::var("CONDENSER_GPU_ENGINE").unwrap_or_default();
+    let asked = matches!(value.as_str(), "1" | "on");
+    if !matches!(value.as_str(), "" | "0" | "off" | "1" | "on") {
+        // a typo must not pass for "off" unseen: said once a process
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "warning: CONDENSER_GPU_ENGINE={value:?} is not 1, on, 0 or off; \
+                 training through candle's graph"
+            )
+        });
+    }
     let bert = &task.enc.bert;
     let w = bert.embeddings.word.embeddings();
     let fits = asked
