@@ -44,15 +44,22 @@ fn encode_keeps_rows_and_adds_the_library_embeddings() {
     let input = texts_file(d.path(), "in.parquet", &texts);
     let out = d.path().join("out.parquet");
     let model = common::model().display().to_string();
-    let o = condenser(&[
-        "encode",
-        "--model",
-        &model,
-        "--input",
-        &input,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    // CONDENSER_BLAS=env: the binary keeps OPENBLAS_CORETYPE as this process has it. By default
+    // it picks OpenBLAS's kernel for the CPU (SkylakeX on AVX-512) over a machine-wide setting
+    // (this workplace sets Haswell), which this test process, a library user, keeps: two
+    // kernels, sums in two orders, embeddings a few ulp apart (seen on a Zen 5)
+    let o = common::condenser_env(
+        &[("CONDENSER_BLAS", "env")],
+        &[
+            "encode",
+            "--model",
+            &model,
+            "--input",
+            &input,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // the library's inference loader, with the CLI's defaults (f32 on the CPU: on AVX2 CPUs the
     // frozen Linears on condenser's own kernel, as the CLI runs them)
