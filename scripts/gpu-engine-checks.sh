@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent GPU machine: the GPU engine's checks (issue 57, item 1) in one call. First the card
-# tests of the `cuda` build's library test binary (engine.cu's kernels through NVRTC, one layer
+# tests of the `cuda` build's library test binary (the CUDA kernels through NVRTC, one layer
 # and a whole BERT against the CPU engine: src/model/engine/gpu), then the training step against
 # candle's graph (benches/gpu_engine.rs). Needs, beside this checkout: $STAGE/lib-tests.xz and
 # $STAGE/gpu-engine-bench.xz (ENGINE_CHECKS=1 bash scripts/build-cuda.sh, here), the MiniLM

@@ -17,8 +17,8 @@ use candle_core::Tensor;
 /// The card the task's model lives on when the GPU engine trains it: asked for with
 /// CONDENSER_GPU_ENGINE=1 (opt-in until its tests have passed on a lent card: written and
 /// tested on the CPU's emulation only, docs/gpu.md), f32 weights on a CUDA device, BERT's GELU,
-/// heads of width 32 or 64 (engine.cu's), the engine not turned off (CONDENSER_ENGINE=off), and
-/// no GradCache (which embeds in mini-batches: not yet on the engine on a card). None: candle's
+/// heads of width 32 or 64 (the CUDA kernels'), the engine not turned off
+/// (CONDENSER_ENGINE=off), and no GradCache (which embeds in mini-batches: not yet on the engine on a card). None: candle's
 /// graph trains it.
 #[cfg(feature = "cuda")]
 pub fn card(task: &BiEncoderTask) -> Option<candle_core::cuda::CudaDevice> {

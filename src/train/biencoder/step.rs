@@ -36,7 +36,7 @@ impl TrainTask for BiEncoderTask {
     fn engine_kernels(&self) -> String {
         #[cfg(feature = "cuda")]
         if super::gpu_step::card(self).is_some() {
-            return "CUDA (cuBLAS and engine.cu)".into();
+            return "CUDA (cuBLAS and cuda/engine/)".into();
         }
         crate::model::kernels::isa::describe()
     }

@@ -1,7 +1,7 @@
 //! The card: memory and launches through cudarc's driver API on candle's stream (so that the
 //! engine's work and candle's heads and losses stay in order without a synchronisation), the
 //! products on a cuBLAS handle of its own (plain f32 math: no TF32, whatever candle's handle is
-//! set to), engine.cu compiled by NVRTC once a process. Proven on a card by the tests that run
+//! set to), cuda/engine/ compiled by NVRTC once a process. Proven on a card by the tests that run
 //! layer_test.rs's check here (docs/gpu.md); the CPU's CI builds it only in the `cuda` build.
 use super::device::{Addr, Arg, Counts, Device, Op};
 use crate::model::kernels::cuda::ENGINE_SOURCE;
@@ -54,7 +54,7 @@ impl Cuda {
         });
         let ptx = match ptx {
             Ok(p) => p,
-            Err(e) => bail!("compiling the GPU engine's kernels (engine.cu): {e}"),
+            Err(e) => bail!("compiling the GPU engine's kernels (cuda/engine/): {e}"),
         };
         let f = self
             .dev
@@ -176,7 +176,7 @@ impl Device for Cuda {
             shared_mem_bytes: 0,
         };
         self.count(|c| c.launches += 1);
-        // SAFETY: the arguments match engine.cu's parameters for `kernel` (layer.rs builds them
+        // SAFETY: the arguments match the CUDA kernels' parameters for `kernel` (layer.rs builds them
         // beside the kernel's signature; the emulated device's tests check the same lists) and
         // point into live allocations of this device
         unsafe { b.launch(cfg) }.w()?;

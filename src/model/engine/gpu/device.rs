@@ -1,4 +1,4 @@
-//! What the GPU engine asks of a device: memory by address, row-major GEMMs, and engine.cu's
+//! What the GPU engine asks of a device: memory by address, row-major GEMMs, and the CUDA kernels'
 //! kernels by name. Two devices answer: a CUDA card (cuda.rs: cuBLAS and NVRTC), and, for the
 //! tests, the CPU (emulated.rs: the CPU's BLAS and the kernels built by g++), so that everything
 //! the engine does between kernels (which buffer, which transposes, which strides) is tested on
@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 /// A device address, in bytes.
 pub type Addr = u64;
 
-/// A kernel argument, as engine.cu's parameters take them: a buffer's address, a number, a mask.
+/// A kernel argument, as the CUDA kernels' parameters take them: a buffer's address, a number, a mask.
 #[derive(Clone, Copy, Debug)]
 pub enum Arg {
     Addr(Addr),
@@ -62,7 +62,7 @@ pub trait Device {
         beta: f32,
         c: (Addr, usize),
     ) -> Result<()>;
-    /// engine.cu's `kernel` on `grid` blocks of `threads`.
+    /// the CUDA kernels' `kernel` on `grid` blocks of `threads`.
     fn launch(&self, kernel: &str, grid: (u32, u32), threads: u32, args: &[Arg]) -> Result<()>;
     fn counts(&self) -> Counts;
 

@@ -1,5 +1,5 @@
 //! The CPU standing in for a card (tests only): host memory by address, the CPU's BLAS for the
-//! GEMMs, engine.cu built by g++ for the kernels (kernels/cuda/emulated.rs).
+//! GEMMs, cuda/engine/ built by g++ for the kernels (kernels/cuda/emulated.rs).
 use super::device::{Addr, Arg, Counts, Device, Op};
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
 use crate::model::kernels::cuda::emulated::{Args, Emulator};

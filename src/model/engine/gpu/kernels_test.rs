@@ -1,4 +1,4 @@
-//! The GPU engine's kernels (kernels/cuda/engine.cu), run on the CPU by emulation, against the
+//! The GPU engine's kernels (kernels/cuda/engine/), run on the CPU by emulation, against the
 //! CPU engine's own functions on the same inputs: LayerNorms with the residual, bias and dropout
 //! folded in, the embeddings with their scatter, GELU, and attention at both head widths, forward
 //! and backward, with and without dropout, their gradients' partial sums included. Agreement is
@@ -60,7 +60,7 @@ fn every_kernel_of_the_source_is_emulated() {
     let (mut have, mut want) = (e.kernels(), kernels_in_source());
     have.sort();
     want.sort();
-    assert_eq!(have, want, "emulate.cpp's KERNELS list against engine.cu");
+    assert_eq!(have, want, "emulate.cpp's KERNELS list against engine/");
 }
 
 /// residual_norm and its backward against layer_norm.rs on the bias-added input: h = 80 (a

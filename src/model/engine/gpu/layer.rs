@@ -1,6 +1,6 @@
 //! One BERT layer on a device, forward and backward, as ../layer.rs runs it on the CPU: the same
 //! formulas and tape (8h + i floats a token), the products on the device's GEMM and everything
-//! between on engine.cu's kernels, eight launches forward and 18 to 22 backward. The Linears'
+//! between on the CUDA kernels, eight launches forward and 18 to 22 backward. The Linears'
 //! biases ride in the kernels after their products (attention adds qkv's, the LayerNorms add
 //! o's and the output's, GELU the intermediate's) and their gradients come from the kernels'
 //! partial sums, so no launch is spent on a bias. Buffers come from the caller (`LayerTape`,
@@ -14,7 +14,7 @@ use crate::model::engine::layer::Sites;
 use crate::model::kernels::cuda::KernelMask;
 use candle_core::{bail, Result};
 
-/// engine.cu's ROW_WARPS and ATT_THREADS: a row kernel's warps a block, an attention block's
+/// the CUDA kernels' ROW_WARPS and ATT_THREADS: a row kernel's warps a block, an attention block's
 /// threads.
 pub(super) const ROW_WARPS: u32 = 4;
 pub(super) const ATT_THREADS: u32 = 64;
@@ -311,7 +311,7 @@ pub(super) fn add_partials<D: Device>(
 fn width(d: Dims) -> Result<usize> {
     match d.head_dim() {
         w @ (32 | 64) => Ok(w),
-        w => bail!("gpu engine: attention heads of width {w} (engine.cu has 32 and 64)"),
+        w => bail!("gpu engine: attention heads of width {w} (cuda/engine/ has 32 and 64)"),
     }
 }
 

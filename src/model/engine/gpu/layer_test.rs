@@ -28,7 +28,7 @@ fn a_layer_matches_the_cpu_engine() {
     layer_matches(&dev, blas);
 }
 
-/// The same check on a card: the cuBLAS products, NVRTC's build of engine.cu, the driver's
+/// The same check on a card: the cuBLAS products, NVRTC's build of cuda/engine/, the driver's
 /// memory (a `cuda` build's test binary, run on the lent machine: scripts/README.md).
 #[cfg(feature = "cuda")]
 #[test]

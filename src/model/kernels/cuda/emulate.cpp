@@ -1,7 +1,9 @@
-// engine.cu on the CPU (emulate.h), for emulated.rs's tests: `emu_launch` runs a kernel by name
+// The GPU engine's kernels (engine/) on the CPU (emulate.h), for emulated.rs's tests: `emu_launch` runs a kernel by name
 // with its arguments as cuLaunchKernel takes them (an array of pointers to each argument).
 #include "emulate.h"
-#include "engine.cu"
+#include "engine/common.cuh"
+#include "engine/rows.cu"
+#include "engine/attention.cu"
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -17,7 +19,7 @@ static void launch(void (*k)(A...), uint3 grid, unsigned threads, void** args) {
     emu::run(grid, threads, [&] { call(k, args, std::index_sequence_for<A...>{}); });
 }
 
-// every extern "C" __global__ of engine.cu (emulated.rs checks the list against the source)
+// every extern "C" __global__ of engine/ (emulated.rs checks the list against the source)
 #define KERNELS(X)                                                                             \
     X(embed_forward)                                                                           \
     X(residual_norm)                                                                           \
@@ -39,7 +41,7 @@ extern "C" const char* emu_kernels() {
 #undef NAME
 }
 
-// 0 when it ran, -1 for a name engine.cu does not have
+// 0 when it ran, -1 for a name the kernels do not have
 extern "C" int emu_launch(const char* name, unsigned gx, unsigned gy, unsigned gz, unsigned threads,
                           void** args) {
     // one launch at a time in the process: a block's shared arrays and barriers are globals, and

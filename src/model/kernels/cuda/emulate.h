@@ -1,4 +1,4 @@
-// The CUDA that engine.cu uses, on the CPU, for its tests (emulated.rs): a block's threads are
+// The CUDA that cuda/engine/ uses, on the CPU, for its tests (emulated.rs): a block's threads are
 // OS threads (one each, a block at a time), __syncthreads a barrier of the block, a warp's
 // shuffle an exchange through memory between two barriers of the warp, static __shared__ arrays
 // plain statics (one block runs at a time, so one copy serves). Correctness only: it checks the

@@ -1,4 +1,4 @@
-//! engine.cu on the CPU, for tests: compiled once a test process by g++ with emulate.h into a
+//! cuda/engine/ on the CPU, for tests: compiled once a test process by g++ with emulate.h into a
 //! shared library (then unlinked: the mapping stays), its kernels launched by name with the
 //! arguments cuLaunchKernel would take. Host memory stands in for device memory, so a kernel's
 //! pointers are the test's own buffers.
@@ -15,7 +15,7 @@ pub(crate) struct Emulator {
 }
 
 /// The emulated kernels, or why there are none here (no g++: the caller skips). A g++ that fails
-/// on engine.cu panics: that is a broken kernel source, not a missing tool.
+/// on cuda/engine/ panics: that is a broken kernel source, not a missing tool.
 pub(crate) fn emulator() -> Result<&'static Emulator, String> {
     static EMU: OnceLock<Result<Emulator, String>> = OnceLock::new();
     EMU.get_or_init(build).as_ref().map_err(Clone::clone)
@@ -37,7 +37,7 @@ fn build() -> Result<Emulator, String> {
     };
     assert!(
         run.status.success(),
-        "g++ failed on engine.cu (emulate.cpp):\n{}",
+        "g++ failed on cuda/engine/ (emulate.cpp):\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
     let path = CString::new(lib.to_string_lossy().as_bytes()).expect("a path without NUL");
@@ -105,7 +105,7 @@ impl Emulator {
                 args.pointers.as_mut_ptr(),
             )
         };
-        assert_eq!(rc, 0, "engine.cu has no kernel {name}");
+        assert_eq!(rc, 0, "cuda/engine/ has no kernel {name}");
     }
 
     /// The kernels emulate.cpp registers.
@@ -119,7 +119,7 @@ impl Emulator {
     }
 }
 
-/// The kernels engine.cu defines: its `extern "C" __global__` functions, and the attention pair
+/// The kernels cuda/engine/ defines: its `extern "C" __global__` functions, and the attention pair
 /// of each head width its ATTENTION_WIDTH lines instantiate.
 pub(crate) fn kernels_in_source() -> Vec<String> {
     let mut names = Vec::new();
