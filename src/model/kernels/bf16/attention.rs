@@ -9,44 +9,34 @@
 //!
 //! Layouts are the bf16 GEMM's: the left operand as rows of k-pair words read where they lie
 //! (the queries, all rows converted once; a block's probabilities), the right one in panels of
-//! NR columns x k-pairs (the keys as K^T, NR keys a panel; the values, NR head columns a panel).
-//! Keys past the text's end are zero words (their probabilities written as zeros); values past
-//! it zero, so the padding's zero probabilities multiply zeros, never stale NaNs.
+//! NR columns x k-pairs packed as the GEMM packs its weights (`panels`: the keys as K^T, NR keys
+//! a panel; the values, NR head columns a panel). Keys past the text's end are zero words
+//! (their probabilities written as zeros); an odd text's last value pairs with a zero, so the
+//! padding's zero probability multiplies zeros, never stale NaNs.
 use super::kernel::{tile_rows, Start};
 use super::matrix::{halves, to_bf16, MR, NR};
-use crate::model::kernels::f32_gemm::pack_transposed;
+use super::panels::{pack_rows, pack_transposed, transposed_scratch};
 use crate::model::kernels::fastmath::EXP2_POLY;
-use crate::model::kernels::head_attention::{prefetch_now, HeadIn, C};
-
-// a bf16 panel of keys is whole f32 panels of `pack_transposed`
-const _: () = assert!(NR.is_multiple_of(C));
+use crate::model::kernels::head_attention::{prefetch_now, HeadIn};
 
 /// Whether this kernel runs a head `d` wide here: AVX512-BF16, whole panels of NR head columns.
 pub fn serves(d: usize) -> bool {
     d > 0 && d.is_multiple_of(NR) && super::supported()
 }
 
-/// Two values as one k-pair word: the first in the low half, as `vdpbf16ps` pairs them. Loops
-/// calling it over two rows element by element vectorise; a row's consecutive pairs are its bf16
-/// values in order (`halves`).
-#[inline(always)]
-fn word(lo: f32, hi: f32) -> u32 {
-    to_bf16(lo) as u32 | (to_bf16(hi) as u32) << 16
-}
-
 /// The sizes of `head_forward`'s scratch parts for `n` tokens `d` wide, in 4-byte units: the
-/// queries' words (n x d/2), the keys' panels (np x d/2), the values' panels (np/2 x d), a
-/// block's probability words (MR x np/2), a block's f32 scores (MR x np), the keys transposed
-/// in f32 (np x d, `f32_gemm::pack_transposed`); np = n in whole panels.
+/// queries' words (n x d/2), the keys' panels (np x d/2), the values' panels (n/2 x d, n/2
+/// rounded up), a block's probability words (MR x np/2), a block's f32 scores (MR x np), the
+/// keys' packing scratch (`panels::transposed_scratch`); np = n in whole panels.
 fn parts(n: usize, d: usize) -> [usize; 6] {
     let np = n.div_ceil(NR) * NR;
     [
         n * d / 2,
         np * d / 2,
-        np / 2 * d,
+        n.div_ceil(2) * d,
         MR * np / 2,
         MR * np,
-        np * d,
+        transposed_scratch(n, d),
     ]
 }
 
@@ -103,49 +93,17 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
     let (qw, rest) = words.split_at_mut(qn);
     let (kw, rest) = rest.split_at_mut(kn);
     let (vw, pw) = rest.split_at_mut(vn);
-    let s = &mut s[..MR * np];
     prefetch_now(&x);
     for (i, row) in halves(qw).chunks_exact_mut(d).enumerate() {
         row.iter_mut()
             .zip(&q[i * ld..i * ld + d])
             .for_each(|(h, &x)| *h = to_bf16(x));
     }
-    // K^T: panel p holds, pair by pair, the words of keys pNR .. pNR + NR; from the keys
-    // transposed in f32 (register transposes), two dims' rows of C keys make C words
-    pack_transposed(k, ld, n, d, kt);
-    let panels16 = n.div_ceil(C);
-    for (p, panel) in kw.chunks_exact_mut(dp * NR).enumerate() {
-        for t in 0..dp {
-            for half in 0..NR / C {
-                let out = &mut panel[t * NR + half * C..][..C];
-                let p16 = p * (NR / C) + half;
-                if p16 < panels16 {
-                    let rows = &kt[p16 * C * d + 2 * t * C..][..2 * C];
-                    let (a, b) = rows.split_at(C);
-                    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                        *o = word(x, y);
-                    }
-                } else {
-                    out.fill(0);
-                }
-            }
-        }
-    }
-    // V: panel c holds, key pair by key pair, head columns cNR .. cNR + NR
-    for (c, panel) in vw.chunks_exact_mut(kp * NR).enumerate() {
-        for (t, out) in panel.chunks_exact_mut(NR).enumerate() {
-            let row = |key: usize| (key < n).then(|| &v[key * ld + c * NR..][..NR]);
-            match (row(2 * t), row(2 * t + 1)) {
-                (Some(a), Some(b)) => {
-                    for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
-                        *o = word(x, y);
-                    }
-                }
-                (Some(a), None) => out.iter_mut().zip(a).for_each(|(o, &x)| *o = word(x, 0.0)),
-                _ => out.fill(0),
-            }
-        }
-    }
+    // K^T: panel p holds, pair by pair, the words of keys pNR .. pNR + NR (zeros past n); V:
+    // panel c holds, key pair by key pair, head columns cNR .. cNR + NR (an odd n's last key
+    // paired with a zero)
+    pack_transposed(k, ld, n, d, kt, kw);
+    pack_rows(v, ld, n, d, vw);
     let pairs = n.div_ceil(2);
     for i0 in (0..n).step_by(MR) {
         let rows = MR.min(n - i0);
@@ -164,7 +122,7 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
             );
         }
         let inv = probabilities(s, np, n, rows, scale2, halves(pw));
-        for (c, panel) in vw.chunks_exact(kp * NR).enumerate() {
+        for (c, panel) in vw.chunks_exact(pairs * NR).enumerate() {
             let out = ctx.as_mut_ptr().add(i0 * d + c * NR);
             let b = panel.as_ptr().cast::<u16>();
             tile_rows(rows, pairs, pw.as_ptr(), kp, b, out, d, NR, Start::Zero);

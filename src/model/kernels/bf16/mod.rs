@@ -10,11 +10,13 @@
 pub mod attention;
 mod kernel;
 mod matrix;
+mod panels;
 
 pub use matrix::{from_bf16, to_bf16, to_bf16_into, MatRef, MR, NR};
 
 use kernel::{tile_rows, Start};
 use matrix::halves;
+use panels::{pack_rows, pack_transposed, panel_words, transposed_scratch};
 use rayon::prelude::*;
 
 /// The largest k-block in k-pairs: one block for BERT's products up to an intermediate of 1,536
@@ -42,9 +44,10 @@ pub fn supported() -> bool {
     }
 }
 
-/// B (k x n) rounded to bf16 in the kernel's layout: panels of NR columns, each `[k-pair][NR][2]`.
+/// B (k x n) rounded to bf16 in the kernel's layout: panels of NR columns, each `[k-pair][NR]`
+/// words (`panels`).
 pub struct PackedB {
-    data: Vec<u16>,
+    data: Vec<u32>,
     pub k: usize,
     pub n: usize,
     pairs: usize,
@@ -57,18 +60,31 @@ impl std::fmt::Debug for PackedB {
 }
 
 impl PackedB {
+    /// Any strided view of B: a transposed row-major matrix (a weight) and a row-major one are
+    /// packed from where they lie, a panel a task; other strides are copied into rows first.
     pub fn pack(b: MatRef, k: usize, n: usize) -> PackedB {
-        let pairs = k.div_ceil(2);
-        let panel = pairs * 2 * NR;
-        let mut data = vec![0u16; n.div_ceil(NR) * panel];
-        data.par_chunks_mut(panel).enumerate().for_each(|(p, out)| {
-            for j in 0..NR.min(n - p * NR) {
-                let col = p * NR + j;
-                for d in 0..k {
-                    out[(d / 2 * NR + j) * 2 + d % 2] = to_bf16(b.at(d, col));
+        let (pairs, panel) = (k.div_ceil(2), panel_words(k));
+        let mut data = vec![0u32; n.div_ceil(NR) * panel];
+        if k > 0 && n > 0 {
+            let rows;
+            let (src, ld, transposed) = match (b.rs, b.cs) {
+                (1, ld) if ld >= k => (b.data, ld, true),
+                (ld, 1) if ld >= n => (b.data, ld, false),
+                _ => {
+                    rows = (0..k * n).map(|i| b.at(i / n, i % n)).collect::<Vec<_>>();
+                    (&rows[..], n, false)
                 }
-            }
-        });
+            };
+            data.par_chunks_mut(panel).enumerate().for_each(|(p, out)| {
+                let cols = NR.min(n - p * NR);
+                if transposed {
+                    let mut scratch = vec![0f32; transposed_scratch(cols, k)];
+                    pack_transposed(&src[p * NR * ld..], ld, cols, k, &mut scratch, out)
+                } else {
+                    pack_rows(&src[p * NR..], ld, k, cols, out)
+                }
+            });
+        }
         PackedB { data, k, n, pairs }
     }
 
@@ -230,7 +246,7 @@ unsafe fn block(
                     Some(v) => Start::Bias(v.as_ptr().add(p * NR)),
                     None => Start::Zero,
                 };
-                let bp = b.data.as_ptr().add((p * b.pairs + kb) * 2 * NR);
+                let bp = b.data.as_ptr().add((p * b.pairs + kb) * NR).cast::<u16>();
                 let ncols = NR.min(b.n - p * NR);
                 for r0 in (i0..i1).step_by(MR) {
                     let ap = words.as_ptr().add((r0 - i0) * lda + kb);

@@ -24,27 +24,42 @@ const NO_BF16: &str = "this CPU has no AVX512-BF16 (the kernel's instruction); t
     rounding tests still ran";
 
 /// The packed layout holds every element of B, rounded, where the kernel reads it: [panel]
-/// [k-pair][column in panel][pair half], zero past k and past n. Runs on every CPU.
+/// [k-pair][column in panel] words of two halves, zero past k and past n, whether B is given
+/// transposed (a weight), in rows, or with neither stride 1 (copied first). Runs on every CPU.
 #[test]
 fn packing_places_every_rounded_element() {
     let mut seed = 3;
     for &(k, n) in &[(1, 1), (7, 33), (64, 70), (385, 24)] {
-        let wv: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed)).collect();
-        let b = MatRef::transposed(&wv, k);
-        let p = PackedB::pack(b, k, n);
-        let pairs = k.div_ceil(2);
-        assert_eq!(p.data.len(), n.div_ceil(NR) * pairs * 2 * NR);
-        for (i, &h) in p.data.iter().enumerate() {
-            let (panel, rest) = (i / (pairs * 2 * NR), i % (pairs * 2 * NR));
-            let (pair, rest) = (rest / (2 * NR), rest % (2 * NR));
-            let (col, half) = (panel * NR + rest / 2, rest % 2);
-            let d = pair * 2 + half;
-            let want = if d < k && col < n {
-                to_bf16(b.at(d, col))
-            } else {
-                0
-            };
-            assert_eq!(h, want, "k {k} n {n}: element {i} (row {d}, column {col})");
+        let wv: Vec<f32> = (0..2 * n * k).map(|_| lcg(&mut seed)).collect();
+        let views = [
+            MatRef::transposed(&wv, k),
+            MatRef::rows(&wv, n),
+            MatRef {
+                data: &wv,
+                rs: 2 * n,
+                cs: 2,
+            },
+        ];
+        for (v, b) in views.into_iter().enumerate() {
+            let p = PackedB::pack(b, k, n);
+            let pairs = k.div_ceil(2);
+            assert_eq!(p.data.len(), n.div_ceil(NR) * pairs * NR);
+            for (i, &w) in p.data.iter().enumerate() {
+                let (panel, rest) = (i / (pairs * NR), i % (pairs * NR));
+                let (pair, col) = (rest / NR, panel * NR + rest % NR);
+                for (half, h) in [w as u16, (w >> 16) as u16].into_iter().enumerate() {
+                    let d = pair * 2 + half;
+                    let want = if d < k && col < n {
+                        to_bf16(b.at(d, col))
+                    } else {
+                        0
+                    };
+                    assert_eq!(
+                        h, want,
+                        "view {v} k {k} n {n}: word {i} (row {d}, column {col})"
+                    );
+                }
+            }
         }
     }
 }
