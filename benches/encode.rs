@@ -420,8 +420,13 @@ fn main() {
             isa::describe(),
             if precision == Precision::F32 && f32_gemm::chosen() {
                 format!(
-                    "{} (Linears); {} (the rest)",
+                    "{} ({}); {} (the rest)",
                     f32_gemm::describe(),
+                    if f32_gemm::attention_chosen() {
+                        "Linears, attention"
+                    } else {
+                        "Linears"
+                    },
                     condenser::model::kernels::blas::describe()
                 )
             } else {

@@ -388,8 +388,10 @@ fn first_token_forward_equals_the_full_forward_at_cls() {
         condenser::runtime::skipped("f32 [CLS]-only on ready weights", "avx2", "no f32 kernel");
     } else {
         // the CPU has the kernel, but its f32 Linears run on the BLAS by default
-        // (`isa::own_f32_kernels`), so no weights are made ready in f32: not a skip for want
-        eprintln!("f32 [CLS]-only on ready weights: not this CPU's default (CONDENSER_F32_GEMM=own)");
+        // (`isa::own_f32_linears`), so no weights are made ready in f32: not a skip for want
+        eprintln!(
+            "f32 [CLS]-only on ready weights: not this CPU's default (CONDENSER_F32_GEMM=own)"
+        );
     }
     if bf16::supported() {
         precisions.push((Precision::Bf16, 2e-2));

@@ -55,12 +55,17 @@ impl ModelOpts {
 }
 
 /// What runs an f32 inference's matmuls on `device`: `matmuls`, and condenser's f32 kernel for
-/// the frozen Linears where it is chosen (kernels/f32_gemm/).
+/// the frozen Linears (and the attention) where it is chosen (kernels/f32_gemm/).
 pub fn inference_matmuls(device: DeviceSpec) -> String {
     let base = matmuls(device);
-    if matches!(device, DeviceSpec::Cpu) && condenser::model::kernels::f32_gemm::chosen() {
-        let own = condenser::model::kernels::f32_gemm::describe();
-        format!("{base}; frozen Linears on {own}")
+    use condenser::model::kernels::f32_gemm;
+    if matches!(device, DeviceSpec::Cpu) && f32_gemm::chosen() {
+        let what = if f32_gemm::attention_chosen() {
+            "frozen Linears and attention"
+        } else {
+            "frozen Linears"
+        };
+        format!("{base}; {what} on {}", f32_gemm::describe())
     } else {
         base
     }

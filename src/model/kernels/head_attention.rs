@@ -18,7 +18,6 @@
 //! Numbers differ from the BLAS route's by summation order (tests/engine.rs and the test below
 //! hold both to 1e-5); the result does not depend on the thread count (one call, one text).
 use super::f32_gemm::{self, pack_rows, pack_transposed};
-use super::isa::own_f32_kernels;
 use super::softmax::softmax_block;
 use super::vector::LANES;
 use crate::dispatch;
@@ -43,11 +42,12 @@ pub struct HeadIn<'a> {
     pub scale: f32,
 }
 
-/// Whether this kernel runs a head `d` wide on this CPU: whole tiles of C columns, where it was
-/// measured faster than the BLAS route (`isa::own_f32_kernels`: AVX2 + FMA on Zen 3, AVX-512 on
-/// Zen 4, whose AVX-512 copy ran as fast as the AVX2 one; issue 35).
+/// Whether this kernel runs a head `d` wide on this CPU: whole tiles of C columns, where it is
+/// chosen over the BLAS route (`f32_gemm::attention_chosen`: by default where it was measured
+/// faster, `isa::own_f32_attention`: AVX2 + FMA on Zen 3, AVX-512 on Zen 4, whose AVX-512 copy
+/// ran as fast as the AVX2 one, issue 35; CONDENSER_F32_GEMM=own|blas sets it with the Linears).
 pub fn serves(d: usize) -> bool {
-    d > 0 && d.is_multiple_of(C) && f32_gemm::supported() && own_f32_kernels()
+    d > 0 && d.is_multiple_of(C) && f32_gemm::attention_chosen()
 }
 
 /// Scratch floats `head_forward` needs for `n` tokens `d` wide: the keys' panels, the values'

@@ -78,34 +78,52 @@ pub fn active() -> Isa {
     })
 }
 
-/// Whether this is an AMD Zen 4 (CPU family 25 with AVX-512; Zen 3, the same family, has none),
-/// which runs a 512-bit instruction as two 256-bit halves: its FMA peak is the AVX2 one.
-pub fn amd_zen4() -> bool {
+/// AMD's CPU family (cpuid leaf 1, with the extended family), None on other vendors.
+fn amd_family() -> Option<u32> {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::__cpuid;
         let v = __cpuid(0);
         let amd = [v.ebx, v.edx, v.ecx] == [0x6874_7541, 0x6974_6e65, 0x444d_4163];
         let eax = __cpuid(1).eax;
-        let family = ((eax >> 8) & 0xF)
-            + if (eax >> 8) & 0xF == 0xF {
-                (eax >> 20) & 0xFF
-            } else {
-                0
-            };
-        amd && family == 25 && detected() == Isa::Avx512
+        let base = (eax >> 8) & 0xF;
+        let family = base + if base == 0xF { (eax >> 20) & 0xFF } else { 0 };
+        amd.then_some(family)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        false
+        None
     }
 }
 
-/// Whether condenser's own f32 inference kernels (`f32_gemm` for the Linears, `head_attention`)
-/// are the default over the BLAS route: on the classes where they were measured faster (issue 35,
-/// benches/README.md): AVX2 + FMA (Zen 3) and AVX-512 on AMD Zen 4. Other AVX-512 CPUs (Intel,
-/// Zen 5: two full-width FMA ports) keep the BLAS until measured there.
-pub fn own_f32_kernels() -> bool {
+/// Whether this is an AMD Zen 4 (CPU family 25 with AVX-512; Zen 3, the same family, has none),
+/// which runs a 512-bit instruction as two 256-bit halves: its FMA peak is the AVX2 one.
+pub fn amd_zen4() -> bool {
+    amd_family() == Some(25) && detected() == Isa::Avx512
+}
+
+/// Whether this is an AMD Zen 5 (CPU family 26, AVX-512 on full-width 512-bit units).
+pub fn amd_zen5() -> bool {
+    amd_family() == Some(26) && detected() == Isa::Avx512
+}
+
+/// Whether condenser's own f32 kernel (`f32_gemm`) runs the frozen Linears by default over the
+/// BLAS: on the classes where it was measured faster (issue 35, issue 57, benches/README.md):
+/// AVX2 + FMA (Zen 3), AVX-512 on AMD Zen 4 and Zen 5 (Zen 5: the whole encode 4.6-8.2% faster
+/// than on OpenBLAS's SkylakeX kernel). Intel AVX-512 CPUs keep the BLAS until measured there.
+pub fn own_f32_linears() -> bool {
+    match active() {
+        Isa::Avx2 => true,
+        Isa::Avx512 => amd_zen4() || amd_zen5(),
+        Isa::Baseline => false,
+    }
+}
+
+/// Whether condenser's own f32 attention kernel (`head_attention`) runs by default over the BLAS
+/// route (a GEMM a head's scores, a fused softmax, a GEMM its context): AVX2 + FMA (Zen 3) and
+/// AVX-512 on Zen 4. Not on Zen 5: with the own Linears, Cranfield's encode ran 84.9 documents/s
+/// through the kernel and 103.9 through the BLAS route (2026-11-28, benches/README.md).
+pub fn own_f32_attention() -> bool {
     match active() {
         Isa::Avx2 => true,
         Isa::Avx512 => amd_zen4(),

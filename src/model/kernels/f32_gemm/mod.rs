@@ -10,8 +10,9 @@
 //! needs (beta = 1 over a C filled with the bias) goes. On an AMD Zen 4 (AVX-512 on 256-bit halves)
 //! it ran MiniLM's encode 3-6% faster than OpenBLAS's SkylakeX kernel (7-14% with the attention
 //! kernel as well); on the AVX-512 class it runs a 12 x 32 tile (`tiles::tile_wide`, the same
-//! bits). Intel AVX-512 CPUs and Zen 5 keep the BLAS by default until it is measured there
-//! (`isa::own_f32_kernels`).
+//! bits). On a Zen 5 (full-width 512-bit units) the whole encode ran 4.6-8.2% faster than on
+//! OpenBLAS's SkylakeX kernel; Intel AVX-512 CPUs keep the BLAS by default until it is measured
+//! there (`isa::own_f32_linears`).
 //!
 //! Each output element is one k-ordered sum (in blocks of at most `KC_MAX`), single-threaded: the
 //! engine runs its batches on threads of its own, so the bits never depend on the thread count.
@@ -35,21 +36,47 @@ pub(crate) use tiles::tile;
 use tiles::tile_wide;
 pub use tiles::{MR, NR, WR};
 
-/// Whether frozen f32 weights are packed for this kernel (CONDENSER_F32_GEMM): `auto` (the
-/// default) where it was measured faster than the BLAS (`isa::own_f32_kernels`); `own` on any
-/// CPU with AVX2 + FMA; `blas` never. An unknown value is refused loudly, as CONDENSER_ISA is (a
-/// typo must not silently measure the other path).
-pub fn chosen() -> bool {
-    static CHOSEN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *CHOSEN.get_or_init(|| {
+/// CONDENSER_F32_GEMM: `auto` (the default: each of condenser's f32 inference kernels where it
+/// was measured faster than the BLAS, `isa::own_f32_linears` and `isa::own_f32_attention`),
+/// `own` (both kernels on any CPU with AVX2 + FMA) or `blas` (neither). An unknown value is
+/// refused loudly, as CONDENSER_ISA is (a typo must not silently measure the other path).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Setting {
+    Auto,
+    Own,
+    Blas,
+}
+
+fn setting() -> Setting {
+    static SETTING: std::sync::OnceLock<Setting> = std::sync::OnceLock::new();
+    *SETTING.get_or_init(|| {
         let v = std::env::var("CONDENSER_F32_GEMM").unwrap_or_default();
         match v.to_ascii_lowercase().as_str() {
-            "" | "auto" => super::isa::own_f32_kernels() && supported(),
-            "own" => supported(),
-            "blas" => false,
+            "" | "auto" => Setting::Auto,
+            "own" => Setting::Own,
+            "blas" => Setting::Blas,
             _ => panic!("CONDENSER_F32_GEMM={v}: expected auto, own or blas"),
         }
     })
+}
+
+fn choose(auto: fn() -> bool) -> bool {
+    match setting() {
+        Setting::Auto => auto() && supported(),
+        Setting::Own => supported(),
+        Setting::Blas => false,
+    }
+}
+
+/// Whether frozen f32 weights are packed for this kernel and the Linears run on it.
+pub fn chosen() -> bool {
+    choose(super::isa::own_f32_linears)
+}
+
+/// Whether the f32 attention kernel (`head_attention`, on this kernel's tile) runs heads
+/// without dropout, over the BLAS route.
+pub fn attention_chosen() -> bool {
+    choose(super::isa::own_f32_attention)
 }
 
 /// The kernel as summaries and benchmarks name it, with the tile that runs on this CPU.
