@@ -17,6 +17,13 @@ fn condenser(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// `condenser encode` of `input` into `out` with CONDENSER_BLAS set to `blas`.
+fn encode(model: &str, input: &str, out: &Path, blas: &str) -> std::process::Output {
+    let out = out.to_str().unwrap();
+    let args = ["encode", "--model", model, "--input", input, "--out", out];
+    common::condenser_env(&[("CONDENSER_BLAS", blas)], &args)
+}
+
 fn texts_file(dir: &Path, name: &str, texts: &[&str]) -> String {
     let fields = vec![
         Field::new("id", arrow_schema::DataType::Utf8, false),
@@ -48,18 +55,7 @@ fn encode_keeps_rows_and_adds_the_library_embeddings() {
     // it picks OpenBLAS's kernel for the CPU (SkylakeX on AVX-512) over a machine-wide setting
     // (this workplace sets Haswell), which this test process, a library user, keeps: two
     // kernels, sums in two orders, embeddings a few ulp apart (seen on a Zen 5)
-    let o = common::condenser_env(
-        &[("CONDENSER_BLAS", "env")],
-        &[
-            "encode",
-            "--model",
-            &model,
-            "--input",
-            &input,
-            "--out",
-            out.to_str().unwrap(),
-        ],
-    );
+    let o = encode(&model, &input, &out, "env");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // the library's inference loader, with the CLI's defaults (f32 on the CPU: on AVX2 CPUs the
     // frozen Linears on condenser's own kernel, as the CLI runs them)
@@ -218,19 +214,7 @@ fn candle_matmul_fallback_gives_the_same_embeddings() {
     let mut outs = Vec::new();
     for blas in ["0", "1"] {
         let out = d.path().join(format!("out{blas}.parquet"));
-        let o = Command::new(env!("CARGO_BIN_EXE_condenser"))
-            .env("CONDENSER_BLAS", blas)
-            .args([
-                "encode",
-                "--model",
-                &model,
-                "--input",
-                &input,
-                "--out",
-                out.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
+        let o = encode(&model, &input, &out, blas);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let b = data::open(&out, &["embedding"])
             .unwrap()
