@@ -86,11 +86,10 @@ pub fn exp2_small(u: f32) -> f32 {
     let p = exp2_poly(f);
     // a multiply by 2^n, not an add into p's exponent bits: a NaN's payload bits would move that
     let y = p * pow2(t.to_bits() as i32 - ROUND.to_bits() as i32);
-    if u < -125.0 {
-        0.0
-    } else {
-        y
-    }
+    // 0 below the range as a mask of the bits, not a second `if` on u < -125: with two, LLVM
+    // made one branch of them and ran the attention kernel's exp a score at a time (Zen 5)
+    let below = (u < -125.0) as u32;
+    f32::from_bits(y.to_bits() & below.wrapping_sub(1))
 }
 
 /// 2^k as an f32, for -126 <= k <= 127.
