@@ -122,7 +122,8 @@ pub fn own_f32_linears() -> bool {
 /// Whether condenser's own f32 attention kernel (`head_attention`) runs by default over the BLAS
 /// route (a GEMM a head's scores, a fused softmax, a GEMM its context): AVX2 + FMA (Zen 3) and
 /// AVX-512 on Zen 4. Not on Zen 5: with the own Linears, Cranfield's encode ran 84.9 documents/s
-/// through the kernel and 103.9 through the BLAS route (2026-11-28, benches/README.md).
+/// through the kernel and 103.9 through the BLAS route, and since the kernel's exp vectorises
+/// (8d28368) 95.1-96.8 against 97.4 (2026-11-28, benches/README.md): a tie, not a win.
 pub fn own_f32_attention() -> bool {
     match active() {
         Isa::Avx2 => true,
