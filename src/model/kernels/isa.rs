@@ -78,8 +78,15 @@ pub fn active() -> Isa {
     })
 }
 
-/// AMD's CPU family (cpuid leaf 1, with the extended family), None on other vendors.
+/// AMD's CPU family (cpuid leaf 1, with the extended family), None on other vendors. Read once
+/// a process: the kernel choices that ask (`own_f32_attention`, per attention call) would
+/// otherwise run cpuid, a VM exit under a hypervisor, every time.
 fn amd_family() -> Option<u32> {
+    static FAMILY: OnceLock<Option<u32>> = OnceLock::new();
+    *FAMILY.get_or_init(read_amd_family)
+}
+
+fn read_amd_family() -> Option<u32> {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::__cpuid;
