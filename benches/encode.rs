@@ -418,19 +418,13 @@ fn main() {
             "{{\"workload\": {w:?}, \"cpu\": {:?}, \"class\": {:?}, \"matmul\": {:?}, \"precision\": {:?}, \"threads\": {threads}, \"batch\": {batch}, \"items\": {items}, \"tokens\": {tokens}, \"seconds\": {seconds:.4}, \"items_per_s\": {:.1}, \"gflops\": {:.1}, \"gemm_gflops\": {gemm:.1}, \"peak_gflops\": {peak:.1}, \"peak\": \"{threads} threads x {fpc} FLOPs/cycle ({how}) x {:.0} MHz\", \"measured_peak_gflops\": {unit_json}, \"of_measured_peak\": {}}}",
             condenser::runtime::cpu_model(),
             isa::describe(),
-            if precision == Precision::F32 && f32_gemm::chosen() {
-                format!(
-                    "{} ({}); {} (the rest)",
+            match f32_gemm::runs_here() {
+                Some(what) if precision == Precision::F32 => format!(
+                    "{} ({what}); {} (the rest)",
                     f32_gemm::describe(),
-                    if f32_gemm::attention_chosen() {
-                        "Linears, attention"
-                    } else {
-                        "Linears"
-                    },
                     condenser::model::kernels::blas::describe()
-                )
-            } else {
-                condenser::model::kernels::blas::describe()
+                ),
+                _ => condenser::model::kernels::blas::describe(),
             },
             precision.name(),
             items as f64 / seconds,

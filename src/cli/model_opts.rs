@@ -59,15 +59,11 @@ impl ModelOpts {
 pub fn inference_matmuls(device: DeviceSpec) -> String {
     let base = matmuls(device);
     use condenser::model::kernels::f32_gemm;
-    if matches!(device, DeviceSpec::Cpu) && f32_gemm::chosen() {
-        let what = if f32_gemm::attention_chosen() {
-            "frozen Linears and attention"
-        } else {
-            "frozen Linears"
-        };
-        format!("{base}; {what} on {}", f32_gemm::describe())
-    } else {
-        base
+    match f32_gemm::runs_here() {
+        Some(what) if matches!(device, DeviceSpec::Cpu) => {
+            format!("{base}; {what} on {}", f32_gemm::describe())
+        }
+        _ => base,
     }
 }
 

@@ -79,6 +79,17 @@ pub fn attention_chosen() -> bool {
     choose(super::isa::own_f32_attention)
 }
 
+/// What an f32 inference runs on condenser's kernels, for summaries and benchmarks: the
+/// Linears, the Linears and the attention, or nothing (None: the BLAS does all).
+pub fn runs_here() -> Option<&'static str> {
+    match (chosen(), attention_chosen()) {
+        (true, true) => Some("frozen Linears and attention"),
+        (true, false) => Some("frozen Linears"),
+        (false, true) => Some("attention"),
+        (false, false) => None,
+    }
+}
+
 /// The kernel as summaries and benchmarks name it, with the tile that runs on this CPU.
 pub fn describe() -> &'static str {
     if wide_tile() {
