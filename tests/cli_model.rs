@@ -55,7 +55,14 @@ fn encode_keeps_rows_and_adds_the_library_embeddings() {
     // it picks OpenBLAS's kernel for the CPU (SkylakeX on AVX-512) over a machine-wide setting
     // (this workplace sets Haswell), which this test process, a library user, keeps: two
     // kernels, sums in two orders, embeddings a few ulp apart (seen on a Zen 5)
-    let o = encode(&model, &input, &out, "env");
+    // On Intel CPUs this process loads oneMKL by default, and `env` would give the binary
+    // OpenBLAS: there the binary is told `mkl`, which keeps the environment too (seen on a Xeon)
+    use condenser::model::kernels::blas::{blas, Vendor};
+    let same = match blas().map(|b| b.vendor) {
+        Some(Vendor::Mkl) => "mkl",
+        _ => "env",
+    };
+    let o = encode(&model, &input, &out, same);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // the library's inference loader, with the CLI's defaults (f32 on the CPU: on AVX2 CPUs the
     // frozen Linears on condenser's own kernel, as the CLI runs them)
