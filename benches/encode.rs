@@ -22,7 +22,9 @@ use condenser::model::engine::{in_threads, Gemm};
 use condenser::model::kernels::blas::blas;
 use condenser::model::kernels::precision::{PackedWeight, Precision};
 use condenser::model::kernels::{bf16, f32_gemm};
-use condenser::model::kernels::{isa, precision::bf16_route, precision::Bf16Route};
+use condenser::model::kernels::{
+    isa, precision::bf16_on_amx, precision::bf16_route, precision::Bf16Route,
+};
 use condenser::model::{BertConfig, CrossEncoderModel, SentenceEncoder};
 use indicatif::ProgressBar;
 use std::path::Path;
@@ -43,7 +45,8 @@ fn mhz() -> f64 {
 
 /// FLOPs a cycle a core in `p`, and how the figure was reached: 2 FMA ports of the vector width
 /// for f32 (AMD Zen 4 runs AVX-512 on 256-bit halves), twice that for AVX512-BF16's pair
-/// products, and AMX's tile unit (1,024 bf16 FLOPs a cycle) where oneMKL's GEMM runs bf16 on it.
+/// products, and AMX's tile unit (1,024 bf16 FLOPs a cycle) where bf16 runs on it (condenser's
+/// AMX kernel or oneMKL's GEMM).
 fn flops_per_cycle(p: Precision) -> (f64, &'static str) {
     let amd_zen4 = isa::amd_zen4();
     let f32_fpc = match isa::active() {
@@ -53,9 +56,7 @@ fn flops_per_cycle(p: Precision) -> (f64, &'static str) {
         isa::Isa::Baseline => 8.0,
     };
     match p {
-        Precision::Bf16 if bf16_route() == Bf16Route::Mkl && isa::has_amx_bf16() => {
-            (1024.0, "AMX-BF16 tiles")
-        }
+        Precision::Bf16 if bf16_on_amx() => (1024.0, "AMX-BF16 tiles"),
         Precision::Bf16 => (2.0 * f32_fpc, "AVX512-BF16 pair products"),
         _ => (f32_fpc, "2 FMA ports"),
     }
@@ -142,13 +143,15 @@ fn fma_chains_avx512(iters: usize) -> f32 {
 /// f32's FMAs (`fma_peak_gflops`), or bf16's pair products where condenser's kernel runs them
 /// (12 independent chains of `vdpbf16ps` a thread, 64 FLOPs each). The nominal figure missed
 /// the boost clock here too: Zen 4's bf16 GEMMs alone ran at 400-420 GFLOP/s against a nominal
-/// 332 (issue 35). None where oneMKL runs bf16 (AMX tiles: no loop here) or the class has no
-/// such unit.
+/// 332 (issue 35). None where bf16 runs on AMX tiles or oneMKL (no loop here) or the class has
+/// no such unit.
 fn measured_peak_gflops(p: Precision, threads: usize) -> Option<f64> {
     match p {
         Precision::F32 => fma_peak_gflops(threads),
         #[cfg(target_arch = "x86_64")]
-        Precision::Bf16 if bf16_route() == Bf16Route::Own && bf16::supported() => {
+        Precision::Bf16
+            if bf16_route() == Bf16Route::Own && bf16::supported() && !bf16_on_amx() =>
+        {
             let iters = 50_000_000usize;
             let run = |_| -> Result<(f64, f64), candle_core::Error> {
                 let t = Instant::now();

@@ -51,9 +51,9 @@ impl Precision {
                 super::blas::describe()
             )));
         }
-        if !matches!(choice.as_str(), "" | "auto" | "mkl" | "own") {
+        if !matches!(choice.as_str(), "" | "auto" | "mkl" | "own" | "avx512bf16") {
             return Err(crate::error::Error::msg(format!(
-                "CONDENSER_BF16={choice}: expected auto, mkl or own"
+                "CONDENSER_BF16={choice}: expected auto, mkl, own or avx512bf16"
             )));
         }
         if self == Precision::Bf16 && bf16_route() == Bf16Route::Own && !bf16::supported() {
@@ -73,10 +73,13 @@ impl Precision {
     }
 }
 
-/// Where bf16 products run (CONDENSER_BF16): oneMKL's bf16 GEMM (AMX tiles on Sapphire Rapids
-/// and later, where it beats condenser's kernel), or condenser's AVX512-BF16 kernel. `auto` (the
-/// default) takes MKL when it is the loaded BLAS, has a bf16 GEMM and the CPU has AMX-BF16; `mkl`
-/// or `own` insists (the other is refused where it cannot run: `check_cpu`).
+/// Where bf16 products run (CONDENSER_BF16): condenser's kernel (AMX tiles where the CPU has
+/// them and Linux grants them, else AVX512-BF16; `avx512bf16` keeps the latter) or oneMKL's bf16
+/// GEMM (AMX on Sapphire Rapids and later). `auto` (the default) takes condenser's kernel, and
+/// oneMKL's GEMM only where the CPU has AMX that condenser's kernel may not use but oneMKL is
+/// loaded: on the AMX Xeon measured the two ran the encode at speeds within that machine's
+/// run-to-run spread, condenser's in ~40 MB less memory (benches/README.md). `mkl` or `own`
+/// insists (the other is refused where it cannot run: `check_cpu`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bf16Route {
     Own,
@@ -95,17 +98,28 @@ pub fn bf16_route() -> Bf16Route {
         let mkl = blas().is_some_and(|b| b.has_bf16());
         match bf16_choice().as_str() {
             "mkl" if mkl => Bf16Route::Mkl,
-            "" | "auto" if mkl && super::isa::has_amx_bf16() => Bf16Route::Mkl,
+            "" | "auto" if mkl && super::isa::has_amx_bf16() && !bf16::amx_enabled() => {
+                Bf16Route::Mkl
+            }
             _ => Bf16Route::Own,
         }
     })
 }
 
+/// Whether bf16 products run on AMX tiles (either route).
+pub fn bf16_on_amx() -> bool {
+    match bf16_route() {
+        Bf16Route::Mkl => super::isa::has_amx_bf16(),
+        Bf16Route::Own => bf16::amx_enabled(),
+    }
+}
+
 /// Where bf16 products run, for summaries.
 pub fn bf16_backend() -> &'static str {
     match bf16_route() {
-        Bf16Route::Mkl if super::isa::has_amx_bf16() => "oneMKL's bf16 GEMM (AMX)",
+        Bf16Route::Mkl if bf16_on_amx() => "oneMKL's bf16 GEMM (AMX)",
         Bf16Route::Mkl => "oneMKL's bf16 GEMM",
+        Bf16Route::Own if bf16_on_amx() => "condenser's AMX kernel",
         Bf16Route::Own => "condenser's AVX512-BF16 kernel",
     }
 }

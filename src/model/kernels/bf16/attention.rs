@@ -13,6 +13,7 @@
 //! a panel; the values, NR head columns a panel). Keys past the text's end are zero words
 //! (their probabilities written as zeros); an odd text's last value pairs with a zero, so the
 //! padding's zero probability multiplies zeros, never stale NaNs.
+use super::amx::{self, ROWS};
 use super::kernel::{tile_rows, Start};
 use super::matrix::{halves, to_bf16, MR, NR};
 use super::panels::{pack_rows, pack_transposed, transposed_scratch};
@@ -25,17 +26,19 @@ pub fn serves(d: usize) -> bool {
 }
 
 /// The sizes of `head_forward`'s scratch parts for `n` tokens `d` wide, in 4-byte units: the
-/// queries' words (n x d/2), the keys' panels (np x d/2), the values' panels (n/2 x d, n/2
-/// rounded up), a block's probability words (MR x np/2), a block's f32 scores (MR x np), the
-/// keys' packing scratch (`panels::transposed_scratch`); np = n in whole panels.
+/// queries' words (n x d/2, n rounded up to a strip of the AMX kernel: its tiles read whole
+/// 16-row groups), the keys' panels (np x d/2), the values' panels (np/2 key pairs x d: the
+/// AMX kernel runs over whole tile steps of keys, zeros past n), a strip's probability words
+/// (ROWS x np/2), a strip's f32 scores (ROWS x np), the keys' packing scratch
+/// (`panels::transposed_scratch`); np = n in whole panels, ROWS the taller strip (AMX's).
 fn parts(n: usize, d: usize) -> [usize; 6] {
     let np = n.div_ceil(NR) * NR;
     [
-        n * d / 2,
+        n.div_ceil(ROWS) * ROWS * d / 2,
         np * d / 2,
-        n.div_ceil(2) * d,
-        MR * np / 2,
-        MR * np,
+        np / 2 * d,
+        ROWS * np / 2,
+        ROWS * np,
         transposed_scratch(n, d),
     ]
 }
@@ -49,6 +52,12 @@ pub fn scratch_len(n: usize, d: usize) -> usize {
 /// `head_attention::head_forward` gives it in f32. `scratch` holds at least `scratch_len(n, d)`
 /// floats; `serves(d)` holds.
 pub fn head_forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
+    head_forward_on(x, scratch, ctx, amx::enabled())
+}
+
+/// `head_forward` on the AMX kernel (`amx`, where usable) or the AVX512-BF16 one.
+fn head_forward_on(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], amx: bool) {
+    assert!(!amx || amx::usable(), "AMX asked for where it cannot run");
     let HeadIn {
         q, k, v, ld, n, d, ..
     } = x;
@@ -65,14 +74,18 @@ pub fn head_forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
     if n == 0 {
         return;
     }
-    // SAFETY: AVX512-BF16 checked by `serves`, every bound asserted above
-    unsafe { forward(x, scratch, ctx) }
+    // SAFETY: AVX512-BF16 checked by `serves`, every bound asserted above, AMX by `usable`
+    unsafe { forward(x, scratch, ctx, amx) }
 }
 
+/// Strips of MR query rows on the AVX512-BF16 kernel, or of ROWS on the AMX one (`amx`): the
+/// head width d and the padded key count np are whole tile steps (d is a multiple of NR = 32;
+/// np of 32 keys, 16 key pairs).
+///
 /// # Safety
-/// As `head_forward` asserts.
+/// As `head_forward` asserts; with `amx`, AMX usable.
 #[target_feature(enable = "avx512f,avx512bf16")]
-unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
+unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], amx: bool) {
     let HeadIn {
         q,
         k,
@@ -94,7 +107,8 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
     let (kw, rest) = rest.split_at_mut(kn);
     let (vw, pw) = rest.split_at_mut(vn);
     prefetch_now(&x);
-    for (i, row) in halves(qw).chunks_exact_mut(d).enumerate() {
+    // n rows (the padding to a whole strip is read by AMX tiles, its sums dropped)
+    for (i, row) in halves(qw).chunks_exact_mut(d).take(n).enumerate() {
         row.iter_mut()
             .zip(&q[i * ld..i * ld + d])
             .for_each(|(h, &x)| *h = to_bf16(x));
@@ -103,29 +117,33 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
     // panel c holds, key pair by key pair, head columns cNR .. cNR + NR (an odd n's last key
     // paired with a zero)
     pack_transposed(k, ld, n, d, kt, kw);
-    pack_rows(v, ld, n, d, vw);
+    // a panel of values a NR-column group, each kp key pairs long: zeros past n's pairs
     let pairs = n.div_ceil(2);
-    for i0 in (0..n).step_by(MR) {
-        let rows = MR.min(n - i0);
+    for (c, panel) in vw.chunks_exact_mut(kp * NR).enumerate() {
+        pack_rows(&v[c * NR..], ld, n, NR, panel);
+        panel[pairs * NR..].fill(0);
+    }
+    let (unit, run): (usize, unsafe fn(_, _, _, _, _, _, _, _, _)) = if amx {
+        amx::configure();
+        (ROWS, amx::strip)
+    } else {
+        (MR, tile_rows)
+    };
+    // the AMX kernel runs over whole tile steps of keys (the zero words past n); the other
+    // stops at n's pairs
+    let ctx_pairs = if amx { kp } else { pairs };
+    for i0 in (0..n).step_by(unit) {
+        let rows = unit.min(n - i0);
         for (p, panel) in kw.chunks_exact(dp * NR).enumerate() {
             let (a, b) = (qw.as_ptr().add(i0 * dp), panel.as_ptr().cast::<u16>());
-            tile_rows(
-                rows,
-                dp,
-                a,
-                dp,
-                b,
-                s.as_mut_ptr().add(p * NR),
-                np,
-                NR,
-                Start::Zero,
-            );
+            let out = s.as_mut_ptr().add(p * NR);
+            run(rows, dp, a, dp, b, out, np, NR, Start::Zero);
         }
         let inv = probabilities(s, np, n, rows, scale2, halves(pw));
-        for (c, panel) in vw.chunks_exact(pairs * NR).enumerate() {
+        for (c, panel) in vw.chunks_exact(kp * NR).enumerate() {
             let out = ctx.as_mut_ptr().add(i0 * d + c * NR);
             let b = panel.as_ptr().cast::<u16>();
-            tile_rows(rows, pairs, pw.as_ptr(), kp, b, out, d, NR, Start::Zero);
+            run(rows, ctx_pairs, pw.as_ptr(), kp, b, out, d, NR, Start::Zero);
         }
         for (r, row) in ctx[i0 * d..(i0 + rows) * d].chunks_exact_mut(d).enumerate() {
             row.iter_mut().for_each(|o| *o *= inv[r]);
@@ -134,8 +152,8 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
 }
 
 /// A block's `rows` score rows (f32, `np` apart; keys from `n` on ignored) as unnormalised
-/// probabilities 2^(s scale2 - max scale2) rounded to bf16 into `p`'s rows (`np` halves apart;
-/// whole 16-key vectors written, zeros past `n`); returns each row's 1 / sum of the f32 values.
+/// probabilities 2^(s scale2 - max scale2) rounded to bf16 into `p`'s rows (`np` halves apart,
+/// all `np` written: zeros past `n`); returns each row's 1 / sum of the f32 values.
 /// One pass a row on AVX-512, `vcvtneps2bf16` writing the bf16 values as the exp makes them: the
 /// f32 kernel's softmax in place and a conversion pass after were 38% of a 187-token head, this
 /// pass is 22-26% (one thread, Zen 4, issue 35). 2^u as `fastmath::exp2_small` makes it, vector
@@ -153,9 +171,9 @@ unsafe fn probabilities(
     rows: usize,
     scale2: f32,
     p: &mut [u16],
-) -> [f32; MR] {
+) -> [f32; ROWS] {
     use std::arch::x86_64::*;
-    assert!(rows <= MR && 0 < n && n <= np && np.is_multiple_of(16));
+    assert!(rows <= ROWS && 0 < n && n <= np && np.is_multiple_of(16));
     assert!(s.len() >= rows * np && p.len() >= rows * np);
     let vecs = n.div_ceil(16);
     let last: __mmask16 = if n.is_multiple_of(16) {
@@ -170,7 +188,7 @@ unsafe fn probabilities(
         _mm512_mask_loadu_ps(_mm512_set1_ps(f32::NEG_INFINITY), k, at)
     };
     // every row's maximum first, so that no row's exp pass waits on its own maximum
-    let mut maxes = [0f32; MR];
+    let mut maxes = [0f32; ROWS];
     for (r, m) in maxes.iter_mut().enumerate().take(rows) {
         let mut mx = load(r, 0);
         for j in 1..vecs {
@@ -181,7 +199,7 @@ unsafe fn probabilities(
         *m = _mm512_reduce_max_ps(mx) * scale2;
     }
     let (lo, s2) = (_mm512_set1_ps(-125.0), _mm512_set1_ps(scale2));
-    let mut inv = [0f32; MR];
+    let mut inv = [0f32; ROWS];
     for (r, (&m, inv)) in maxes.iter().zip(&mut inv).enumerate().take(rows) {
         let (neg_m, out) = (_mm512_set1_ps(-m), p.as_mut_ptr().add(r * np));
         let mut sum = _mm512_setzero_ps();
@@ -203,6 +221,10 @@ unsafe fn probabilities(
             let h: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(e));
             _mm256_storeu_si256(out.add(16 * j).cast(), h);
         }
+        // the rest of the row's whole panels: the AMX kernel reads them
+        for j in vecs..np / 16 {
+            _mm256_storeu_si256(out.add(16 * j).cast(), _mm256_setzero_si256());
+        }
         *inv = 1.0 / _mm512_reduce_add_ps(sum);
     }
     inv
@@ -215,6 +237,20 @@ mod tests {
 
     fn round(x: f32) -> f64 {
         from_bf16(to_bf16(x)) as f64
+    }
+
+    /// The kernels this process can run: AVX512-BF16, and AMX where usable (a skip, said,
+    /// where the CPU lacks it).
+    fn kernels() -> impl Iterator<Item = bool> + Clone {
+        let amx = amx::usable();
+        if !amx {
+            crate::runtime::skipped(
+                "the bf16 attention on AMX tiles",
+                "amx",
+                "this CPU has no AMX-BF16 (or Linux refused the tile state)",
+            );
+        }
+        [false, true].into_iter().filter(move |&t| !t || amx)
     }
 
     /// Against attention over the bf16-rounded q, k and v in f64: the context within the
@@ -233,8 +269,12 @@ mod tests {
             );
             return;
         }
-        for (&d, amp) in [32, 64].iter().flat_map(|d| [(d, 2.0), (d, 8.0)]) {
-            for &n in &[1, 2, 11, 12, 13, 31, 32, 33, 40, 131] {
+        for (&d, amp, amx) in [32, 64]
+            .iter()
+            .flat_map(|d| [(d, 2.0), (d, 8.0)])
+            .flat_map(|(d, amp)| kernels().map(move |amx| (d, amp, amx)))
+        {
+            for &n in &[1, 2, 11, 12, 13, 16, 17, 31, 32, 33, 40, 131] {
                 let ld = 3 * d + 8;
                 let qkv: Vec<f32> = crate::model::kernels::test_data(n * ld + 2 * d, n as u32)
                     .into_iter()
@@ -253,7 +293,7 @@ mod tests {
                     d,
                     scale,
                 };
-                head_forward(x, &mut scratch, &mut ctx);
+                head_forward_on(x, &mut scratch, &mut ctx, amx);
                 for i in 0..n {
                     let s: Vec<f64> = (0..n)
                         .map(|j| {
@@ -273,7 +313,7 @@ mod tests {
                         let got = ctx[i * d + c] as f64;
                         assert!(
                             (got - want).abs() <= spread / 256.0 + 1e-5,
-                            "n {n} d {d} amp {amp} ({i}, {c}): {got} vs {want}"
+                            "n {n} d {d} amp {amp} amx {amx} ({i}, {c}): {got} vs {want}"
                         );
                     }
                 }
@@ -309,7 +349,9 @@ mod tests {
             d,
             scale,
         };
-        head_forward(x, &mut scratch, &mut ctx);
-        assert!(ctx.iter().all(|c| c.is_nan()));
+        for amx in kernels() {
+            head_forward_on(x, &mut scratch, &mut ctx, amx);
+            assert!(ctx.iter().all(|c| c.is_nan()), "amx {amx}");
+        }
     }
 }

@@ -7,6 +7,7 @@
 //!
 //! The B operand (a Linear's weight) is packed once into [`PackedB`]; A (activations) is
 //! converted once per product into rows of k-pair words, which the tile reads where they lie.
+mod amx;
 pub mod attention;
 mod kernel;
 mod matrix;
@@ -26,7 +27,7 @@ use rayon::prelude::*;
 const KC_MAX: usize = 768;
 /// Rows of A a block runs against all of B's panels before the next block (a multiple of MR).
 const MC: usize = 96;
-const _: () = assert!(MC.is_multiple_of(MR));
+const _: () = assert!(MC.is_multiple_of(MR) && MC.is_multiple_of(amx::ROWS));
 /// Below this many multiply-adds one thread is faster than splitting.
 const PARALLEL_MIN_MACS: usize = 1 << 21;
 
@@ -105,7 +106,16 @@ unsafe impl Sync for Out {}
 /// sum). Panics unless the CPU is [`supported`]: callers check first and say so.
 pub fn gemm(a: MatRef, m: usize, b: &PackedB, c: &mut [f32], ldc: usize, accumulate: bool) {
     check(&a, m, b, c.len(), ldc);
-    run(a, m, b, None, Out(c.as_mut_ptr()), ldc, accumulate);
+    run(
+        a,
+        m,
+        b,
+        None,
+        Out(c.as_mut_ptr()),
+        ldc,
+        accumulate,
+        uses_amx(b),
+    );
 }
 
 /// C (m x n, row stride ldc) = bias + A B, written without reading C: `c` may be uninitialised
@@ -120,7 +130,17 @@ pub fn gemm_bias(
 ) {
     check(&a, m, b, c.len(), ldc);
     assert_eq!(bias.len(), b.n, "bf16 gemm: a bias of n values");
-    run(a, m, b, Some(bias), Out(c.as_mut_ptr().cast()), ldc, false);
+    let amx = uses_amx(b);
+    run(
+        a,
+        m,
+        b,
+        Some(bias),
+        Out(c.as_mut_ptr().cast()),
+        ldc,
+        false,
+        amx,
+    );
 }
 
 fn check(a: &MatRef, m: usize, b: &PackedB, c_len: usize, ldc: usize) {
@@ -142,7 +162,9 @@ fn check(a: &MatRef, m: usize, b: &PackedB, c_len: usize, ldc: usize) {
     );
 }
 
-/// Shapes checked by `check`; `out` holds C's m x n region (row stride ldc).
+/// Shapes checked by `check`; `out` holds C's m x n region (row stride ldc); `amx`: the AMX
+/// kernel runs the strips (`uses_amx(b)` holds), else the AVX512-BF16 one.
+#[allow(clippy::too_many_arguments)]
 fn run(
     a: MatRef,
     m: usize,
@@ -151,12 +173,16 @@ fn run(
     out: Out,
     ldc: usize,
     accumulate: bool,
+    amx: bool,
 ) {
     let n = b.n;
     if m == 0 || n == 0 {
         return;
     }
     let panels = n.div_ceil(NR);
+    // rows a thread's share is a multiple of: the micro-kernel's (a share that ends inside a
+    // strip computes the rest of it for nothing)
+    let unit = if amx { amx::ROWS } else { MR };
     // on the caller's thread alone where it is one of several (`blas::may_split`)
     let threads = if super::blas::may_split() {
         rayon::current_num_threads()
@@ -165,12 +191,12 @@ fn run(
     };
     let run = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
         // SAFETY: CPU support and shapes checked by `check`; tasks get disjoint blocks of C
-        unsafe { block(a, rows, b, cols, out, ldc, bias, accumulate) }
+        unsafe { block(a, rows, b, cols, out, ldc, bias, accumulate, amx) }
     };
     if threads <= 1 || m * n * b.k < PARALLEL_MIN_MACS {
         run(0..m, 0..panels);
-    } else if m >= 2 * MR * threads {
-        let per = m.div_ceil(threads).div_ceil(MR) * MR;
+    } else if m >= 2 * unit * threads {
+        let per = m.div_ceil(threads).div_ceil(unit) * unit;
         (0..m.div_ceil(per))
             .into_par_iter()
             .for_each(|t| run(t * per..((t + 1) * per).min(m), 0..panels));
@@ -182,6 +208,26 @@ fn run(
     }
 }
 
+/// Whether bf16 products take AMX tiles where their shapes fit (`amx::enabled`).
+pub fn amx_enabled() -> bool {
+    amx::enabled()
+}
+
+/// Whether products with `b` take the AMX kernel: it runs here and fits `b`.
+fn uses_amx(b: &PackedB) -> bool {
+    amx::enabled() && amx_fits(b)
+}
+
+/// Whether `b`'s k-pairs, and so every k-block's, are whole AMX tile steps.
+fn amx_fits(b: &PackedB) -> bool {
+    b.pairs.is_multiple_of(amx::STEP) && kc(b).is_multiple_of(amx::STEP)
+}
+
+/// The k-block in k-pairs: `b.pairs` in equal blocks of at most KC_MAX.
+fn kc(b: &PackedB) -> usize {
+    b.pairs.div_ceil(b.pairs.div_ceil(KC_MAX).max(1)).max(1)
+}
+
 thread_local! {
     /// A row block's bf16 words, kept for the thread's next block: MC rows of the widest k met
     /// (MiniLM: 288 KiB), written fresh by every block, so it is never zero-filled again.
@@ -190,13 +236,14 @@ thread_local! {
 
 /// One task's block of C: rows x panels, all of k. Row blocks of MC, each converted from A to
 /// rows of `b.pairs` k-pair words where the block runs (its words stay in L2 for every panel;
-/// converting all of A first wrote it to memory and read it back), then k-blocks, panels, MR-row
-/// strips; the first k-block starts from the bias (or zero, or C with `accumulate`), later ones
-/// add to C.
+/// converting all of A first wrote it to memory and read it back), then k-blocks, panels, strips
+/// of MR rows (AVX512-BF16) or 32 (`amx`); the first k-block starts from the bias (or zero, or C
+/// with `accumulate`), later ones add to C.
 ///
 /// # Safety
-/// AVX512-BF16 present; `a` holds the rows given; `out` valid for the rows x panel columns
-/// given, written by no one else; a bias holds n values.
+/// AVX512-BF16 present, and with `amx` AMX usable and `amx_fits(b)`; `a` holds the rows given;
+/// `out` valid for the rows x panel columns given, written by no one else; a bias holds n
+/// values.
 #[allow(clippy::too_many_arguments)]
 unsafe fn block(
     a: MatRef,
@@ -207,6 +254,7 @@ unsafe fn block(
     ldc: usize,
     bias: Option<&[f32]>,
     accumulate: bool,
+    amx: bool,
 ) {
     let lda = b.pairs;
     if b.pairs == 0 {
@@ -222,7 +270,10 @@ unsafe fn block(
         }
         return;
     }
-    let kc = b.pairs.div_ceil(b.pairs.div_ceil(KC_MAX));
+    let kc = kc(b);
+    if amx {
+        amx::configure();
+    }
     // taken, not borrowed: a nested call on this thread (work stolen while it waits) finds it
     // empty and makes its own
     let mut words = A_BLOCK.take();
@@ -248,10 +299,19 @@ unsafe fn block(
                 };
                 let bp = b.data.as_ptr().add((p * b.pairs + kb) * NR).cast::<u16>();
                 let ncols = NR.min(b.n - p * NR);
-                for r0 in (i0..i1).step_by(MR) {
+                let unit = if amx { amx::ROWS } else { MR };
+                for r0 in (i0..i1).step_by(unit) {
                     let ap = words.as_ptr().add((r0 - i0) * lda + kb);
                     let cp = out.0.add(r0 * ldc + p * NR);
-                    tile_rows(MR.min(i1 - r0), pairs, ap, lda, bp, cp, ldc, ncols, start);
+                    let rows = unit.min(i1 - r0);
+                    if amx {
+                        // a tile reads whole 16-row groups: MC is a multiple of 32, so they lie
+                        // inside `words` (rows past i1 hold an earlier block's words; their
+                        // sums are dropped)
+                        amx::strip(rows, pairs, ap, lda, bp, cp, ldc, ncols, start);
+                    } else {
+                        tile_rows(rows, pairs, ap, lda, bp, cp, ldc, ncols, start);
+                    }
                 }
             }
         }

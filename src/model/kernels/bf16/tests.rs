@@ -197,3 +197,62 @@ fn wide_leading_dimension_leaves_other_columns_alone() {
         }
     }
 }
+
+/// The AMX kernel (where this process may run it) and the AVX512-BF16 one give the rounded
+/// product on BERT's widths (k a multiple of 32) with partial strips in both directions, a
+/// single row, and two k-blocks; each start. Both sum bf16 pairs in f32, in different orders.
+#[test]
+fn amx_and_avx512_kernels_match_the_rounded_product() {
+    if !supported() {
+        crate::runtime::skipped("bf16 kernels on tile shapes", "avx512bf16", NO_BF16);
+        return;
+    }
+    let amx = amx::usable();
+    if !amx {
+        crate::runtime::skipped(
+            "the AMX bf16 kernel",
+            "amx",
+            "this CPU has no AMX-BF16 (or Linux refused the tile state)",
+        );
+    }
+    let mut seed = 11;
+    for &(m, n, k) in &[
+        (1, 1, 32),
+        (17, 16, 64),
+        (31, 17, 384),
+        (33, 70, 384),
+        (200, 33, 1536),
+        (64, 40, 3072),
+    ] {
+        let av: Vec<f32> = (0..m * k).map(|_| lcg(&mut seed)).collect();
+        let wv: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed)).collect();
+        let (a, b) = (MatRef::rows(&av, k), MatRef::transposed(&wv, k));
+        let want = reference(a, b, m, n, k);
+        let packed = PackedB::pack(b, k, n);
+        assert!(amx_fits(&packed));
+        let bias: Vec<f32> = (0..n).map(|j| j as f32 * 0.125 - 1.0).collect();
+        for use_amx in [false, true] {
+            if use_amx && !amx {
+                continue;
+            }
+            for start in ["accumulate", "overwrite", "bias"] {
+                let mut c = vec![0.25f32; m * n];
+                let out = Out(c.as_mut_ptr());
+                let bias = (start == "bias").then_some(&bias[..]);
+                run(a, m, &packed, bias, out, n, start == "accumulate", use_amx);
+                for (i, (&g, &w)) in c.iter().zip(&want).enumerate() {
+                    let w = w + match start {
+                        "accumulate" => 0.25,
+                        "bias" => bias.unwrap()[i % n] as f64,
+                        _ => 0.0,
+                    };
+                    let tol = 1e-5 * (k as f64).sqrt() + 1e-6 * w.abs();
+                    assert!(
+                        (g as f64 - w).abs() < tol,
+                        "{m}x{n}x{k} {start} amx {use_amx} at {i}: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}
