@@ -43,7 +43,7 @@ impl Precision {
 
     /// Refuse a precision this CPU cannot run at its speed, naming the CPU and the way out.
     pub fn check_cpu(self, flag: &str) -> crate::error::Result<()> {
-        let choice = bf16_choice();
+        let choice = bf16::choice();
         if self == Precision::Bf16 && choice == "mkl" && bf16_route() != Bf16Route::Mkl {
             return Err(crate::error::Error::msg(format!(
                 "{flag} bf16 with CONDENSER_BF16=mkl: the loaded BLAS ({}) has no bf16 GEMM; load \
@@ -86,17 +86,11 @@ pub enum Bf16Route {
     Mkl,
 }
 
-fn bf16_choice() -> String {
-    std::env::var("CONDENSER_BF16")
-        .unwrap_or_default()
-        .to_ascii_lowercase()
-}
-
 pub fn bf16_route() -> Bf16Route {
     static ROUTE: std::sync::OnceLock<Bf16Route> = std::sync::OnceLock::new();
     *ROUTE.get_or_init(|| {
         let mkl = blas().is_some_and(|b| b.has_bf16());
-        match bf16_choice().as_str() {
+        match bf16::choice().as_str() {
             "mkl" if mkl => Bf16Route::Mkl,
             "" | "auto" if mkl && super::isa::has_amx_bf16() && !bf16::amx_enabled() => {
                 Bf16Route::Mkl

@@ -10,7 +10,7 @@
 //! loads the tile configuration (`ldtilecfg`) before a run of strips. The instructions are
 //! written as inline assembly: Rust's AMX intrinsics are not stable.
 #![allow(clippy::missing_safety_doc)]
-use super::kernel::Start;
+use super::kernel::{column_masks, Start};
 use super::matrix::NR;
 use std::arch::asm;
 use std::arch::x86_64::*;
@@ -32,12 +32,7 @@ pub fn usable() -> bool {
 /// CONDENSER_BF16=avx512bf16 (which keeps the AVX512-BF16 kernel, for comparison).
 pub fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        usable()
-            && !std::env::var("CONDENSER_BF16")
-                .unwrap_or_default()
-                .eq_ignore_ascii_case("avx512bf16")
-    })
+    *ON.get_or_init(|| usable() && super::choice() != "avx512bf16")
 }
 
 #[cfg(target_os = "linux")]
@@ -240,11 +235,7 @@ unsafe fn products<const R: usize, const C: usize>(
 /// C's rows = start + the strip's sums, masked to `ncols`.
 #[target_feature(enable = "avx512f")]
 unsafe fn finish(rows: usize, sums: &Sums, c: *mut f32, ldc: usize, ncols: usize, start: Start) {
-    let mask = |lo: usize| -> __mmask16 {
-        let n = ncols.saturating_sub(lo).min(16);
-        ((1u32 << n) - 1) as __mmask16
-    };
-    let (m0, m1) = (mask(0), mask(16));
+    let [m0, m1] = column_masks(ncols);
     for i in 0..rows {
         let (s, cp) = (sums.0.as_ptr().add(i * NR), c.add(i * ldc));
         let (mut v0, mut v1) = (_mm512_load_ps(s), _mm512_load_ps(s.add(16)));

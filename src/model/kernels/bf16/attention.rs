@@ -14,8 +14,8 @@
 //! (their probabilities written as zeros); an odd text's last value pairs with a zero, so the
 //! padding's zero probability multiplies zeros, never stale NaNs.
 use super::amx::{self, ROWS};
-use super::kernel::{tile_rows, Start};
-use super::matrix::{halves, to_bf16, MR, NR};
+use super::kernel::Start;
+use super::matrix::{halves, to_bf16, NR};
 use super::panels::{pack_rows, pack_transposed, transposed_scratch};
 use crate::model::kernels::fastmath::EXP2_POLY;
 use crate::model::kernels::head_attention::{prefetch_now, HeadIn};
@@ -57,7 +57,6 @@ pub fn head_forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
 
 /// `head_forward` on the AMX kernel (`amx`, where usable) or the AVX512-BF16 one.
 fn head_forward_on(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], amx: bool) {
-    assert!(!amx || amx::usable(), "AMX asked for where it cannot run");
     let HeadIn {
         q, k, v, ld, n, d, ..
     } = x;
@@ -74,11 +73,12 @@ fn head_forward_on(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], amx: boo
     if n == 0 {
         return;
     }
-    // SAFETY: AVX512-BF16 checked by `serves`, every bound asserted above, AMX by `usable`
+    // SAFETY: AVX512-BF16 checked by `serves`, every bound asserted above (AMX: `micro_kernel`
+    // panics where it is not usable)
     unsafe { forward(x, scratch, ctx, amx) }
 }
 
-/// Strips of MR query rows on the AVX512-BF16 kernel, or of ROWS on the AMX one (`amx`): the
+/// Strips of `MR` query rows on the AVX512-BF16 kernel, or of ROWS on the AMX one (`amx`): the
 /// head width d and the padded key count np are whole tile steps (d is a multiple of NR = 32;
 /// np of 32 keys, 16 key pairs).
 ///
@@ -123,12 +123,7 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], amx: bool
         pack_rows(&v[c * NR..], ld, n, NR, panel);
         panel[pairs * NR..].fill(0);
     }
-    let (unit, run): (usize, unsafe fn(_, _, _, _, _, _, _, _, _)) = if amx {
-        amx::configure();
-        (ROWS, amx::strip)
-    } else {
-        (MR, tile_rows)
-    };
+    let (unit, run) = super::micro_kernel(amx);
     // the AMX kernel runs over whole tile steps of keys (the zero words past n); the other
     // stops at n's pairs
     let ctx_pairs = if amx { kp } else { pairs };

@@ -21,6 +21,22 @@ pub enum Start {
     Bias(*const f32),
 }
 
+/// The masks of a 32-column row's two 16-lane halves that keep its first `ncols` columns.
+#[inline(always)]
+pub fn column_masks(ncols: usize) -> [__mmask16; 2] {
+    let mask = |lo: usize| {
+        let n = ncols.saturating_sub(lo).min(16);
+        ((1u32 << n) - 1) as __mmask16
+    };
+    [mask(0), mask(16)]
+}
+
+/// A micro-kernel's strip: C[rows x ncols] (row stride ldc) = start + A (rows of `lda` words)
+/// x one packed B panel over `pairs` k-pairs; `tile_rows` (rows <= MR) and `amx::strip` (rows
+/// <= 32) have this shape.
+pub type Strip =
+    unsafe fn(usize, usize, *const u32, usize, *const u16, *mut f32, usize, usize, Start);
+
 /// C[R x ncols] (row stride ldc) = start + A (R rows of `lda` words, a word a k-pair) x one
 /// packed B panel, over `pairs` k-pairs. Columns past `ncols` (<= 32) are neither read nor
 /// written.
@@ -40,11 +56,7 @@ pub unsafe fn tile<const R: usize>(
     ncols: usize,
     start: Start,
 ) {
-    let mask = |lo: usize| -> __mmask16 {
-        let n = ncols.saturating_sub(lo).min(16);
-        ((1u32 << n) - 1) as __mmask16
-    };
-    let (m0, m1) = (mask(0), mask(16));
+    let [m0, m1] = column_masks(ncols);
     let load = |p: *const f32| {
         [
             _mm512_maskz_loadu_ps(m0, p),

@@ -15,7 +15,7 @@ mod panels;
 
 pub use matrix::{from_bf16, to_bf16, to_bf16_into, MatRef, MR, NR};
 
-use kernel::{tile_rows, Start};
+use kernel::{tile_rows, Start, Strip};
 use matrix::halves;
 use panels::{pack_rows, pack_transposed, panel_words, transposed_scratch};
 use rayon::prelude::*;
@@ -213,6 +213,25 @@ pub fn amx_enabled() -> bool {
     amx::enabled()
 }
 
+/// CONDENSER_BF16, lower-cased ("" when unset): where bf16 products run (`precision` checks
+/// and routes it; `avx512bf16` also keeps this module off AMX).
+pub fn choice() -> String {
+    std::env::var("CONDENSER_BF16")
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+}
+
+/// The micro-kernel strips run on, with its strip height: AMX's (its tile configuration loaded
+/// on this thread first; panics where AMX is not usable) or AVX512-BF16's.
+fn micro_kernel(amx: bool) -> (usize, Strip) {
+    if amx {
+        amx::configure();
+        (amx::ROWS, amx::strip)
+    } else {
+        (MR, tile_rows)
+    }
+}
+
 /// Whether products with `b` take the AMX kernel: it runs here and fits `b`.
 fn uses_amx(b: &PackedB) -> bool {
     amx::enabled() && amx_fits(b)
@@ -271,9 +290,7 @@ unsafe fn block(
         return;
     }
     let kc = kc(b);
-    if amx {
-        amx::configure();
-    }
+    let (unit, strip) = micro_kernel(amx);
     // taken, not borrowed: a nested call on this thread (work stolen while it waits) finds it
     // empty and makes its own
     let mut words = A_BLOCK.take();
@@ -299,19 +316,13 @@ unsafe fn block(
                 };
                 let bp = b.data.as_ptr().add((p * b.pairs + kb) * NR).cast::<u16>();
                 let ncols = NR.min(b.n - p * NR);
-                let unit = if amx { amx::ROWS } else { MR };
+                // an AMX tile reads whole 16-row groups: MC is a multiple of 32, so they lie
+                // inside `words` (rows past i1 hold an earlier block's words; their sums are
+                // dropped)
                 for r0 in (i0..i1).step_by(unit) {
                     let ap = words.as_ptr().add((r0 - i0) * lda + kb);
                     let cp = out.0.add(r0 * ldc + p * NR);
-                    let rows = unit.min(i1 - r0);
-                    if amx {
-                        // a tile reads whole 16-row groups: MC is a multiple of 32, so they lie
-                        // inside `words` (rows past i1 hold an earlier block's words; their
-                        // sums are dropped)
-                        amx::strip(rows, pairs, ap, lda, bp, cp, ldc, ncols, start);
-                    } else {
-                        tile_rows(rows, pairs, ap, lda, bp, cp, ldc, ncols, start);
-                    }
+                    strip(unit.min(i1 - r0), pairs, ap, lda, bp, cp, ldc, ncols, start);
                 }
             }
         }
