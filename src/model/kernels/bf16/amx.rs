@@ -28,13 +28,6 @@ pub fn usable() -> bool {
     *GRANTED.get_or_init(|| super::super::isa::has_amx_bf16() && request_tiles())
 }
 
-/// Whether bf16 products take the AMX kernel: `usable` and not refused by
-/// CONDENSER_BF16=avx512bf16 (which keeps the AVX512-BF16 kernel, for comparison).
-pub fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| usable() && super::choice() != "avx512bf16")
-}
-
 #[cfg(target_os = "linux")]
 fn request_tiles() -> bool {
     // arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): the permission is the process's

@@ -13,7 +13,7 @@
 //! a panel; the values, NR head columns a panel). Keys past the text's end are zero words
 //! (their probabilities written as zeros); an odd text's last value pairs with a zero, so the
 //! padding's zero probability multiplies zeros, never stale NaNs.
-use super::amx::{self, ROWS};
+use super::amx::ROWS;
 use super::kernel::Start;
 use super::matrix::{halves, to_bf16, NR};
 use super::panels::{pack_rows, pack_transposed, transposed_scratch};
@@ -52,7 +52,7 @@ pub fn scratch_len(n: usize, d: usize) -> usize {
 /// `head_attention::head_forward` gives it in f32. `scratch` holds at least `scratch_len(n, d)`
 /// floats; `serves(d)` holds.
 pub fn head_forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32]) {
-    head_forward_on(x, scratch, ctx, amx::enabled())
+    head_forward_on(x, scratch, ctx, super::amx_enabled())
 }
 
 /// `head_forward` on the AMX kernel (`amx`, where usable) or the AVX512-BF16 one.
@@ -237,7 +237,7 @@ mod tests {
     /// The kernels this process can run: AVX512-BF16, and AMX where usable (a skip, said,
     /// where the CPU lacks it).
     fn kernels() -> impl Iterator<Item = bool> + Clone {
-        let amx = amx::usable();
+        let amx = super::super::amx::usable();
         if !amx {
             crate::runtime::skipped(
                 "the bf16 attention on AMX tiles",

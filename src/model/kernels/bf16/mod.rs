@@ -208,9 +208,11 @@ fn run(
     }
 }
 
-/// Whether bf16 products take AMX tiles where their shapes fit (`amx::enabled`).
+/// Whether bf16 products take AMX tiles where their shapes fit: the process may run them
+/// (`amx::usable`) and CONDENSER_BF16=avx512bf16 does not keep the AVX512-BF16 kernel.
 pub fn amx_enabled() -> bool {
-    amx::enabled()
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| amx::usable() && choice() != "avx512bf16")
 }
 
 /// CONDENSER_BF16, lower-cased ("" when unset): where bf16 products run (`precision` checks
@@ -234,7 +236,7 @@ fn micro_kernel(amx: bool) -> (usize, Strip) {
 
 /// Whether products with `b` take the AMX kernel: it runs here and fits `b`.
 fn uses_amx(b: &PackedB) -> bool {
-    amx::enabled() && amx_fits(b)
+    amx_enabled() && amx_fits(b)
 }
 
 /// Whether `b`'s k-pairs, and so every k-block's, are whole AMX tile steps.
