@@ -1,10 +1,11 @@
 //! The AMX micro-kernel (Intel Sapphire Rapids on): `tdpbf16ps` multiplies a 16 x 32 bf16 tile
 //! of A by a 32 x 16 tile of B (16 k-pair rows of 16 words, the layout `vdpbf16ps` reads) into
-//! a 16 x 16 f32 tile, 8,192 multiply-adds an instruction against `vdpbf16ps`'s 32. It reads the
-//! same operands as the AVX512-BF16 kernel (`super::kernel`): A as rows of k-pair words where
-//! they lie (a tile is 16 rows of 16 words, `lda` words apart), B's packed panels of NR = 32
-//! columns, which are two tiles side by side (16 words, a panel row of NR words apart). A
-//! strip is 32 rows x one panel: four C tiles, two A tiles, two B tiles, the eight registers.
+//! a 16 x 16 f32 tile, 8,192 multiply-adds an instruction against `vdpbf16ps`'s 32. B is the
+//! AVX512-BF16 kernel's packed panel of NR = 32 columns (`super::panels`), two tiles side by
+//! side. A comes two ways (`ATiles`): the GEMM converts its row blocks into tiles of 1 KiB in
+//! one piece (`MatRef::to_bf16_into_tiles`); the attention's operands are read where they lie,
+//! as rows of k-pair words. A strip is 32 rows x one panel: four C tiles, two A tiles, two B
+//! tiles, the eight registers.
 //!
 //! Linux gives a process the tiles' state only on request (`arch_prctl`), once; each thread
 //! loads the tile configuration (`ldtilecfg`) before a run of strips. The instructions are
@@ -76,22 +77,73 @@ pub fn configure() {
     unsafe { asm!("ldtilecfg [{0}]", in(reg) CONFIG.0.as_ptr(), options(nostack, readonly)) };
 }
 
-/// C[rows x ncols] (row stride ldc) = start + A (rows of `lda` words, a word a k-pair) x one
-/// packed B panel, over `pairs` k-pairs (a multiple of STEP), `rows` <= 32, `ncols` <= 32. A
-/// tile reads 16 rows whatever `rows` is: A must hold rows up to the next multiple of 16 (their
-/// sums are discarded). Columns past `ncols` are neither read from C nor written. A whole strip
-/// (32 x 32) starts in the tiles (a bias read as 16 equal rows, a stride of 0) and is stored
-/// straight into C; a partial one goes through a buffer, masked.
+/// Where a strip's A tiles lie: `row` bytes between a tile's rows, `step` words from one step's
+/// tile to the next, `half` words from the strip's first 16 rows' tiles to its second's.
+#[derive(Clone, Copy)]
+pub struct ATiles {
+    row: usize,
+    step: usize,
+    half: usize,
+}
+
+impl ATiles {
+    /// A as rows of k-pair words `lda` apart, read where they lie (the attention's operands).
+    pub fn rows(lda: usize) -> ATiles {
+        ATiles {
+            row: lda * 4,
+            step: STEP,
+            half: 16 * lda,
+        }
+    }
+    /// A in tiles (`MatRef::to_bf16_into_tiles`, `steps` tiles a group of 16 rows): a tile is
+    /// 1 KiB in one piece, each row a cache line of its own.
+    pub fn tiles(steps: usize) -> ATiles {
+        ATiles {
+            row: 64,
+            step: TILE,
+            half: steps * TILE,
+        }
+    }
+}
+
+/// Words an A tile in tiles takes: 16 rows of a step's 16 k-pair words.
+pub const TILE: usize = 16 * STEP;
+
+/// `strip_in` over A as rows of k-pair words `lda` apart: the shape of `super::kernel::Strip`.
 ///
 /// # Safety
-/// `configure()` ran on this thread; AVX512F; `a` holds rows up to `rows` rounded up to 16, of
-/// `pairs` words `lda` apart; `b` a panel of `pairs` rows; `c` every element of rows x ncols.
+/// As for [`strip_in`] with `ATiles::rows(lda)`.
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn strip(
     rows: usize,
     pairs: usize,
     a: *const u32,
     lda: usize,
+    b: *const u16,
+    c: *mut f32,
+    ldc: usize,
+    ncols: usize,
+    start: Start,
+) {
+    strip_in(rows, pairs, a, ATiles::rows(lda), b, c, ldc, ncols, start)
+}
+
+/// C[rows x ncols] (row stride ldc) = start + A (the strip's first tile at `a`, the rest where
+/// `at` says) x one packed B panel, over `pairs` k-pairs (a multiple of STEP), `rows` <= 32,
+/// `ncols` <= 32. A tile reads 16 rows whatever `rows` is: A must hold rows up to the next
+/// multiple of 16 (their sums are discarded). Columns past `ncols` are neither read from C nor
+/// written. A whole strip (32 x 32) starts in the tiles (a bias read as 16 equal rows, a stride
+/// of 0) and is stored straight into C; a partial one goes through a buffer, masked.
+///
+/// # Safety
+/// `configure()` ran on this thread; AVX512F; A's tiles hold rows up to `rows` rounded up to 16
+/// for `pairs / STEP` steps; `b` a panel of `pairs` rows; `c` every element of rows x ncols.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn strip_in(
+    rows: usize,
+    pairs: usize,
+    a: *const u32,
+    at: ATiles,
     b: *const u16,
     c: *mut f32,
     ldc: usize,
@@ -105,16 +157,16 @@ pub unsafe fn strip(
             Start::C => Some((c as *const f32, ldc * 4)),
             Start::Bias(v) => Some((v, 0)),
         };
-        return products::<2, 2>(pairs, a, lda, b, from, c, ldc * 4);
+        return products::<2, 2>(pairs, a, at, b, from, c, ldc * 4);
     }
     // not read before the tiles are stored into it
     let mut sums = std::mem::MaybeUninit::<Sums>::uninit();
     let out = sums.as_mut_ptr().cast::<f32>();
     match (rows > 16, ncols > 16) {
-        (true, true) => products::<2, 2>(pairs, a, lda, b, None, out, NR * 4),
-        (true, false) => products::<2, 1>(pairs, a, lda, b, None, out, NR * 4),
-        (false, true) => products::<1, 2>(pairs, a, lda, b, None, out, NR * 4),
-        (false, false) => products::<1, 1>(pairs, a, lda, b, None, out, NR * 4),
+        (true, true) => products::<2, 2>(pairs, a, at, b, None, out, NR * 4),
+        (true, false) => products::<2, 1>(pairs, a, at, b, None, out, NR * 4),
+        (false, true) => products::<1, 2>(pairs, a, at, b, None, out, NR * 4),
+        (false, false) => products::<1, 1>(pairs, a, at, b, None, out, NR * 4),
     }
     finish(rows, sums.assume_init_ref(), c, ldc, ncols, start);
 }
@@ -133,14 +185,14 @@ struct Sums([f32; ROWS * NR]);
 unsafe fn products<const R: usize, const C: usize>(
     pairs: usize,
     a: *const u32,
-    lda: usize,
+    at: ATiles,
     b: *const u16,
     from: Option<(*const f32, usize)>,
     out: *mut f32,
     out_stride: usize,
 ) {
-    let (sa, sb) = (lda * 4, NR * 4);
-    let a1 = a.add(16 * lda);
+    let (sa, sb) = (at.row, NR * 4);
+    let a1 = a.add(at.half);
     match from {
         None => asm!(
             "tilezero tmm0",
@@ -162,8 +214,12 @@ unsafe fn products<const R: usize, const C: usize>(
             )
         }
     }
-    for s in (0..pairs).step_by(STEP) {
-        let (ap, bp) = (a.add(s), b.add(s * 2 * NR));
+    for s in 0..pairs / STEP {
+        let (ap, ap1, bp) = (
+            a.add(s * at.step),
+            a1.add(s * at.step),
+            b.add(s * STEP * 2 * NR),
+        );
         if R == 2 && C == 2 {
             // the four loads issued together, then the products: a tile load takes ~3x a
             // product's time on the Xeon measured (22 ns against 7.3), and loads interleaved
@@ -177,7 +233,7 @@ unsafe fn products<const R: usize, const C: usize>(
                 "tdpbf16ps tmm1, tmm4, tmm7",
                 "tdpbf16ps tmm2, tmm5, tmm6",
                 "tdpbf16ps tmm3, tmm5, tmm7",
-                a = in(reg) ap, a1 = in(reg) a1.add(s), b = in(reg) bp,
+                a = in(reg) ap, a1 = in(reg) ap1, b = in(reg) bp,
                 b1 = in(reg) bp.add(16 * 2), sa = in(reg) sa, sb = in(reg) sb,
                 options(nostack, readonly)
             );
@@ -203,7 +259,7 @@ unsafe fn products<const R: usize, const C: usize>(
             asm!(
                 "tileloadd tmm5, [{a} + {sa}]",
                 "tdpbf16ps tmm2, tmm5, tmm6",
-                a = in(reg) a1.add(s), sa = in(reg) sa,
+                a = in(reg) ap1, sa = in(reg) sa,
                 options(nostack, readonly)
             );
             if C == 2 {

@@ -43,10 +43,15 @@ fn parts(n: usize, d: usize) -> [usize; 6] {
     ]
 }
 
-/// Scratch floats `head_forward` needs for `n` tokens `d` wide.
+/// Scratch floats `head_forward` needs for `n` tokens `d` wide: the parts, and up to a cache
+/// line to start them on one (each part is whole lines, so every part then starts on one: an
+/// AMX tile row that straddles two lines loads at half the rate).
 pub fn scratch_len(n: usize, d: usize) -> usize {
-    parts(n, d).iter().sum()
+    parts(n, d).iter().sum::<usize>() + LINE - 1
 }
+
+/// Floats in a cache line.
+const LINE: usize = 16;
 
 /// ctx (n x d, packed) = softmax(q k^T * scale) v in bf16 products, as
 /// `head_attention::head_forward` gives it in f32. `scratch` holds at least `scratch_len(n, d)`
@@ -73,6 +78,8 @@ fn head_forward_on(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], amx: boo
     if n == 0 {
         return;
     }
+    let skip = scratch.as_ptr().align_offset(LINE * 4);
+    let scratch = &mut scratch[skip..];
     // SAFETY: AVX512-BF16 checked by `serves`, every bound asserted above (AMX: `micro_kernel`
     // panics where it is not usable)
     unsafe { forward(x, scratch, ctx, amx) }

@@ -2,11 +2,12 @@
 //! Sapphire Rapids on, AMD Zen 4 on): operands are rounded to bf16 (round to nearest even), each
 //! pair of products is summed into f32 by `vdpbf16ps`, and C comes out in f32. Twice the
 //! multiply-adds per instruction of f32 FMA: measured ~2x OpenBLAS's sgemm on BERT's shapes
-//! (benches/README.md). On Intel CPUs with AMX, MKL's bf16 GEMM is faster still and is used
-//! instead when MKL is loaded (see `super::blas`).
+//! (benches/README.md). On Intel CPUs with AMX the strips run on AMX tiles instead (`amx`,
+//! 16 x 16 x 32 multiply-adds an instruction); CONDENSER_BF16 chooses (`super::precision`).
 //!
-//! The B operand (a Linear's weight) is packed once into [`PackedB`]; A (activations) is
-//! converted once per product into rows of k-pair words, which the tile reads where they lie.
+//! The B operand (a Linear's weight) is packed once into [`PackedB`], on cache lines; A
+//! (activations) is converted a row block at a time, into rows of k-pair words that the
+//! AVX512-BF16 tile reads where they lie, or into AMX tiles of 1 KiB in one piece.
 mod amx;
 pub mod attention;
 mod kernel;
@@ -16,7 +17,7 @@ mod panels;
 pub use matrix::{from_bf16, to_bf16, to_bf16_into, MatRef, MR, NR};
 
 use kernel::{tile_rows, Start, Strip};
-use matrix::halves;
+use matrix::{halves, Lines};
 use panels::{pack_rows, pack_transposed, panel_words, transposed_scratch};
 use rayon::prelude::*;
 
@@ -48,7 +49,8 @@ pub fn supported() -> bool {
 /// B (k x n) rounded to bf16 in the kernel's layout: panels of NR columns, each `[k-pair][NR]`
 /// words (`panels`).
 pub struct PackedB {
-    data: Vec<u32>,
+    /// on cache lines: an AMX tile row that straddles two loads at half the rate
+    data: Lines,
     pub k: usize,
     pub n: usize,
     pairs: usize,
@@ -65,7 +67,7 @@ impl PackedB {
     /// packed from where they lie, a panel a task; other strides are copied into rows first.
     pub fn pack(b: MatRef, k: usize, n: usize) -> PackedB {
         let (pairs, panel) = (k.div_ceil(2), panel_words(k));
-        let mut data = vec![0u32; n.div_ceil(NR) * panel];
+        let mut data = Lines::zeroed(n.div_ceil(NR) * panel);
         if k > 0 && n > 0 {
             let rows;
             let (src, ld, transposed) = match (b.rs, b.cs) {
@@ -76,15 +78,18 @@ impl PackedB {
                     (&rows[..], n, false)
                 }
             };
-            data.par_chunks_mut(panel).enumerate().for_each(|(p, out)| {
-                let cols = NR.min(n - p * NR);
-                if transposed {
-                    let mut scratch = vec![0f32; transposed_scratch(cols, k)];
-                    pack_transposed(&src[p * NR * ld..], ld, cols, k, &mut scratch, out)
-                } else {
-                    pack_rows(&src[p * NR..], ld, k, cols, out)
-                }
-            });
+            data.words_mut()[..n.div_ceil(NR) * panel]
+                .par_chunks_mut(panel)
+                .enumerate()
+                .for_each(|(p, out)| {
+                    let cols = NR.min(n - p * NR);
+                    if transposed {
+                        let mut scratch = vec![0f32; transposed_scratch(cols, k)];
+                        pack_transposed(&src[p * NR * ld..], ld, cols, k, &mut scratch, out)
+                    } else {
+                        pack_rows(&src[p * NR..], ld, k, cols, out)
+                    }
+                });
         }
         PackedB { data, k, n, pairs }
     }
@@ -252,7 +257,7 @@ fn kc(b: &PackedB) -> usize {
 thread_local! {
     /// A row block's bf16 words, kept for the thread's next block: MC rows of the widest k met
     /// (MiniLM: 288 KiB), written fresh by every block, so it is never zero-filled again.
-    static A_BLOCK: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+    static A_BLOCK: std::cell::Cell<Lines> = const { std::cell::Cell::new(Lines::new()) };
 }
 
 /// One task's block of C: rows x panels, all of k. Row blocks of MC, each converted from A to
@@ -293,43 +298,85 @@ unsafe fn block(
     }
     let kc = kc(b);
     let (unit, strip) = micro_kernel(amx);
+    // AMX: tiles of 16 rows a k-step (`amx_fits`: whole steps)
+    let steps = b.pairs / amx::STEP;
     // taken, not borrowed: a nested call on this thread (work stolen while it waits) finds it
     // empty and makes its own
-    let mut words = A_BLOCK.take();
-    words.resize(words.len().max(MC * lda), 0);
+    let mut lines = A_BLOCK.take();
+    // rows of `lda` words, or MC / 16 groups of `steps` tiles: as many words
+    lines.grow(MC * lda);
+    let words = lines.words_mut();
     for i0 in rows.clone().step_by(MC) {
         let i1 = (i0 + MC).min(rows.end);
-        let row_halves = halves(&mut words[..MC * lda]);
-        a.offset_rows(i0)
-            .to_bf16_into_rows(i1 - i0, b.k, 2 * lda, row_halves);
-        if b.k % 2 == 1 {
-            // an odd k's last half multiplies B's zero padding, but stale bits may be a NaN
-            for r in 0..i1 - i0 {
-                row_halves[r * 2 * lda + b.k] = 0;
+        let block_halves = halves(&mut words[..MC * lda]);
+        if amx {
+            a.offset_rows(i0)
+                .to_bf16_into_tiles(i1 - i0, b.k, steps, block_halves);
+        } else {
+            a.offset_rows(i0)
+                .to_bf16_into_rows(i1 - i0, b.k, 2 * lda, block_halves);
+            if b.k % 2 == 1 {
+                // an odd k's last half multiplies B's zero padding, but stale bits may be a NaN
+                for r in 0..i1 - i0 {
+                    block_halves[r * 2 * lda + b.k] = 0;
+                }
             }
         }
         for kb in (0..b.pairs).step_by(kc) {
             let pairs = kc.min(b.pairs - kb);
-            for p in panels.clone() {
+            // the strip of rows r0.. x panel p
+            let strip_at = |r0: usize, p: usize| {
                 let start = match bias {
                     _ if kb > 0 || accumulate => Start::C,
                     Some(v) => Start::Bias(v.as_ptr().add(p * NR)),
                     None => Start::Zero,
                 };
-                let bp = b.data.as_ptr().add((p * b.pairs + kb) * NR).cast::<u16>();
-                let ncols = NR.min(b.n - p * NR);
-                // an AMX tile reads whole 16-row groups: MC is a multiple of 32, so they lie
-                // inside `words` (rows past i1 hold an earlier block's words; their sums are
-                // dropped)
-                for r0 in (i0..i1).step_by(unit) {
+                let bp = b
+                    .data
+                    .words()
+                    .as_ptr()
+                    .add((p * b.pairs + kb) * NR)
+                    .cast::<u16>();
+                let (rows, ncols) = (unit.min(i1 - r0), NR.min(b.n - p * NR));
+                let cp = out.0.add(r0 * ldc + p * NR);
+                if amx {
+                    // a tile reads whole 16-row groups: MC is a multiple of 32, so they lie
+                    // inside `words` (rows past i1 hold an earlier block's words; their sums
+                    // are dropped)
+                    let t = ((r0 - i0) / 16 * steps + kb / amx::STEP) * amx::TILE;
+                    let at = amx::ATiles::tiles(steps);
+                    amx::strip_in(
+                        rows,
+                        pairs,
+                        words.as_ptr().add(t),
+                        at,
+                        bp,
+                        cp,
+                        ldc,
+                        ncols,
+                        start,
+                    );
+                } else {
                     let ap = words.as_ptr().add((r0 - i0) * lda + kb);
-                    let cp = out.0.add(r0 * ldc + p * NR);
-                    strip(unit.min(i1 - r0), pairs, ap, lda, bp, cp, ldc, ncols, start);
+                    strip(rows, pairs, ap, lda, bp, cp, ldc, ncols, start);
+                }
+            };
+            if amx {
+                // a strip's A tiles (24 KiB at BERT's width) stay in L1 while B's panels stream
+                // past in order; a panel against every strip's A in turn ran the 1,152 x 384 and
+                // 1,536 x 384 products at ~0.6x this order's rate (AMX Xeon, best of 20 rounds)
+                for r0 in (i0..i1).step_by(unit) {
+                    panels.clone().for_each(|p| strip_at(r0, p));
+                }
+            } else {
+                // a panel of B (stays in L1) against the block's strips of A
+                for p in panels.clone() {
+                    (i0..i1).step_by(unit).for_each(|r0| strip_at(r0, p));
                 }
             }
         }
     }
-    A_BLOCK.set(words);
+    A_BLOCK.set(lines);
 }
 
 #[cfg(test)]

@@ -43,8 +43,8 @@ fn packing_places_every_rounded_element() {
         for (v, b) in views.into_iter().enumerate() {
             let p = PackedB::pack(b, k, n);
             let pairs = k.div_ceil(2);
-            assert_eq!(p.data.len(), n.div_ceil(NR) * pairs * NR);
-            for (i, &w) in p.data.iter().enumerate() {
+            assert_eq!(p.data.words().len(), n.div_ceil(NR) * pairs * NR);
+            for (i, &w) in p.data.words().iter().enumerate() {
                 let (panel, rest) = (i / (pairs * NR), i % (pairs * NR));
                 let (pair, col) = (rest / NR, panel * NR + rest % NR);
                 for (half, h) in [w as u16, (w >> 16) as u16].into_iter().enumerate() {
@@ -199,8 +199,9 @@ fn wide_leading_dimension_leaves_other_columns_alone() {
 }
 
 /// The AMX kernel (where this process may run it) and the AVX512-BF16 one give the rounded
-/// product on BERT's widths (k a multiple of 32) with partial strips in both directions, a
-/// single row, and two k-blocks; each start. Both sum bf16 pairs in f32, in different orders.
+/// product where k is whole tile steps of 16 pairs (BERT's widths, an odd k whose pairs are)
+/// with partial strips in both directions, a single row, two k-blocks and a column-major A; each
+/// start. Both sum bf16 pairs in f32, in different orders.
 #[test]
 fn amx_and_avx512_kernels_match_the_rounded_product() {
     if !supported() {
@@ -223,10 +224,19 @@ fn amx_and_avx512_kernels_match_the_rounded_product() {
         (33, 70, 384),
         (200, 33, 1536),
         (64, 40, 3072),
+        (40, 33, 31),
+        (20, 24, 63),
     ] {
         let av: Vec<f32> = (0..m * k).map(|_| lcg(&mut seed)).collect();
         let wv: Vec<f32> = (0..n * k).map(|_| lcg(&mut seed)).collect();
-        let (a, b) = (MatRef::rows(&av, k), MatRef::transposed(&wv, k));
+        // odd k: the AMX tiles' last k-pair half is zero; k 63: A a column-major view (its
+        // tiles converted an element at a time)
+        let a = if k == 63 {
+            MatRef::transposed(&av, m)
+        } else {
+            MatRef::rows(&av, k)
+        };
+        let b = MatRef::transposed(&wv, k);
         let want = reference(a, b, m, n, k);
         let packed = PackedB::pack(b, k, n);
         assert!(amx_fits(&packed));
