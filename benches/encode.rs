@@ -143,8 +143,8 @@ fn fma_chains_avx512(iters: usize) -> f32 {
 /// f32's FMAs (`fma_peak_gflops`), or bf16's pair products where condenser's kernel runs them
 /// (12 independent chains of `vdpbf16ps` a thread, 64 FLOPs each). The nominal figure missed
 /// the boost clock here too: Zen 4's bf16 GEMMs alone ran at 400-420 GFLOP/s against a nominal
-/// 332 (issue 35). None where bf16 runs on AMX tiles or oneMKL (no loop here) or the class has
-/// no such unit.
+/// 332 (issue 35). On AMX, tile products on registers alone (`bf16::amx_register_products`),
+/// either route. None where bf16 runs on oneMKL without AMX or the class has no such unit.
 fn measured_peak_gflops(p: Precision, threads: usize) -> Option<f64> {
     match p {
         Precision::F32 => fma_peak_gflops(threads),
@@ -158,6 +158,16 @@ fn measured_peak_gflops(p: Precision, threads: usize) -> Option<f64> {
                 // SAFETY: AVX512F + AVX512-BF16 checked by bf16::supported
                 std::hint::black_box(unsafe { pair_chains_avx512bf16(iters) });
                 Ok((64.0 * 12.0 * iters as f64, t.elapsed().as_secs_f64()))
+            };
+            Some(best_of_3_gflops(threads, run))
+        }
+        Precision::Bf16 if bf16_on_amx() && bf16::amx_enabled() => {
+            // tile products on registers alone: 16 x 16 x 32 multiply-adds each
+            let iters = 2_000_000usize;
+            let run = |_| -> Result<(f64, f64), candle_core::Error> {
+                let t = Instant::now();
+                bf16::amx_register_products(iters);
+                Ok((4.0 * 16384.0 * iters as f64, t.elapsed().as_secs_f64()))
             };
             Some(best_of_3_gflops(threads, run))
         }

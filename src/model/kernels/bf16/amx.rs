@@ -77,6 +77,25 @@ pub fn configure() {
     unsafe { asm!("ldtilecfg [{0}]", in(reg) CONFIG.0.as_ptr(), options(nostack, readonly)) };
 }
 
+/// `4 x iters` tile products on the registers alone, no loads: what benches time as this core's
+/// AMX peak (an encode's strips load a tile a product). Loads the tile configuration; panics
+/// where AMX is not usable.
+pub fn register_products(iters: usize) {
+    configure();
+    // SAFETY: configured above; the tiles hold whatever they held (the sums are not read)
+    unsafe {
+        for _ in 0..iters {
+            asm!(
+                "tdpbf16ps tmm0, tmm4, tmm6",
+                "tdpbf16ps tmm1, tmm4, tmm7",
+                "tdpbf16ps tmm2, tmm5, tmm6",
+                "tdpbf16ps tmm3, tmm5, tmm7",
+                options(nostack, nomem)
+            );
+        }
+    }
+}
+
 /// Where a strip's A tiles lie: `row` bytes between a tile's rows, `step` words from one step's
 /// tile to the next, `half` words from the strip's first 16 rows' tiles to its second's.
 #[derive(Clone, Copy)]

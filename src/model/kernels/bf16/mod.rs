@@ -14,6 +14,7 @@ mod kernel;
 mod matrix;
 mod panels;
 
+pub use amx::register_products as amx_register_products;
 pub use matrix::{from_bf16, to_bf16, to_bf16_into, MatRef, MR, NR};
 
 use kernel::{tile_rows, Start, Strip};
