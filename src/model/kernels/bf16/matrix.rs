@@ -201,6 +201,16 @@ mod tests {
             let mut got = vec![0u16; src.len()];
             to_bf16_into::at(isa, &src, &mut got);
             assert_eq!(got, want, "{}", isa.name());
+            // in pieces of a tile row, 2 x TILE_ROW apart, the last piece zero past the end
+            let mut pieces = vec![u16::MAX; src.len().div_ceil(TILE_ROW) * 2 * TILE_ROW];
+            to_bf16_pieces::at(isa, &src, 2 * TILE_ROW, &mut pieces);
+            for (j, &w) in want.iter().enumerate() {
+                let at = j / TILE_ROW * 2 * TILE_ROW + j % TILE_ROW;
+                assert_eq!(pieces[at], w, "{} piece value {j}", isa.name());
+            }
+            let tail = src.len() / TILE_ROW * 2 * TILE_ROW + src.len() % TILE_ROW;
+            let end = src.len() / TILE_ROW * 2 * TILE_ROW + TILE_ROW;
+            assert!(pieces[tail..end].iter().all(|&h| h == 0), "{}", isa.name());
         }
         let m = MatRef::transposed(&src[..12], 3); // 3 x 4 view of a 4 x 3 matrix
         let t = m.to_bf16_rows(3, 4);
