@@ -261,11 +261,12 @@ thread_local! {
     static A_BLOCK: std::cell::Cell<Lines> = const { std::cell::Cell::new(Lines::new()) };
 }
 
-/// One task's block of C: rows x panels, all of k. Row blocks of MC, each converted from A to
-/// rows of `b.pairs` k-pair words where the block runs (its words stay in L2 for every panel;
-/// converting all of A first wrote it to memory and read it back), then k-blocks, panels, strips
-/// of MR rows (AVX512-BF16) or 32 (`amx`); the first k-block starts from the bias (or zero, or C
-/// with `accumulate`), later ones add to C.
+/// One task's block of C: rows x panels, all of k. Row blocks of MC, each converted from A where
+/// the block runs (its words stay in L2 for every panel; converting all of A first wrote it to
+/// memory and read it back): to rows of `b.pairs` k-pair words for the AVX512-BF16 kernel, then
+/// k-blocks, panels, strips of MR rows; to AMX tiles for `amx`, then k-blocks, strips of 32
+/// rows, panels. The first k-block starts from the bias (or zero, or C with `accumulate`), later
+/// ones add to C.
 ///
 /// # Safety
 /// AVX512-BF16 present, and with `amx` AMX usable and `amx_fits(b)`; `a` holds the rows given;
