@@ -15,7 +15,7 @@
 //! padding's zero probability multiplies zeros, never stale NaNs.
 use super::amx::ROWS;
 use super::kernel::Start;
-use super::matrix::{halves, to_bf16, NR};
+use super::matrix::{halves, to_bf16, LINE, NR};
 use super::panels::{pack_rows, pack_transposed, transposed_scratch};
 use crate::model::kernels::fastmath::EXP2_POLY;
 use crate::model::kernels::head_attention::{prefetch_now, HeadIn};
@@ -49,9 +49,6 @@ fn parts(n: usize, d: usize) -> [usize; 6] {
 pub fn scratch_len(n: usize, d: usize) -> usize {
     parts(n, d).iter().sum::<usize>() + LINE - 1
 }
-
-/// Floats in a cache line.
-const LINE: usize = 16;
 
 /// ctx (n x d, packed) = softmax(q k^T * scale) v in bf16 products, as
 /// `head_attention::head_forward` gives it in f32. `scratch` holds at least `scratch_len(n, d)`

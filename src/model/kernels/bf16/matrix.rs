@@ -50,11 +50,15 @@ crate::dispatch! {
 /// Halves in a row of an AMX tile (64 bytes): 16 k-pairs of one row of A.
 pub const TILE_ROW: usize = 32;
 
-/// 16 words on a 64-byte boundary: a cache line, and an AMX tile row (a tile row that straddles
-/// two lines loads at half the rate: `tileloadd` 20 ns against 11 on the AMX Xeon measured).
+/// 4-byte values (words, floats) in a cache line of 64 bytes.
+pub(super) const LINE: usize = 16;
+
+/// LINE words on a 64-byte boundary: a cache line, and an AMX tile row (a tile row that
+/// straddles two lines loads at half the rate: `tileloadd` 20 ns against 11 on the AMX Xeon
+/// measured).
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
-struct Line([u32; 16]);
+struct Line([u32; LINE]);
 
 /// Words that start on a cache line (`Vec<u32>` from the allocator starts 16 bytes past one).
 #[derive(Default)]
@@ -67,21 +71,21 @@ impl Lines {
     }
     /// `words` zero words (rounded up to whole lines).
     pub fn zeroed(words: usize) -> Lines {
-        Lines(vec![Line([0; 16]); words.div_ceil(16)])
+        Lines(vec![Line([0; LINE]); words.div_ceil(LINE)])
     }
     /// At least `words` words, keeping what is there.
     pub fn grow(&mut self, words: usize) {
-        if self.0.len() * 16 < words {
-            self.0.resize(words.div_ceil(16), Line([0; 16]));
+        if self.0.len() * LINE < words {
+            self.0.resize(words.div_ceil(LINE), Line([0; LINE]));
         }
     }
     pub fn words(&self) -> &[u32] {
-        // SAFETY: lines of 16 u32 are as many u32, of a larger alignment
-        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast(), self.0.len() * 16) }
+        // SAFETY: lines of LINE u32 are as many u32, of a larger alignment
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast(), self.0.len() * LINE) }
     }
     pub fn words_mut(&mut self) -> &mut [u32] {
         // SAFETY: as `words`
-        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), self.0.len() * 16) }
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), self.0.len() * LINE) }
     }
 }
 

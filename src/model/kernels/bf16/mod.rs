@@ -302,6 +302,7 @@ unsafe fn block(
     let (unit, strip) = micro_kernel(amx);
     // AMX: tiles of 16 rows a k-step (`amx_fits`: whole steps)
     let steps = b.pairs / amx::STEP;
+    let tiles = amx::ATiles::tiles(steps);
     // taken, not borrowed: a nested call on this thread (work stolen while it waits) finds it
     // empty and makes its own
     let mut lines = A_BLOCK.take();
@@ -346,12 +347,11 @@ unsafe fn block(
                     // inside `words` (rows past i1 hold an earlier block's words; their sums
                     // are dropped)
                     let t = ((r0 - i0) / 16 * steps + kb / amx::STEP) * amx::TILE;
-                    let at = amx::ATiles::tiles(steps);
                     amx::strip_in(
                         rows,
                         pairs,
                         words.as_ptr().add(t),
-                        at,
+                        tiles,
                         bp,
                         cp,
                         ldc,
