@@ -64,10 +64,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let dev = Cuda::new(cd)?;
     let mut stack = Stack::new(dev, bert)?;
-    let grads = stack.zero_grads()?;
+    let mut grads = stack.zero_grads(&card)?;
     let dh = Buf::of(stack.device(), &r)?;
-    let engine_step = |stack: &mut Stack<Cuda>| -> candle_core::Result<()> {
-        grads.zero(stack.device())?;
+    let mut engine_step = |stack: &mut Stack<Cuda>| -> candle_core::Result<()> {
+        grads.restart(stack.device())?;
         stack.forward(bert, &refs, None, Some(&keys), Some(&drop))?;
         stack.backward(bert, dh.at(0), Some(&drop), &grads)?;
         // waits for the step's work

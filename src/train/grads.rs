@@ -7,6 +7,7 @@
 //! gradient lives. Kept across GradCache's mini-batches or gradient accumulation that is every
 //! batch's activations at once: memory grows with the batch the method exists to bound.
 use crate::error::Result;
+use crate::model::engine::gpu::grads::Lease;
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, TensorId, Var};
 use std::collections::HashMap;
@@ -14,6 +15,9 @@ use std::collections::HashMap;
 #[derive(Default)]
 pub struct ParamGrads {
     map: HashMap<TensorId, Tensor>,
+    /// what keeps the GPU engine's arena from being overwritten while gradients here are views
+    /// of it (model/engine/gpu/grads.rs): held as long as these gradients are
+    held: Vec<Lease>,
 }
 
 impl ParamGrads {
@@ -24,12 +28,16 @@ impl ParamGrads {
             .iter()
             .filter_map(|v| store.remove(v.as_tensor()).map(|g| (v.id(), g.detach())))
             .collect();
-        ParamGrads { map }
+        ParamGrads {
+            map,
+            held: Vec::new(),
+        }
     }
 
     /// Add `other`'s gradients to these, parameter by parameter (the one summation every caller
     /// uses); a parameter only one side has keeps that side's.
     pub fn add(&mut self, other: ParamGrads) -> Result<()> {
+        self.held.extend(other.held);
         for (id, g) in other.map {
             let sum = match self.map.remove(&id) {
                 Some(mine) => (mine + g)?.detach(),
@@ -46,7 +54,15 @@ impl ParamGrads {
             .into_iter()
             .map(|(p, g)| (p.id(), g.detach()))
             .collect();
-        self.add(ParamGrads { map })
+        self.add(ParamGrads {
+            map,
+            held: Vec::new(),
+        })
+    }
+
+    /// Keep `lease` as long as these gradients: some are views of the GPU engine's arena.
+    pub fn hold(&mut self, lease: Lease) {
+        self.held.push(lease);
     }
 
     /// The gradient of `param`, if the loss reached it.

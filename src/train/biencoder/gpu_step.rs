@@ -6,8 +6,9 @@
 use super::task::BiEncoderTask;
 use crate::error::Result;
 use crate::model::engine::gpu::device::Device;
+use crate::model::engine::gpu::grads::Grads;
 use crate::model::engine::gpu::leaf::GpuLeaf;
-use crate::model::engine::gpu::stack::{Grads, Stack};
+use crate::model::engine::gpu::stack::Stack;
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::params;
@@ -64,7 +65,7 @@ pub fn on_card(
     let mut slot = task.gpu.lock().unwrap_or_else(|e| e.into_inner());
     if slot.is_none() {
         let stack = Stack::new(Cuda::new(card)?, &task.enc.bert)?;
-        let grads = stack.zero_grads()?;
+        let grads = stack.zero_grads(&candle_core::Device::Cuda(card.clone()))?;
         *slot = Some((stack, grads));
     }
     let (stack, grads) = slot.as_mut().expect("made above");
@@ -72,12 +73,13 @@ pub fn on_card(
 }
 
 /// The step's loss and gradients for rows `idx`, on `stack` (the task's model's), accumulating
-/// into `grads` (zeroed first). `weight` scales the loss (a share of a split batch).
+/// into `grads` (restarted first). `weight` scales the loss (a share of a split batch). The
+/// backbone's gradients are views of `grads`' arena, held by the returned gradients' lease.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub fn gradients<D: Device>(
     task: &BiEncoderTask,
     stack: &mut Stack<D>,
-    grads: &Grads<D>,
+    grads: &mut Grads<D>,
     idx: &[usize],
     drop: Option<&Dropout>,
     weight: f64,
@@ -93,7 +95,7 @@ pub fn gradients<D: Device>(
     }
     let bert = &task.enc.bert;
     let on = bert.embeddings.word.embeddings().device().clone();
-    grads.zero(stack.device())?;
+    grads.restart(stack.device())?;
     let leaf = GpuLeaf::forward(stack, bert, &seqs, None, &keys, drop, &on)?;
     let pooled = task.enc.pool(leaf.states.as_tensor(), &leaf.mask)?;
     let emb: Vec<Tensor> = (0..columns)
@@ -103,7 +105,9 @@ pub fn gradients<D: Device>(
     let store = loss.backward()?;
     leaf.backward(stack, bert, &store, drop, grads)?;
     let mut out = ParamGrads::from_store(&params::var_list(&task.varmap), store);
-    out.add_pairs(stack.export(bert, grads, &on)?)?;
+    let (pairs, lease) = grads.export(bert)?;
+    out.add_pairs(pairs)?;
+    out.hold(lease);
     Ok(Gradients {
         value,
         parts: Vec::new(),
@@ -162,9 +166,9 @@ mod tests {
         };
         let task = mnr_task(candle_core::Device::Cpu);
         let mut stack = Stack::new(dev, &task.enc.bert).unwrap();
-        let grads = stack.zero_grads().unwrap();
+        let mut grads = stack.zero_grads(&candle_core::Device::Cpu).unwrap();
         let (idx, drop) = step_rows(&task);
-        let got = super::gradients(&task, &mut stack, &grads, &idx, Some(&drop), 1.0).unwrap();
+        let got = super::gradients(&task, &mut stack, &mut grads, &idx, Some(&drop), 1.0).unwrap();
         same_step(&task, &task, got);
     }
 

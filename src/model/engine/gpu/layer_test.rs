@@ -2,9 +2,10 @@
 //! (../layer.rs) on the same weights and rows: output, input gradient and all twelve weight
 //! gradients (accumulated onto values already there), with dropout off and at every site.
 use super::assert_close as close;
+use super::buffers::{Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch};
 use super::device::{Buf, Device};
 use super::emulated::Emulated;
-use super::layer::{self, Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch};
+use super::layer;
 use crate::model::engine::gemm::Gemm;
 use crate::model::engine::layer::{self as cpu, LayerGrads, Pass, Sites};
 use crate::model::engine::packed::Packed;

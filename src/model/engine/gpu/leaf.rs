@@ -3,7 +3,8 @@
 //! the 0/1 mask the heads pool by), so that a head and a loss run as candle ops; after candle's
 //! backward, the leaf's gradient goes back through the engine (packed again on the device).
 use super::device::Device;
-use super::stack::{Grads, Stack};
+use super::grads::Grads;
+use super::stack::Stack;
 use crate::model::{Bert, Dropout};
 use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};

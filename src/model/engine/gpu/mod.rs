@@ -3,11 +3,15 @@
 //! capacity, the products on the device's GEMM and everything else on the CUDA kernels
 //! (kernels/cuda). `Device` abstracts the card, so that the tests run the whole engine on the CPU
 //! (emulated.rs) against the CPU engine; a card then proves only the device calls (cuda.rs).
+#[cfg(test)]
+mod attention_test;
+pub mod buffers;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod device;
 #[cfg(test)]
 pub(crate) mod emulated;
+pub mod grads;
 #[cfg(test)]
 mod kernels_test;
 pub mod layer;
@@ -17,6 +21,7 @@ pub mod leaf;
 pub mod stack;
 #[cfg(test)]
 mod stack_test;
+mod workspace;
 
 /// Every element of `got` within `tol` x max(1, max |want|) of `want`: the GPU engine's tests'
 /// agreement with the CPU engine to f32 rounding (sums run in another order); `what` names the

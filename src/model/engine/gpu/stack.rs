@@ -5,10 +5,11 @@
 //! forward (the optimizer changes them between steps). Everything else lives in a workspace
 //! allocated for a row and item capacity at the first step and grown, once, by a larger batch;
 //! a step of the same size allocates nothing.
+use super::buffers::{Dims, LayerAddrs, LayerParams, ROW_WARPS};
 use super::device::{Addr, Arg, Buf, Device};
-use super::layer::{
-    self, parts, row_blocks, Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch, ROW_WARPS,
-};
+use super::grads::{Grads, Layout};
+use super::layer::{self, parts, row_blocks};
+use super::workspace::{batch_meta, Workspace};
 use crate::model::engine::embeddings::check_tables;
 use crate::model::engine::packed::Packed;
 use crate::model::engine::stack::Engine;
@@ -16,88 +17,6 @@ use crate::model::engine::weights::{embedding_tensors, layer_tensors};
 use crate::model::kernels::cuda::KernelMask;
 use crate::model::{Bert, BertLayer, Dropout};
 use candle_core::{bail, Result, Tensor};
-
-/// Where each parameter's gradient lies in a `Grads` arena (element offsets).
-#[derive(Clone, Debug)]
-struct Layout {
-    /// word, position, type, LayerNorm weight, LayerNorm bias (the last two end to end)
-    emb: [usize; 5],
-    /// per layer, in `LayerAddrs`' fields' order; g1 b1 bo and g2 b2 bd end to end, as the
-    /// LayerNorms' backward writes their partial sums
-    layers: Vec<[usize; 12]>,
-    len: usize,
-}
-
-/// The gradients of a stack's parameters, accumulated over backward passes, in one arena (one
-/// zero-fill a step).
-pub struct Grads<D: Device> {
-    all: Buf<D, f32>,
-    layout: Layout,
-}
-
-impl<D: Device> Grads<D> {
-    fn at(&self, off: usize) -> Addr {
-        self.all.at(off)
-    }
-
-    /// Zero every gradient (one fill).
-    pub fn zero(&self, dev: &D) -> Result<()> {
-        dev.zero(self.all.at(0), 4 * self.layout.len)
-    }
-}
-
-/// The embeddings' LayerNorm tape and the batch's layout on the device, for up to `rows` rows
-/// and `items` sequences.
-struct Workspace<D: Device> {
-    rows: usize,
-    items: usize,
-    tapes: Vec<LayerTape<D>>,
-    hidden: Buf<D, f32>,
-    xhat: Buf<D, f32>,
-    rstd: Buf<D, f32>,
-    de: Buf<D, f32>,
-    /// the last layer's gradient, packed (from candle's padded one: `backward_padded`)
-    dh: Buf<D, f32>,
-    scratch: Scratch<D>,
-    /// tokens, positions, types (rows each), then per table the scatter's entries (rows), their
-    /// starts (rows + 1) and the rows in entry order (rows)
-    meta: Buf<D, u32>,
-    /// each item's first row, then each item's length
-    items_meta: Buf<D, i32>,
-    row_ids: Buf<D, u64>,
-}
-
-impl<D: Device> Workspace<D> {
-    fn new(dev: &D, rows: usize, items: usize, d: Dims, layers: usize) -> Result<Workspace<D>> {
-        let h = d.hidden;
-        Ok(Workspace {
-            rows,
-            items,
-            tapes: (0..layers)
-                .map(|_| LayerTape::new(dev, rows, d))
-                .collect::<Result<_>>()?,
-            hidden: Buf::zeros(dev, rows * h)?,
-            xhat: Buf::zeros(dev, rows * h)?,
-            rstd: Buf::zeros(dev, rows)?,
-            de: Buf::zeros(dev, rows * h)?,
-            dh: Buf::zeros(dev, rows * h)?,
-            scratch: Scratch::new(dev, rows, items, d)?,
-            meta: Buf::zeros(dev, 12 * rows + 3)?,
-            items_meta: Buf::zeros(dev, 2 * items)?,
-            row_ids: Buf::zeros(dev, rows)?,
-        })
-    }
-
-    fn rows_of(&self, p: &Packed) -> Rows {
-        Rows {
-            t: p.rows(),
-            items: p.lens().len(),
-            off: self.items_meta.at(0),
-            len: self.items_meta.at(p.lens().len()),
-            row_ids: self.row_ids.at(0),
-        }
-    }
-}
 
 /// A forward's batch, for its backward: the packing, each table's scatter entry count, and the
 /// layers' weights as the forward read them (q, k and v from its copy).
@@ -111,8 +30,6 @@ struct Batch {
 /// every call takes the model, checked to be the one it was made for.
 pub struct Stack<D: Device> {
     dev: D,
-    /// the word embeddings' id: the model's identity
-    model: candle_core::TensorId,
     dims: Dims,
     /// per layer: q, k and v's weights (3h x h) then their biases (3h), copied each forward
     qkv: Vec<Buf<D, f32>>,
@@ -144,50 +61,20 @@ impl<D: Device> Stack<D> {
             .iter()
             .map(|_| Buf::zeros(&dev, 3 * h * h + 3 * h))
             .collect::<Result<_>>()?;
-        let e = embedding_tensors(&bert.embeddings);
-        let mut len = 0;
-        let mut take = |n: usize| {
-            let at = len;
-            len += n;
-            at
-        };
-        let emb = [
-            take(e[0].elem_count()),
-            take(e[1].elem_count()),
-            take(e[2].elem_count()),
-            take(h),
-            take(h),
-        ];
-        let (i, mut layers) = (d.intermediate, Vec::new());
-        for _ in &bert.layers {
-            let wqkv = take(3 * h * h);
-            let bqkv = take(3 * h);
-            let wo = take(h * h);
-            let (g1, b1, bo) = (take(h), take(h), take(h));
-            let wi = take(i * h);
-            let bi = take(i);
-            let wd = take(h * i);
-            let (g2, b2, bd) = (take(h), take(h), take(h));
-            layers.push([wqkv, bqkv, wo, bo, g1, b1, wi, bi, wd, bd, g2, b2]);
-        }
-        let model = e[0].id();
         Ok(Stack {
             dev,
-            model,
             dims: d,
             qkv,
             ws: None,
             batch: None,
-            layout: Layout { emb, layers, len },
+            layout: Layout::of(bert, h, d.intermediate),
         })
     }
 
-    /// A zeroed gradient arena for this stack's parameters.
-    pub fn zero_grads(&self) -> Result<Grads<D>> {
-        Ok(Grads {
-            all: Buf::zeros(&self.dev, self.layout.len)?,
-            layout: self.layout.clone(),
-        })
+    /// A zeroed gradient arena for this stack's parameters, on `on` (candle's handle on the
+    /// stack's device: the exported gradients are its views).
+    pub fn zero_grads(&self, on: &candle_core::Device) -> Result<Grads<D>> {
+        Grads::new(&self.dev, self.layout.clone(), on)
     }
 
     /// Layer l's weights: q, k, v from the copy `forward` made, the rest where the model has them.
@@ -228,33 +115,7 @@ impl<D: Device> Stack<D> {
 
     /// Err unless `bert` is the model the stack was made for.
     fn check(&self, bert: &Bert) -> Result<()> {
-        if embedding_tensors(&bert.embeddings)[0].id() != self.model {
-            bail!("gpu engine: called with another model than it was made for")
-        }
-        Ok(())
-    }
-
-    /// The workspace `ws`, grown to hold `rows` rows and `items` items if it does not.
-    fn grow<'w>(
-        ws: &'w mut Option<Workspace<D>>,
-        dev: &D,
-        (rows, items): (usize, usize),
-        d: Dims,
-        layers: usize,
-    ) -> Result<&'w Workspace<D>> {
-        let fits = ws
-            .as_ref()
-            .is_some_and(|w| w.rows >= rows && w.items >= items);
-        if !fits {
-            // grown past the batch at hand, so that slightly longer batches fit too
-            let (r, n) = match ws.as_ref() {
-                Some(w) => (rows.max(w.rows) * 5 / 4, items.max(w.items)),
-                None => (rows, items),
-            };
-            *ws = None; // freed before the larger one is allocated
-            *ws = Some(Workspace::new(dev, r, n, d, layers)?);
-        }
-        Ok(ws.as_ref().expect("made above"))
+        self.layout.check(bert)
     }
 
     /// Forward of token sequences through the embeddings and every layer, keeping the tape;
@@ -277,35 +138,7 @@ impl<D: Device> Stack<D> {
         if t == 0 {
             bail!("gpu engine: a batch without tokens")
         }
-        // the rows' tokens, positions and types, and each table's rows grouped by table row
-        let mut cols = [
-            Vec::with_capacity(t),
-            Vec::with_capacity(t),
-            Vec::with_capacity(t),
-        ];
-        for (i, seq) in ids.iter().enumerate() {
-            for (pos, &id) in seq.iter().enumerate() {
-                cols[0].push(id);
-                cols[1].push(pos as u32);
-                cols[2].push(types.map_or(0, |ts| ts[i][pos]));
-            }
-        }
-        let mut meta: Vec<u32> = cols.concat();
-        let mut entries = [0usize; 3];
-        for (k, keyed) in cols.iter().enumerate() {
-            let (index, start, order) = scatter_plan(keyed);
-            entries[k] = index.len();
-            // fixed-size sections, so that backward finds them from the row count alone
-            let pad = |mut v: Vec<u32>, n: usize| {
-                v.resize(n, 0);
-                v
-            };
-            meta.extend(pad(index, t));
-            meta.extend(pad(start, t + 1));
-            meta.extend(order);
-        }
-        let mut im: Vec<i32> = packed.offsets().iter().map(|&o| o as i32).collect();
-        im.extend(packed.lens().iter().map(|&n| n as i32));
+        let (meta, entries, im) = batch_meta(&packed, ids, types);
         // q, k and v as one, from the model's current weights
         let h3 = 3 * h * h;
         for (l, layer) in bert.layers.iter().enumerate() {
@@ -330,7 +163,7 @@ impl<D: Device> Stack<D> {
         let eps = bert.embeddings.norm.eps() as f32;
         let dims = self.dims;
         let dev = &self.dev;
-        let ws = Self::grow(&mut self.ws, dev, (t, items), dims, bert.layers.len())?;
+        let ws = Workspace::grow(&mut self.ws, dev, (t, items), dims, bert.layers.len())?;
         ws.meta.write(dev, 0, &meta)?;
         ws.items_meta.write(dev, 0, &im)?;
         ws.row_ids.write(dev, 0, packed.row_ids())?;
@@ -534,76 +367,4 @@ impl<D: Device> Stack<D> {
         let dh = ws.dh.at(0);
         self.backward(bert, dh, drop, grads)
     }
-
-    /// Each parameter (the model's tensor) with its gradient as a new tensor on `on`, in
-    /// `Engine::export`'s order (q, k and v split again): device copies out of the arena.
-    pub fn export(
-        &self,
-        bert: &Bert,
-        grads: &Grads<D>,
-        on: &candle_core::Device,
-    ) -> Result<Vec<(Tensor, Tensor)>> {
-        let mut out = Vec::new();
-        for (t, at) in self.parameters(bert, grads)? {
-            let (g, addr) = self.dev.new_tensor(t.dims(), on)?;
-            self.dev.copy(addr, grads.at(at), 4 * t.elem_count())?;
-            out.push((t, g));
-        }
-        Ok(out)
-    }
-
-    /// Each parameter with where its gradient starts in the arena, in `Engine::export`'s order.
-    fn parameters(&self, bert: &Bert, grads: &Grads<D>) -> Result<Vec<(Tensor, usize)>> {
-        self.check(bert)?;
-        let mut out = Vec::new();
-        let e = embedding_tensors(&bert.embeddings);
-        for (k, t) in e.into_iter().enumerate() {
-            out.push((t.clone(), grads.layout.emb[k]));
-        }
-        let h = self.dims.hidden;
-        for (layer, off) in bert.layers.iter().zip(&grads.layout.layers) {
-            let ts = layer_tensors(layer)?;
-            let mut at: Vec<usize> = Vec::new();
-            for k in 0..3 {
-                at.push(off[0] + k * h * h);
-                at.push(off[1] + k * h);
-            }
-            // wo bo g1 b1 wi bi wd bd g2 b2, as layer_tensors orders them
-            at.extend([2usize, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(|f| off[f]));
-            out.extend(ts.into_iter().cloned().zip(at));
-        }
-        Ok(out)
-    }
-
-    /// Each parameter (the model's tensor) with its gradient read back to the host, in
-    /// `Engine::export`'s order (q, k and v split again).
-    pub fn export_host(&self, bert: &Bert, grads: &Grads<D>) -> Result<Vec<(Tensor, Vec<f32>)>> {
-        let all = grads.all.read(&self.dev, 0, grads.layout.len)?;
-        Ok(self
-            .parameters(bert, grads)?
-            .into_iter()
-            .map(|(t, at)| {
-                let n = t.elem_count();
-                (t, all[at..at + n].to_vec())
-            })
-            .collect())
-    }
-}
-
-/// A table's scatter plan for rows keyed `keys` (a table row each): the distinct keys (entries),
-/// where each entry's rows start in `order` (entries + 1), and the rows ordered by key, in row
-/// order within a key (so the sums run in a fixed order).
-pub(super) fn scatter_plan(keys: &[u32]) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
-    let mut order: Vec<u32> = (0..keys.len() as u32).collect();
-    order.sort_by_key(|&r| keys[r as usize]);
-    let (mut index, mut start) = (Vec::new(), Vec::new());
-    for (k, &r) in order.iter().enumerate() {
-        let key = keys[r as usize];
-        if index.last() != Some(&key) {
-            index.push(key);
-            start.push(k as u32);
-        }
-    }
-    start.push(keys.len() as u32);
-    (index, start, order)
 }

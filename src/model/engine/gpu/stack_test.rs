@@ -138,11 +138,11 @@ fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert) {
     let want = eng.export(grads).unwrap();
 
     let mut stack = Stack::new(dev, gpu_bert).unwrap();
-    let g = stack.zero_grads().unwrap();
+    let mut g = stack.zero_grads(&candle_core::Device::Cpu).unwrap();
     let dbuf = Buf::of(stack.device(), &dh).unwrap();
     let mut allocated = Vec::new();
     for step in 0..2 {
-        g.zero(stack.device()).unwrap();
+        g.restart(stack.device()).unwrap();
         let at = stack
             .forward(gpu_bert, &ids, Some(&tys), Some(&keys), Some(&drop))
             .unwrap();
@@ -154,7 +154,7 @@ fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert) {
             .backward(gpu_bert, dbuf.at(0), Some(&drop), &g)
             .unwrap();
         allocated.push(stack.device().counts().allocations);
-        let ours = stack.export_host(gpu_bert, &g).unwrap();
+        let ours = g.export_host(stack.device(), gpu_bert).unwrap();
         assert_eq!(ours.len(), want.len());
         for (k, ((t, v), (wt, wv))) in ours.iter().zip(&want).enumerate() {
             assert_eq!(t.dims(), wt.dims(), "parameter {k}: another tensor");
@@ -211,7 +211,7 @@ fn a_candle_loss_over_the_leaf_matches_the_cpu_engine() {
     let want = eng.export(grads).unwrap();
 
     let mut stack = Stack::new(dev, &bert).unwrap();
-    let g = stack.zero_grads().unwrap();
+    let g = stack.zero_grads(&Candle::Cpu).unwrap();
     let leaf = GpuLeaf::forward(
         &mut stack,
         &bert,
@@ -228,7 +228,7 @@ fn a_candle_loss_over_the_leaf_matches_the_cpu_engine() {
     let store = ours_loss.backward().unwrap();
     leaf.backward(&mut stack, &bert, &store, Some(&drop), &g)
         .unwrap();
-    let ours = stack.export(&bert, &g, &Candle::Cpu).unwrap();
+    let (ours, _lease) = g.export(&bert).unwrap();
     assert_eq!(ours.len(), want.len());
     for (k, ((t, v), (wt, wv))) in ours.iter().zip(&want).enumerate() {
         assert_eq!(t.id(), wt.id(), "parameter {k}: another tensor");
@@ -238,4 +238,65 @@ fn a_candle_loss_over_the_leaf_matches_the_cpu_engine() {
         );
         close(&format!("gradient {k} through the leaf"), &v, &wv, 1e-4);
     }
+}
+
+/// The exported gradients are views of the arena (no copy, the values `export_host` reads),
+/// reused in place by the next batch once no export is held, and left alone (a new arena) while
+/// one is: a batch's gradients held for a sum over micro-batches keep their values through the
+/// next batch's backward.
+#[test]
+fn exported_gradients_are_views_kept_while_held() {
+    use super::grads::Grads;
+    let Some(dev) = Emulated::for_test("the emulated GPU arena") else {
+        return;
+    };
+    let bert = tiny_bert(1, 1, 32, &Candle::Cpu);
+    let mut stack = Stack::new(dev, &bert).unwrap();
+    let mut g = stack.zero_grads(&Candle::Cpu).unwrap();
+    let batch = |stack: &mut Stack<Emulated>, g: &mut Grads<Emulated>, seq: &[u32]| {
+        g.restart(stack.device()).unwrap();
+        stack.forward(&bert, &[seq], None, None, None).unwrap();
+        let dh = Buf::of(stack.device(), &test_data(seq.len() * 32, seq.len() as u32)).unwrap();
+        stack.backward(&bert, dh.at(0), None, g).unwrap();
+        g.export(&bert).unwrap()
+    };
+    let values = |pairs: &[(Tensor, Tensor)]| -> Vec<Vec<f32>> {
+        pairs
+            .iter()
+            .map(|(_, v)| v.flatten_all().unwrap().to_vec1().unwrap())
+            .collect()
+    };
+    // the arena's start: the word embeddings' gradient comes first
+    let start = |stack: &Stack<Emulated>, pairs: &[(Tensor, Tensor)]| {
+        stack.device().tensor_addr(&pairs[0].1).unwrap()
+    };
+    let (a, lease_a) = batch(&mut stack, &mut g, &[1, 5, 9, 2]);
+    let want_a = values(&a);
+    let host = g.export_host(stack.device(), &bert).unwrap();
+    assert_eq!(host.len(), want_a.len());
+    for (k, ((_, h), w)) in host.iter().zip(&want_a).enumerate() {
+        assert_eq!(h, w, "parameter {k}: the view is not the arena's values");
+    }
+    assert!(want_a.iter().flatten().any(|&x| x != 0.0), "no gradient");
+
+    let (b, lease_b) = batch(&mut stack, &mut g, &[1, 7, 3]);
+    assert_eq!(
+        values(&a),
+        want_a,
+        "a held export changed under the next batch"
+    );
+    let want_b = values(&b);
+    assert_ne!(want_b, want_a, "another batch, the same gradients");
+    let at_b = start(&stack, &b);
+    assert_ne!(start(&stack, &a), at_b, "a held arena was written again");
+
+    drop((a, lease_a, b, lease_b));
+    let (c, _lease) = batch(&mut stack, &mut g, &[1, 7, 3]);
+    assert_eq!(start(&stack, &c), at_b, "a free arena was not reused");
+    // the same batch again: the arena was zeroed before it, not added to
+    assert_eq!(
+        values(&c),
+        want_b,
+        "the reused arena kept the last batch's gradients"
+    );
 }

@@ -1,0 +1,189 @@
+//! The buffers a layer's forward and backward run on (layer.rs): where its weights and
+//! gradients lie (`LayerAddrs`), the batch's rows, the tape forward keeps for backward
+//! (`LayerTape`, 8h + i floats a token, as ../layer.rs keeps) and the scratch every layer's pass
+//! shares (`Scratch`), each allocated once for a row capacity and reused.
+use super::device::{Addr, Buf, Device};
+use candle_core::{bail, Result};
+
+/// the CUDA kernels' ROW_WARPS and ATT_THREADS: a row kernel's warps a block, an attention block's
+/// threads.
+pub(super) const ROW_WARPS: u32 = 4;
+pub(super) const ATT_THREADS: u32 = 64;
+/// Blocks of a row kernel's backward and of GELU's backward: each writes a row of partial
+/// column sums, which `column_sums` then adds in order.
+pub const PARTS: usize = 64;
+
+/// A layer's sizes.
+#[derive(Clone, Copy, Debug)]
+pub struct Dims {
+    pub hidden: usize,
+    pub intermediate: usize,
+    pub heads: usize,
+    pub scale: f32,
+}
+
+impl Dims {
+    pub(super) fn head_dim(&self) -> usize {
+        self.hidden / self.heads
+    }
+}
+
+/// Where a layer's twelve tensors lie on the device (its weights, or its gradients), q, k and v
+/// as one (3h x h) weight and one 3h bias, the rest as HF has them.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerAddrs {
+    pub wqkv: Addr,
+    pub bqkv: Addr,
+    pub wo: Addr,
+    pub bo: Addr,
+    pub g1: Addr,
+    pub b1: Addr,
+    pub wi: Addr,
+    pub bi: Addr,
+    pub wd: Addr,
+    pub bd: Addr,
+    pub g2: Addr,
+    pub b2: Addr,
+}
+
+impl LayerAddrs {
+    /// The twelve addresses in the fields' order.
+    pub fn of(a: [Addr; 12]) -> LayerAddrs {
+        let [wqkv, bqkv, wo, bo, g1, b1, wi, bi, wd, bd, g2, b2] = a;
+        LayerAddrs {
+            wqkv,
+            bqkv,
+            wo,
+            bo,
+            g1,
+            b1,
+            wi,
+            bi,
+            wd,
+            bd,
+            g2,
+            b2,
+        }
+    }
+}
+
+/// A layer's weights and its LayerNorms' epsilons.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerParams {
+    pub w: LayerAddrs,
+    pub eps1: f32,
+    pub eps2: f32,
+}
+
+/// The batch's rows on the device: `t` rows in `items` sequences (their first rows and lengths
+/// as i32s), and each row's dropout identity.
+#[derive(Clone, Copy, Debug)]
+pub struct Rows {
+    pub t: usize,
+    pub items: usize,
+    pub off: Addr,
+    pub len: Addr,
+    pub row_ids: Addr,
+}
+
+/// What forward keeps for backward, as ../layer.rs's `LayerTape`, for up to `rows` rows.
+pub struct LayerTape<D: Device> {
+    pub x: Buf<D, f32>,
+    pub(super) qkv: Buf<D, f32>,
+    pub(super) ctx: Buf<D, f32>,
+    pub(super) lse: Buf<D, f32>,
+    pub(super) a: Buf<D, f32>,
+    pub(super) xhat1: Buf<D, f32>,
+    pub(super) rstd1: Buf<D, f32>,
+    pub(super) u: Buf<D, f32>,
+    pub(super) xhat2: Buf<D, f32>,
+    pub(super) rstd2: Buf<D, f32>,
+    pub(super) rows: usize,
+}
+
+impl<D: Device> LayerTape<D> {
+    pub fn new(dev: &D, rows: usize, d: Dims) -> Result<LayerTape<D>> {
+        let (h, i) = (d.hidden, d.intermediate);
+        let f = |n: usize| Buf::zeros(dev, rows * n);
+        Ok(LayerTape {
+            x: f(h)?,
+            qkv: f(3 * h)?,
+            ctx: f(h)?,
+            lse: f(d.heads)?,
+            a: f(h)?,
+            xhat1: f(h)?,
+            rstd1: f(1)?,
+            u: f(i)?,
+            xhat2: f(h)?,
+            rstd2: f(1)?,
+            rows,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+}
+
+/// Working buffers a layer's forward and backward share, for up to `rows` rows and `items`
+/// sequences: every layer's pass uses them in turn.
+pub struct Scratch<D: Device> {
+    /// ao, then f (forward); dx (backward)
+    pub(super) th: Buf<D, f32>,
+    /// gelu(u) (forward and backward)
+    pub(super) ti: Buf<D, f32>,
+    /// du (backward)
+    pub(super) du: Buf<D, f32>,
+    /// da, df, dao, dctx (backward)
+    pub(super) da: Buf<D, f32>,
+    pub(super) df: Buf<D, f32>,
+    pub(super) dctx: Buf<D, f32>,
+    pub(super) dqkv: Buf<D, f32>,
+    pub(super) partial: Buf<D, f32>,
+    pub(super) rows: usize,
+    pub(super) items: usize,
+}
+
+impl<D: Device> Scratch<D> {
+    pub fn new(dev: &D, rows: usize, items: usize, d: Dims) -> Result<Scratch<D>> {
+        let (h, i) = (d.hidden, d.intermediate);
+        let partial = (PARTS * 3 * h).max(PARTS * i).max(items * 3 * h);
+        Ok(Scratch {
+            th: Buf::zeros(dev, rows * h)?,
+            ti: Buf::zeros(dev, rows * i)?,
+            du: Buf::zeros(dev, rows * i)?,
+            da: Buf::zeros(dev, rows * h)?,
+            df: Buf::zeros(dev, rows * h)?,
+            dctx: Buf::zeros(dev, rows * h)?,
+            dqkv: Buf::zeros(dev, rows * 3 * h)?,
+            partial: Buf::zeros(dev, partial)?,
+            rows,
+            items,
+        })
+    }
+
+    /// Err unless the scratch holds `r`'s rows and items.
+    pub(super) fn fits(&self, r: &Rows) -> Result<()> {
+        if r.t > self.rows || r.items > self.items {
+            bail!(
+                "gpu engine: scratch for {} rows / {} items, a batch of {} / {}",
+                self.rows,
+                self.items,
+                r.t,
+                r.items
+            )
+        }
+        Ok(())
+    }
+
+    /// The buffer of partial column sums (a row kernel's backward writes them, `add_partials`
+    /// adds them up).
+    pub fn partial(&self) -> Addr {
+        self.partial.at(0)
+    }
+
+    /// The input gradient `backward` returns (rows x hidden), until the next backward.
+    pub fn dx(&self) -> &Buf<D, f32> {
+        &self.th
+    }
+}
