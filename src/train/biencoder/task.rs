@@ -15,7 +15,7 @@ use std::path::Path;
 #[cfg(feature = "cuda")]
 pub(super) type OnCard = (
     crate::model::engine::gpu::stack::Stack<crate::model::engine::gpu::cuda::Cuda>,
-    crate::model::engine::gpu::stack::Grads<crate::model::engine::gpu::cuda::Cuda>,
+    crate::model::engine::gpu::grads::Grads<crate::model::engine::gpu::cuda::Cuda>,
 );
 
 /// A loss's trainable parameters live under this prefix; they alone may start fresh.
