@@ -23,6 +23,7 @@ for b in lib-tests gpu-engine-bench; do
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 # the tests that need a card: everything else in the binary runs on the CPU and is CI's
-/tmp/lib-tests --test-threads 1 on_the_card sum_squares_of_known_values 2>&1 | tee "$out/gpu-engine-tests.log"
+/tmp/lib-tests --test-threads 1 on_the_card sum_squares_of_known_values \
+  one_launch_update_matches_the_cpu 2>&1 | tee "$out/gpu-engine-tests.log"
 /tmp/gpu-engine-bench "${MODEL:-datasets/model/all-MiniLM-L6-v2}" \
   "${STSB:-datasets/data/stsb/train.parquet}" "${STEPS:-20}" 2>&1 | tee "$out/gpu-engine-bench.log"

@@ -1,67 +1,29 @@
-//! AdamW's update and the gradients' squared norm on a CUDA device, one kernel launch a parameter.
-//! As tensor ops the update took ~17 launches and as many allocations a parameter (~1,700 a step
-//! for MiniLM's 101 parameters) and the norm ~3 more, in a training step whose time goes to
-//! launches, not arithmetic (benches/README.md, "GPU checks": ~5,700 launches a step). The
-//! kernels are compiled by NVRTC once a process (NVRTC is among the CUDA libraries the `cuda`
-//! build already loads).
+//! AdamW's update and the gradients' squared norm on a CUDA device: every parameter of a step in
+//! one launch (optim.cu's `adamw_slots`), the norm in two, each parameter a slot of a table
+//! uploaded a step into memory the optimizer keeps. As tensor ops the update took ~17 launches
+//! and as many allocations a parameter; a launch a parameter was still ~200 a step for MiniLM's
+//! 101 parameters (update and norm), half the GPU step's budget of 400 (issue 57). The kernels
+//! are the GPU engine's source (kernels/cuda/engine/), compiled by NVRTC once a process, and
+//! tested on the CPU by emulation (adamw_slots_test.rs) as well as on a card (below).
 use super::adamw_host::Coefficients;
-use candle_core::cuda::cudarc::driver::{CudaFunction, DevicePtr, LaunchConfig, PushKernelArg};
+use crate::model::kernels::cuda::{engine_ptx, Slot, ENGINE_MODULE};
+use candle_core::cuda::cudarc::driver::{
+    result as driver, CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg,
+};
 use candle_core::cuda::{CudaDevice, WrapErr};
 use candle_core::{DType, Device, Result, Storage, Tensor};
-use std::sync::OnceLock;
 
-const SOURCE: &str = r#"
-// w, m, v updated in place as adamw_host.rs's adamw_chunk (torch's AdamW for an f32 parameter)
-extern "C" __global__ void adamw_f32(float* w, const float* g, float* m, float* v,
-        unsigned long long n, float scale, float c1, float b2, float c2, float decay,
-        float step_size, float bc2_sqrt, float eps) {
-    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
-         i += (unsigned long long)blockDim.x * gridDim.x) {
-        float gi = g[i] * scale;
-        float mi = m[i] + (gi - m[i]) * c1;
-        float vi = v[i] * b2 + gi * gi * c2;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        w[i] = w[i] * decay - step_size * mi / denom;
-        m[i] = mi;
-        v[i] = vi;
-    }
-}
-
-// out[blockIdx.x] = this block's sum of x^2 (of x when !square: the partial sums' own sum) over
-// a fixed grid-stride share: with a fixed grid the sum is the same every run (no atomics), so
-// clipping is too
-extern "C" __global__ void sum_squares_f32(const float* x, unsigned long long n, float* out,
-        int square) {
-    __shared__ float s[256];
-    float acc = 0.0f;
-    for (unsigned long long i = blockIdx.x * 256ull + threadIdx.x; i < n; i += 256ull * gridDim.x) {
-        acc += square ? x[i] * x[i] : x[i];
-    }
-    s[threadIdx.x] = acc;
-    __syncthreads();
-    for (int k = 128; k > 0; k >>= 1) {
-        if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) out[blockIdx.x] = s[0];
-}
-"#;
-
-/// Blocks a tensor's sum of squares is split over (each writes one partial sum).
+/// Blocks a slot's sum of squares is split over (each writes one partial sum).
 const PARTIALS: usize = 64;
+/// Slots a launch takes at most (the grid's y extent).
+const MAX_SLOTS: usize = 65_535;
+/// Blocks a slot's update is shared by, at most (256 threads each; a larger parameter's
+/// threads take several values in turn).
+const UPDATE_BLOCKS: usize = 1024;
 
 fn function(dev: &CudaDevice, name: &str) -> Result<CudaFunction> {
-    static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
-    let ptx = PTX.get_or_init(|| {
-        candle_core::cuda::cudarc::nvrtc::compile_ptx(SOURCE)
-            .map(|p| p.to_src())
-            .map_err(|e| format!("{e:?}"))
-    });
-    let ptx = ptx
-        .as_ref()
-        .map_err(|e| candle_core::Error::Msg(format!("compiling the AdamW kernels: {e}")))?;
     Ok(dev
-        .get_or_load_custom_func(name, "condenser_adamw", ptx)?
+        .get_or_load_custom_func(name, ENGINE_MODULE, engine_ptx()?)?
         .into_cuda_function())
 }
 
@@ -87,86 +49,141 @@ fn address(t: &Tensor, dev: &CudaDevice) -> Result<u64> {
     Ok(ptr + 4 * layout.start_offset() as u64)
 }
 
-fn grid(n: usize) -> LaunchConfig {
-    LaunchConfig::for_num_elems(n.min(1 << 24) as u32)
+/// Device memory kept between steps, grown when a step needs more: a step allocates nothing.
+#[derive(Default)]
+pub struct Table {
+    buf: Option<CudaSlice<u8>>,
 }
 
-/// w, m, v <- AdamW(w, m, v, g) in place, one launch. m and v are the optimizer's own tensors,
-/// never shared (its checkpoint state is a copy), so writing them in place is unseen elsewhere.
-pub fn update(w: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, c: &Coefficients) -> Result<()> {
-    let dev = eligible(w).ok_or_else(|| candle_core::Error::Msg("adamw: f32 CUDA".into()))?;
-    let n = w.elem_count();
-    let g = g.contiguous()?;
-    for t in [&g, m, v] {
-        if eligible(t).is_none() || t.elem_count() != n {
-            candle_core::bail!("adamw: gradient and moments must be contiguous f32 beside w");
+impl Table {
+    /// At least `bytes` of device memory on `dev`: its address.
+    fn room(&mut self, dev: &CudaDevice, bytes: usize) -> Result<u64> {
+        if self.buf.as_ref().is_none_or(|b| b.len() < bytes) {
+            self.buf = None; // freed before the larger one is allocated
+            self.buf = Some(dev.cuda_stream().alloc_zeros::<u8>(bytes).w()?);
         }
+        let stream = dev.cuda_stream();
+        let (ptr, _sync) = self.buf.as_ref().expect("made above").device_ptr(&stream);
+        Ok(ptr)
     }
-    let ptrs = [
-        address(w, &dev)?,
-        address(&g, &dev)?,
-        address(m, &dev)?,
-        address(v, &dev)?,
-    ];
-    let f = function(&dev, "adamw_f32")?;
-    let stream = dev.cuda_stream();
-    let n64 = n as u64;
-    let mut b = stream.launch_builder(&f);
-    for p in &ptrs {
-        b.arg(p);
-    }
-    b.arg(&n64);
-    let consts = [
-        c.scale,
-        c.c1,
-        c.b2,
-        c.c2,
-        c.decay,
-        c.step_size,
-        c.bc2_sqrt,
-        c.eps,
-    ];
-    for k in &consts {
-        b.arg(k);
-    }
-    // SAFETY: four live f32 buffers of n elements on this device's stream, matching the kernel
-    unsafe { b.launch(grid(n)) }.w()?;
-    Ok(())
 }
 
-/// Sum of squares of f32 CUDA tensors, summed on the device in a fixed order and read once.
-pub fn sum_squares(ts: &[Tensor], dev: &CudaDevice) -> Result<f64> {
+/// `slots` into device memory at `at`, in order with the stream's work (the previous step's
+/// launches have read the table before it is overwritten).
+fn upload(dev: &CudaDevice, at: u64, slots: &[Slot]) -> Result<()> {
     let stream = dev.cuda_stream();
-    let total = ts.len() * PARTIALS;
-    let partial = stream.alloc_zeros::<f32>(total + 1).w()?;
-    let (base, _sync) = partial.device_ptr(&stream);
-    let f = function(dev, "sum_squares_f32")?;
-    let launch = |x: u64, n: u64, out: u64, blocks: u32, square: i32| -> Result<()> {
+    // SAFETY: `at` spans the table's bytes (Table::room); from pageable memory the call returns
+    // once the bytes are staged, so `slots` may go
+    unsafe { driver::memcpy_htod_async(at, Slot::bytes(slots), stream.cu_stream()) }.w()
+}
+
+/// A parameter's AdamW update: its weight, gradient and moments (f32, contiguous, on one CUDA
+/// device) and its weight-decay factor.
+pub struct Update<'a> {
+    pub w: &'a Tensor,
+    pub g: &'a Tensor,
+    pub m: &'a Tensor,
+    pub v: &'a Tensor,
+    pub decay: f32,
+}
+
+/// Every `ps`' w, m, v <- AdamW(w, m, v, g) in place, one launch (per 65,535 parameters), the
+/// table in `table`. `c.decay` is not read: each parameter brings its own. m and v are the
+/// optimizer's own tensors, never shared (its checkpoint state is a copy), so writing them in
+/// place is unseen elsewhere.
+pub fn update(dev: &CudaDevice, table: &mut Table, ps: &[Update], c: &Coefficients) -> Result<()> {
+    if ps.is_empty() {
+        return Ok(());
+    }
+    // contiguous gradients, alive until the launch has been queued
+    let gs: Vec<Tensor> = ps.iter().map(|p| p.g.contiguous()).collect::<Result<_>>()?;
+    let mut slots = Vec::with_capacity(ps.len());
+    for (p, g) in ps.iter().zip(&gs) {
+        let n = p.w.elem_count();
+        for t in [g, p.m, p.v] {
+            if eligible(t).is_none() || t.elem_count() != n {
+                candle_core::bail!("adamw: gradient and moments must be contiguous f32 beside w");
+            }
+        }
+        let at = [p.w, g, p.m, p.v].map(|t| address(t, dev));
+        let [w, g, m, v] = at;
+        slots.push(Slot::new([w?, g?, m?, v?], n, p.decay));
+    }
+    let base = table.room(dev, size_of_val(slots.as_slice()))?;
+    upload(dev, base, &slots)?;
+    let f = function(dev, "adamw_slots")?;
+    let stream = dev.cuda_stream();
+    for (k, chunk) in slots.chunks(MAX_SLOTS).enumerate() {
+        let at = base + (k * MAX_SLOTS * size_of::<Slot>()) as u64;
+        let most = chunk.iter().map(|s| s.n as usize).max().unwrap_or(1);
+        let blocks = most.div_ceil(256).clamp(1, UPDATE_BLOCKS) as u32;
         let mut b = stream.launch_builder(&f);
-        b.arg(&x);
-        b.arg(&n);
-        b.arg(&out);
-        b.arg(&square);
+        b.arg(&at);
+        let consts = [c.scale, c.c1, c.b2, c.c2, c.step_size, c.bc2_sqrt, c.eps];
+        for k in &consts {
+            b.arg(k);
+        }
         let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
+            grid_dim: (blocks, chunk.len() as u32, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: x holds n live f32 values and out `blocks` f32 slots, on this stream
+        // SAFETY: the table's slots point into live f32 buffers of n values each on this
+        // device's stream (`gs` and `ps` outlive the queued launch's reads in stream order)
         unsafe { b.launch(cfg) }.w()?;
-        Ok(())
-    };
-    for (i, t) in ts.iter().enumerate() {
-        let t = t.contiguous()?;
-        let x = address(&t, dev)?;
-        let out = base + 4 * (i * PARTIALS) as u64;
-        launch(x, t.elem_count() as u64, out, PARTIALS as u32, 1)?;
     }
-    // the partial sums summed as they are (squaring them again gave (sum x^2)^2: caught by
-    // sum_squares_of_known_values on the GPU)
-    launch(base, total as u64, base + 4 * total as u64, 1, 0)?;
-    let all = stream.clone_dtoh(&partial).w()?;
-    Ok(all[total] as f64)
+    Ok(())
+}
+
+/// Sum of squares of f32 CUDA tensors, summed on the device in a fixed order and read once:
+/// two launches (per 65,535 tensors), one allocation for the table and partial sums.
+pub fn sum_squares(ts: &[Tensor], dev: &CudaDevice) -> Result<f64> {
+    let ts: Vec<Tensor> = ts.iter().map(|t| t.contiguous()).collect::<Result<_>>()?;
+    let slots = ts
+        .iter()
+        .map(|t| Ok(Slot::new([0, address(t, dev)?, 0, 0], t.elem_count(), 1.0)))
+        .collect::<Result<Vec<_>>>()?;
+    let stream = dev.cuda_stream();
+    let table = size_of_val(slots.as_slice());
+    let partials = slots.len() * PARTIALS;
+    let mut room = Table::default();
+    let base = room.room(dev, table + 4 * (partials + 1))?;
+    upload(dev, base, &slots)?;
+    let (partial, out) = (base + table as u64, base + (table + 4 * partials) as u64);
+    let squares = function(dev, "sum_squares_slots")?;
+    for (k, chunk) in slots.chunks(MAX_SLOTS).enumerate() {
+        let at = base + (k * MAX_SLOTS * size_of::<Slot>()) as u64;
+        let to = partial + (4 * k * MAX_SLOTS * PARTIALS) as u64;
+        let mut b = stream.launch_builder(&squares);
+        b.arg(&at);
+        b.arg(&to);
+        let cfg = LaunchConfig {
+            grid_dim: (PARTIALS as u32, chunk.len() as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the slots point into live f32 tensors (`ts`), the partials span
+        // slots x PARTIALS floats of `room`, on this stream
+        unsafe { b.launch(cfg) }.w()?;
+    }
+    let all = function(dev, "sum_all")?;
+    let n = partials as u64;
+    let mut b = stream.launch_builder(&all);
+    b.arg(&partial);
+    b.arg(&n);
+    b.arg(&out);
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: n partial sums and one output float inside `room`, on this stream
+    unsafe { b.launch(cfg) }.w()?;
+    let mut total = [0f32];
+    // SAFETY: `out` is a live float of `room`; the stream is synchronised before it is read
+    unsafe { driver::memcpy_dtoh_async(&mut total, out, stream.cu_stream()) }.w()?;
+    stream.synchronize().w()?;
+    Ok(total[0] as f64)
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 #[cfg(feature = "cuda")]
 pub mod adamw_cuda;
 pub mod adamw_host;
+#[cfg(test)]
+mod adamw_slots_test;
 pub mod biencoder;
 pub mod checkpoint;
 pub mod config;

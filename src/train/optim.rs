@@ -14,8 +14,8 @@ pub struct Param {
 }
 
 /// AdamW's moments: host vectors on the CPU (updated in parallel, in f64 arithmetic), f32 tensors
-/// beside the weights on a GPU (updated in place by one kernel a parameter on CUDA, adamw_cuda.rs,
-/// else with tensor ops; either way a step copies nothing to the host).
+/// beside the weights on a GPU (updated in place by one launch for every parameter on CUDA,
+/// adamw_cuda.rs, else with tensor ops; either way a step copies nothing to the host).
 enum Moments {
     Host { m: Vec<f32>, v: Vec<f32> },
     Device { m: Tensor, v: Tensor },
@@ -29,6 +29,9 @@ pub struct AdamW {
     pub eps: f64,
     /// Optimizer steps taken.
     pub t: u64,
+    /// the CUDA update's table of parameters, kept between steps
+    #[cfg(feature = "cuda")]
+    table: super::adamw_cuda::Table,
 }
 
 /// Run `f` on a CPU f32 tensor's elements without copying them out (a copy elsewhere).
@@ -46,6 +49,18 @@ fn with_slice<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
         .flatten_all()?
         .to_dtype(candle_core::DType::F32)?
         .to_vec1::<f32>()?))
+}
+
+/// Whether `w` is updated by the CUDA kernel (an f32 contiguous parameter on a CUDA device;
+/// never without the `cuda` feature).
+fn on_cuda(w: &Tensor) -> bool {
+    #[cfg(feature = "cuda")]
+    return super::adamw_cuda::eligible(w).is_some();
+    #[cfg(not(feature = "cuda"))]
+    return {
+        let _ = w;
+        false
+    };
 }
 
 /// Parameters sentence-transformers exempts from weight decay.
@@ -93,6 +108,8 @@ impl AdamW {
             beta2: 0.999,
             eps: 1e-8,
             t: 0,
+            #[cfg(feature = "cuda")]
+            table: Default::default(),
         })
     }
 
@@ -160,7 +177,20 @@ impl AdamW {
                 self.params.len()
             );
         }
-        for (p, g) in self.params.iter_mut().zip(grads) {
+        let base = Coefficients {
+            scale: scale as f32,
+            c1: (1.0 - b1) as f32,
+            b2: b2 as f32,
+            c2: (1.0 - b2) as f32,
+            decay: 1.0,
+            step_size: (lr / bc1) as f32,
+            bc2_sqrt: bc2.sqrt() as f32,
+            eps: eps as f32,
+        };
+        // CUDA parameters (their index and decay), updated together after the loop
+        #[cfg_attr(not(feature = "cuda"), allow(unused_mut))]
+        let mut on_card: Vec<(usize, f32)> = Vec::new();
+        for (k, (p, g)) in self.params.iter_mut().zip(grads).enumerate() {
             let Some(g) = g else { continue };
             if g.elem_count() != p.var.elem_count() {
                 candle_core::bail!(
@@ -172,22 +202,13 @@ impl AdamW {
             }
             let decay = if p.decay { 1.0 - lr * wd } else { 1.0 };
             let c = Coefficients {
-                scale: scale as f32,
-                c1: (1.0 - b1) as f32,
-                b2: b2 as f32,
-                c2: (1.0 - b2) as f32,
                 decay: decay as f32,
-                step_size: (lr / bc1) as f32,
-                bc2_sqrt: bc2.sqrt() as f32,
-                eps: eps as f32,
+                ..base
             };
             let (m, v) = match &mut p.moments {
                 Moments::Host { m, v } => (m, v),
-                #[cfg(feature = "cuda")]
-                Moments::Device { m, v }
-                    if super::adamw_cuda::eligible(p.var.as_tensor()).is_some() =>
-                {
-                    super::adamw_cuda::update(p.var.as_tensor(), g, m, v, &c)?;
+                Moments::Device { .. } if on_cuda(p.var.as_tensor()) => {
+                    on_card.push((k, decay as f32));
                     continue;
                 }
                 Moments::Device { m, v } => {
@@ -208,6 +229,26 @@ impl AdamW {
                     c,
                 })
             })??;
+        }
+        #[cfg(feature = "cuda")]
+        if let Some(&(first, _)) = on_card.first() {
+            use super::adamw_cuda::{eligible, update, Update};
+            let ups = on_card
+                .iter()
+                .map(|&(k, decay)| {
+                    let (p, g) = (&self.params[k], grads[k].as_ref());
+                    let (Moments::Device { m, v }, Some(g)) = (&p.moments, g) else {
+                        unreachable!("on_card holds CUDA parameters with a gradient")
+                    };
+                    let w = p.var.as_tensor();
+                    if !w.device().same_device(self.params[first].var.device()) {
+                        candle_core::bail!("adamw: parameters on two CUDA devices ({})", p.name)
+                    }
+                    Ok(Update { w, g, m, v, decay })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let dev = eligible(ups[0].w).expect("on_card holds CUDA parameters");
+            update(&dev, &mut self.table, &ups, &base)?;
         }
         Ok(())
     }

@@ -4,7 +4,7 @@
 //! set to), cuda/engine/ compiled by NVRTC once a process. Proven on a card by the tests that run
 //! layer_test.rs's check here (docs/gpu.md); the CPU's CI builds it only in the `cuda` build.
 use super::device::{Addr, Arg, Counts, Device, Op};
-use crate::model::kernels::cuda::ENGINE_SOURCE;
+use crate::model::kernels::cuda::{engine_ptx, ENGINE_MODULE};
 use candle_core::cuda::cudarc::cublas::{sys as blas, CudaBlas};
 use candle_core::cuda::cudarc::driver::{
     result as driver, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
@@ -13,7 +13,7 @@ use candle_core::cuda::{CudaDevice, WrapErr};
 use candle_core::{bail, Result, Storage, Tensor};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 pub struct Cuda {
     dev: CudaDevice,
@@ -46,19 +46,9 @@ impl Cuda {
         if let Some(f) = self.functions.borrow().get(name) {
             return Ok(f.clone());
         }
-        static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
-        let ptx = PTX.get_or_init(|| {
-            candle_core::cuda::cudarc::nvrtc::compile_ptx(ENGINE_SOURCE)
-                .map(|p| p.to_src())
-                .map_err(|e| format!("{e:?}"))
-        });
-        let ptx = match ptx {
-            Ok(p) => p,
-            Err(e) => bail!("compiling the GPU engine's kernels (cuda/engine/): {e}"),
-        };
         let f = self
             .dev
-            .get_or_load_custom_func(name, "condenser_engine", ptx)?
+            .get_or_load_custom_func(name, ENGINE_MODULE, engine_ptx()?)?
             .into_cuda_function();
         self.functions.borrow_mut().insert(name.into(), f.clone());
         Ok(f)

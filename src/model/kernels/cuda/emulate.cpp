@@ -4,6 +4,7 @@
 #include "engine/common.cuh"
 #include "engine/rows.cu"
 #include "engine/attention.cu"
+#include "engine/optim.cu"
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -33,7 +34,10 @@ static void launch(void (*k)(A...), uint3 grid, unsigned threads, void** args) {
     X(attention_forward_32)                                                                    \
     X(attention_backward_32)                                                                   \
     X(attention_forward_64)                                                                    \
-    X(attention_backward_64)
+    X(attention_backward_64)                                                                   \
+    X(adamw_slots)                                                                             \
+    X(sum_squares_slots)                                                                       \
+    X(sum_all)
 
 extern "C" const char* emu_kernels() {
 #define NAME(k) #k " "

@@ -1,6 +1,7 @@
 //! The GPU engine's CUDA kernels (issue 57, item 1; docs/gpu.md, "The GPU engine"): engine/,
-//! one source in three files (common.cuh, rows.cu, attention.cu), compiled by NVRTC at run time in a `cuda` build, and by g++ on the CPU for the tests that hold
-//! each kernel to the CPU engine's result (emulated.rs, on every CI: no card needed to find a
+//! one source in four files (common.cuh, rows.cu, attention.cu, and optim.cu: the optimizer's),
+//! compiled by NVRTC at run time in a `cuda` build, and by g++ on the CPU for the tests that
+//! hold each kernel to the CPU's result (emulated.rs, on every CI: no card needed to find a
 //! wrong index or formula). Kept in every build, since the tests need no CUDA.
 use super::dropout_hash::Mask;
 
@@ -9,7 +10,8 @@ use super::dropout_hash::Mask;
 pub const ENGINE_SOURCE: &str = concat!(
     include_str!("engine/common.cuh"),
     include_str!("engine/rows.cu"),
-    include_str!("engine/attention.cu")
+    include_str!("engine/attention.cu"),
+    include_str!("engine/optim.cu")
 );
 
 /// A dropout site as the kernels' `Mask` takes it (by value, as a kernel argument).
@@ -41,6 +43,62 @@ impl KernelMask {
         }
     }
 }
+
+/// A parameter as optim.cu's `Slot` takes it: the addresses of its weight, gradient and moments
+/// (n f32 values each) and its weight-decay factor. One slot a parameter, in a table of them,
+/// makes a step's AdamW one launch.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Slot {
+    pub w: u64,
+    pub g: u64,
+    pub m: u64,
+    pub v: u64,
+    pub n: u64,
+    pub decay: f32,
+    pad: u32,
+}
+
+impl Slot {
+    pub fn new([w, g, m, v]: [u64; 4], n: usize, decay: f32) -> Slot {
+        Slot {
+            w,
+            g,
+            m,
+            v,
+            n: n as u64,
+            decay,
+            pad: 0,
+        }
+    }
+
+    /// The table's bytes, as the kernels read them.
+    pub fn bytes(table: &[Slot]) -> &[u8] {
+        // SAFETY: repr(C) plain numbers without padding (5 x 8 + 4 + 4 bytes)
+        unsafe { std::slice::from_raw_parts(table.as_ptr() as *const u8, size_of_val(table)) }
+    }
+}
+
+/// The kernels as NVRTC compiles them, once a process (the engine and the optimizer load their
+/// functions from the same module).
+#[cfg(feature = "cuda")]
+pub fn engine_ptx() -> candle_core::Result<&'static str> {
+    static PTX: std::sync::OnceLock<std::result::Result<String, String>> =
+        std::sync::OnceLock::new();
+    let ptx = PTX.get_or_init(|| {
+        candle_core::cuda::cudarc::nvrtc::compile_ptx(ENGINE_SOURCE)
+            .map(|p| p.to_src())
+            .map_err(|e| format!("{e:?}"))
+    });
+    match ptx {
+        Ok(p) => Ok(p),
+        Err(e) => candle_core::bail!("compiling the GPU engine's kernels (cuda/engine/): {e}"),
+    }
+}
+
+/// The module name the engine's kernels load under (candle's cache of custom functions).
+#[cfg(feature = "cuda")]
+pub const ENGINE_MODULE: &str = "condenser_engine";
 
 // SAFETY: plain data, laid out as the kernels' Mask (repr(C), the same fields in the same order)
 #[cfg(feature = "cuda")]
