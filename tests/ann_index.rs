@@ -175,7 +175,9 @@ fn index_search_equals_exact_where_k_covers_the_set_and_stale_indexes_are_refuse
 
     // mining and evaluation through either index (twice k candidates, at the default breadth,
     // on 1,400 documents): approximate (and the graph is built in parallel, so its runs
-    // differ), so nearly exact search's negatives (measured 98.6-100% of rows) and nDCG
+    // differ), so nearly exact search's negatives (measured 98.6-100% of rows) and nDCG. The
+    // graph is walked 512 wide here (over a third of the corpus): at 128 one CI run's graph
+    // agreed on 93.5% of rows (2026-11-29; parallel insertion makes a weaker graph at times)
     let mine = |out: &Path, extra: &[&str]| {
         let mut a = vec![
             "mine",
@@ -213,7 +215,7 @@ fn index_search_equals_exact_where_k_covers_the_set_and_stale_indexes_are_refuse
     // vectors, which Cranfield's questions are unlike (at the default, 93% of rows agree)
     let (ivf_at, hnsw_at) = (
         ["--index", ivf.to_str().unwrap(), "--probes", "48"],
-        ["--index", hnsw.to_str().unwrap(), "--ef-search", "128"],
+        ["--index", hnsw.to_str().unwrap(), "--ef-search", "512"],
     );
     for flags in [&ivf_at, &hnsw_at] {
         let b = mine(&dir.path().join("m2.parquet"), flags);
