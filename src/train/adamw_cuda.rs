@@ -6,12 +6,12 @@
 //! are the GPU engine's source (kernels/cuda/engine/), compiled by NVRTC once a process, and
 //! tested on the CPU by emulation (adamw_slots_test.rs) as well as on a card (below).
 use super::adamw_host::Coefficients;
-use crate::model::kernels::cuda::{engine_ptx, Slot, ENGINE_MODULE};
+use crate::model::kernels::cuda::{engine_ptx, f32_address, Slot, ENGINE_MODULE};
 use candle_core::cuda::cudarc::driver::{
     result as driver, CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg,
 };
 use candle_core::cuda::{CudaDevice, WrapErr};
-use candle_core::{DType, Device, Result, Storage, Tensor};
+use candle_core::{DType, Device, Result, Tensor};
 
 /// Blocks a slot's sum of squares is split over (each writes one partial sum).
 const PARTIALS: usize = 64;
@@ -36,17 +36,18 @@ pub fn eligible(t: &Tensor) -> Option<CudaDevice> {
     }
 }
 
-/// The device address of a contiguous f32 tensor's first element. The address stays valid while
-/// `t` lives; the caller keeps it alive over the launch.
+/// The device address of a contiguous f32 tensor's first element on `dev`'s stream.
 fn address(t: &Tensor, dev: &CudaDevice) -> Result<u64> {
-    let (storage, layout) = t.storage_and_layout();
-    let Storage::Cuda(s) = &*storage else {
-        candle_core::bail!("adamw: a CUDA tensor expected")
-    };
-    let slice = s.as_cuda_slice::<f32>()?;
-    let stream = dev.cuda_stream();
-    let (ptr, _sync) = slice.device_ptr(&stream);
-    Ok(ptr + 4 * layout.start_offset() as u64)
+    f32_address(t, &dev.cuda_stream())
+}
+
+/// A launch of 256-thread blocks on an (x, y) grid (the kernels' block_sum_256 width).
+fn blocks_256(x: u32, y: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (x, y, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 /// Device memory kept between steps, grown when a step needs more: a step allocates nothing.
@@ -123,11 +124,7 @@ pub fn update(dev: &CudaDevice, table: &mut Table, ps: &[Update], c: &Coefficien
         for k in &consts {
             b.arg(k);
         }
-        let cfg = LaunchConfig {
-            grid_dim: (blocks, chunk.len() as u32, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = blocks_256(blocks, chunk.len() as u32);
         // SAFETY: the table's slots point into live f32 buffers of n values each on this
         // device's stream (`gs` and `ps` outlive the queued launch's reads in stream order)
         unsafe { b.launch(cfg) }.w()?;
@@ -157,11 +154,7 @@ pub fn sum_squares(ts: &[Tensor], dev: &CudaDevice) -> Result<f64> {
         let mut b = stream.launch_builder(&squares);
         b.arg(&at);
         b.arg(&to);
-        let cfg = LaunchConfig {
-            grid_dim: (PARTIALS as u32, chunk.len() as u32, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = blocks_256(PARTIALS as u32, chunk.len() as u32);
         // SAFETY: the slots point into live f32 tensors (`ts`), the partials span
         // slots x PARTIALS floats of `room`, on this stream
         unsafe { b.launch(cfg) }.w()?;
@@ -172,11 +165,7 @@ pub fn sum_squares(ts: &[Tensor], dev: &CudaDevice) -> Result<f64> {
     b.arg(&partial);
     b.arg(&n);
     b.arg(&out);
-    let cfg = LaunchConfig {
-        grid_dim: (1, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
+    let cfg = blocks_256(1, 1);
     // SAFETY: n partial sums and one output float inside `room`, on this stream
     unsafe { b.launch(cfg) }.w()?;
     let mut total = [0f32];

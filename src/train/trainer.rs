@@ -159,7 +159,10 @@ pub fn train(
         if acc_n == accum || st.micro == total_micro {
             let k = acc_n as f64;
             // the gradients carry the loss scale (1 unless f16): unscaled before clipping
-            let grads = std::mem::take(&mut acc).in_order(&vars);
+            // `taken` lives to the end of the step: it holds the leases of the GPU engine's
+            // arena, of which `grads` may be views (the next backward must not zero it first)
+            let taken = std::mem::take(&mut acc);
+            let grads = taken.in_order(&vars);
             let norm = AdamW::grad_norm(&grads)? / (k * scale);
             let t_update = Instant::now();
             let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
@@ -188,6 +191,7 @@ pub fn train(
                     loss_scale::factor(&st)
                 ));
             }
+            drop((grads, taken));
             st.step += 1;
             step_seconds += t_update.elapsed().as_secs_f64();
             let mean_loss = acc_loss / k;

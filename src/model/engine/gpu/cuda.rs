@@ -4,13 +4,13 @@
 //! set to), cuda/engine/ compiled by NVRTC once a process. Proven on a card by the tests that run
 //! layer_test.rs's check here (docs/gpu.md); the CPU's CI builds it only in the `cuda` build.
 use super::device::{Addr, Arg, Counts, Device, Op};
-use crate::model::kernels::cuda::{engine_ptx, ENGINE_MODULE};
+use crate::model::kernels::cuda::{engine_ptx, f32_address, ENGINE_MODULE};
 use candle_core::cuda::cudarc::cublas::{sys as blas, CudaBlas};
 use candle_core::cuda::cudarc::driver::{
     result as driver, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
 use candle_core::cuda::{CudaDevice, WrapErr};
-use candle_core::{bail, Result, Storage, Tensor};
+use candle_core::{bail, Result, Tensor};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -95,13 +95,7 @@ impl Device for Cuda {
     }
 
     fn tensor_addr(&self, t: &Tensor) -> Result<Addr> {
-        let (storage, layout) = t.storage_and_layout();
-        let (Storage::Cuda(s), Some((start, _))) = (&*storage, layout.contiguous_offsets()) else {
-            bail!("gpu engine: a contiguous CUDA tensor expected")
-        };
-        let slice = s.as_cuda_slice::<f32>()?;
-        let (ptr, _sync) = slice.device_ptr(&self.stream);
-        Ok(ptr + 4 * start as Addr)
+        f32_address(t, &self.stream).map_err(|e| e.context("gpu engine"))
     }
 
     fn gemm(

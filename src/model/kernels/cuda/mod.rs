@@ -96,6 +96,26 @@ pub fn engine_ptx() -> candle_core::Result<&'static str> {
     }
 }
 
+/// The device address of a contiguous f32 CUDA tensor's first element (its storage's address
+/// plus the layout's offset), as a kernel or cuBLAS takes it. The address stays good while `t`
+/// lives: the caller keeps it over every launch that reads it.
+#[cfg(feature = "cuda")]
+pub fn f32_address(
+    t: &candle_core::Tensor,
+    stream: &candle_core::cuda::cudarc::driver::CudaStream,
+) -> candle_core::Result<u64> {
+    use candle_core::cuda::cudarc::driver::DevicePtr;
+    let (storage, layout) = t.storage_and_layout();
+    let (candle_core::Storage::Cuda(s), Some((start, _))) =
+        (&*storage, layout.contiguous_offsets())
+    else {
+        candle_core::bail!("a contiguous CUDA tensor expected")
+    };
+    let slice = s.as_cuda_slice::<f32>()?;
+    let (ptr, _sync) = slice.device_ptr(stream);
+    Ok(ptr + 4 * start as u64)
+}
+
 /// The module name the engine's kernels load under (candle's cache of custom functions).
 #[cfg(feature = "cuda")]
 pub const ENGINE_MODULE: &str = "condenser_engine";
