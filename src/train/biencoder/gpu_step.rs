@@ -13,14 +13,15 @@ use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::params;
 use crate::train::task::{dropout_key, Gradients};
+use candle_core::backprop::GradStore;
 use candle_core::Tensor;
 
 /// The card the task's model lives on when the GPU engine trains it: asked for with
 /// CONDENSER_GPU_ENGINE=1 (opt-in until its tests have passed on a lent card: written and
 /// tested on the CPU's emulation only, docs/gpu.md), f32 weights on a CUDA device, BERT's GELU,
 /// heads of width 32 or 64 (the CUDA kernels'), the engine not turned off
-/// (CONDENSER_ENGINE=off), and no GradCache (which embeds in mini-batches: not yet on the engine on a card). None: candle's
-/// graph trains it.
+/// (CONDENSER_ENGINE=off). GradCache (a mini-batch size) runs on the engine too
+/// (gradcache::gpu_gradients). None: candle's graph trains it.
 #[cfg(feature = "cuda")]
 pub fn card(task: &BiEncoderTask) -> Option<candle_core::cuda::CudaDevice> {
     use crate::model::Activation;
@@ -40,7 +41,6 @@ pub fn card(task: &BiEncoderTask) -> Option<candle_core::cuda::CudaDevice> {
     let w = bert.embeddings.word.embeddings();
     let fits = asked
         && crate::model::engine::enabled()
-        && task.mini_batch.is_none()
         && w.dtype() == candle_core::DType::F32
         && bert
             .layers
@@ -69,7 +69,10 @@ pub fn on_card(
         *slot = Some((stack, grads));
     }
     let (stack, grads) = slot.as_mut().expect("made above");
-    gradients(task, stack, grads, idx, drop, weight)
+    match task.mini_batch {
+        Some(m) => super::gradcache::gpu_gradients(task, stack, grads, idx, drop, weight, m),
+        None => gradients(task, stack, grads, idx, drop, weight),
+    }
 }
 
 /// The step's loss and gradients for rows `idx`, on `stack` (the task's model's), accumulating
@@ -84,6 +87,22 @@ pub fn gradients<D: Device>(
     drop: Option<&Dropout>,
     weight: f64,
 ) -> Result<Gradients> {
+    grads.restart(stack.device())?;
+    let (leaf, emb) = embed(task, stack, idx, drop)?;
+    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
+    let store = loss.backward()?;
+    leaf.backward(stack, &task.enc.bert, &store, drop, grads)?;
+    finish(task, store, grads, value)
+}
+
+/// Rows `idx`' columns through `stack` in one forward, each row keyed as the CPU engine keys
+/// it: the leaf (its tape in `stack` until the next forward) and each column's pooled rows.
+pub(super) fn embed<D: Device>(
+    task: &BiEncoderTask,
+    stack: &mut Stack<D>,
+    idx: &[usize],
+    drop: Option<&Dropout>,
+) -> Result<(GpuLeaf, Vec<Tensor>)> {
     let (columns, b) = (task.data.texts.len(), idx.len());
     let (mut seqs, mut keys) = (
         Vec::with_capacity(columns * b),
@@ -95,17 +114,24 @@ pub fn gradients<D: Device>(
     }
     let bert = &task.enc.bert;
     let on = bert.embeddings.word.embeddings().device().clone();
-    grads.restart(stack.device())?;
     let leaf = GpuLeaf::forward(stack, bert, &seqs, None, &keys, drop, &on)?;
     let pooled = task.enc.pool(leaf.states.as_tensor(), &leaf.mask)?;
-    let emb: Vec<Tensor> = (0..columns)
+    let emb = (0..columns)
         .map(|c| pooled.narrow(0, c * b, b))
         .collect::<candle_core::Result<_>>()?;
-    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
-    let store = loss.backward()?;
-    leaf.backward(stack, bert, &store, drop, grads)?;
+    Ok((leaf, emb))
+}
+
+/// The step's gradients: the loss head's from `store`, the backbone's as views of `grads`' arena
+/// (held by the result's lease).
+pub(super) fn finish<D: Device>(
+    task: &BiEncoderTask,
+    store: GradStore,
+    grads: &Grads<D>,
+    value: f64,
+) -> Result<Gradients> {
     let mut out = ParamGrads::from_store(&params::var_list(&task.varmap), store);
-    let (pairs, lease) = grads.export(bert)?;
+    let (pairs, lease) = grads.export(&task.enc.bert)?;
     out.add_pairs(pairs)?;
     out.hold(lease);
     Ok(Gradients {
@@ -172,6 +198,31 @@ mod tests {
         same_step(&task, &task, got);
     }
 
+    /// GradCache on the engine (mini-batches of 4 over six pairs: one whole, one ragged; the
+    /// emulated device): the CPU engine's whole-batch loss and gradients, as if the batch had
+    /// been embedded at once.
+    #[test]
+    fn gradcache_on_the_engine_matches_the_whole_batch() {
+        let Some(dev) = Emulated::for_test("the emulated GPU GradCache step") else {
+            return;
+        };
+        let task = mnr_task(candle_core::Device::Cpu);
+        let mut stack = Stack::new(dev, &task.enc.bert).unwrap();
+        let mut grads = stack.zero_grads(&candle_core::Device::Cpu).unwrap();
+        let (idx, drop) = step_rows(&task);
+        let got = super::super::gradcache::gpu_gradients(
+            &task,
+            &mut stack,
+            &mut grads,
+            &idx,
+            Some(&drop),
+            1.0,
+            4,
+        )
+        .unwrap();
+        same_step(&task, &task, got);
+    }
+
     /// The same step on a card (a `cuda` build's test binary on the lent machine): the task
     /// there trains through the GPU engine as the trainer runs it (`on_card`).
     #[cfg(feature = "cuda")]
@@ -190,6 +241,11 @@ mod tests {
         let (idx, drop) = step_rows(&on_card);
         let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
         same_step(&on_cpu, &on_card, got);
+        // and GradCache's two passes (mini-batches of 4) on the same card
+        let mut cached = mnr_task(card.clone());
+        cached.mini_batch = Some(4);
+        let got = super::on_card(&cached, cd, &idx, Some(&drop), 1.0).unwrap();
+        same_step(&on_cpu, &cached, got);
     }
 
     /// The rows of the compared step and its dropout.

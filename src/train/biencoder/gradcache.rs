@@ -4,14 +4,69 @@
 //! embeddings and its gradient with respect to them; (3) embed each mini-batch again, with the same
 //! dropout masks, and backpropagate that gradient through it. The parameter gradients are the
 //! whole batch's, as if it had been embedded at once.
+use super::gpu_step;
 use super::task::BiEncoderTask;
 use crate::error::Result;
+use crate::model::engine::gpu::device::Device;
+use crate::model::engine::gpu::grads::Grads;
+use crate::model::engine::gpu::stack::Stack;
 use crate::model::engine::{in_threads, Engine};
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::task::Gradients;
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, Var};
+
+/// Step (2): the loss over the whole batch's embeddings (`parts[c]`: column c's mini-batches in
+/// order, no graph), its value, its gradient with respect to each column's embeddings, and the
+/// store that is left: the loss's own parameters' gradients (none for MNR).
+struct Cached {
+    value: f64,
+    emb_grads: Vec<Tensor>,
+    store: GradStore,
+}
+
+fn loss_over(
+    task: &BiEncoderTask,
+    parts: &[Vec<Tensor>],
+    idx: &[usize],
+    weight: f64,
+) -> Result<Cached> {
+    let leaves: Vec<Var> = parts
+        .iter()
+        .map(|p| Var::from_tensor(&Tensor::cat(p, 0)?))
+        .collect::<candle_core::Result<_>>()?;
+    let emb: Vec<Tensor> = leaves.iter().map(|v| v.as_tensor().clone()).collect();
+    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
+    let mut store = loss.backward()?;
+    let emb_grads = leaves
+        .iter()
+        .map(|v| {
+            store
+                .remove(v.as_tensor())
+                .map_or_else(|| v.as_tensor().zeros_like(), |g| Ok(g.detach()))
+        })
+        .collect::<candle_core::Result<_>>()?;
+    Ok(Cached {
+        value,
+        emb_grads,
+        store,
+    })
+}
+
+/// Step (3)'s loss for one mini-batch (rows `start..` of the batch): the sum over columns of its
+/// embeddings times their cached gradients, whose gradient is those gradients. None: no column.
+fn surrogate(emb: &[Tensor], emb_grads: &[Tensor], start: usize) -> Result<Option<Tensor>> {
+    let mut total: Option<Tensor> = None;
+    for (e, g) in emb.iter().zip(emb_grads) {
+        let s = (e * g.narrow(0, start, e.dim(0)?)?)?.sum_all()?;
+        total = Some(match total {
+            Some(t) => (t + s)?,
+            None => s,
+        });
+    }
+    Ok(total)
+}
 
 pub fn gradients(
     task: &BiEncoderTask,
@@ -24,7 +79,7 @@ pub fn gradients(
     // chunk k draws from a fresh fork k stream in both passes: the second sees the first's masks
     let stream = |k: usize| drop.map(|d| d.fork(k as u64));
     let columns = task.data.texts.len();
-    let mut cached: Vec<Vec<Tensor>> = vec![Vec::with_capacity(chunks.len()); columns];
+    let mut parts: Vec<Vec<Tensor>> = vec![Vec::with_capacity(chunks.len()); columns];
     for (k, chunk) in chunks.iter().enumerate() {
         // detach drops the chunk's graph as soon as its embeddings are out
         for (c, e) in task
@@ -32,49 +87,25 @@ pub fn gradients(
             .into_iter()
             .enumerate()
         {
-            cached[c].push(e.detach());
+            parts[c].push(e.detach());
         }
     }
-    let leaves: Vec<Var> = cached
-        .iter()
-        .map(|parts| Var::from_tensor(&Tensor::cat(parts, 0)?))
-        .collect::<candle_core::Result<_>>()?;
-    let emb: Vec<Tensor> = leaves.iter().map(|v| v.as_tensor().clone()).collect();
-    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
-    // what is left in the store after taking the embeddings' gradients out is the loss's own
-    // parameters' (none for MNR); the encoder's come from the second pass
-    let mut grads: GradStore = loss.backward()?;
-    let emb_grads: Vec<Tensor> = leaves
-        .iter()
-        .map(|v| {
-            grads
-                .remove(v.as_tensor())
-                .map_or_else(|| v.as_tensor().zeros_like(), |g| Ok(g.detach()))
-        })
-        .collect::<candle_core::Result<_>>()?;
-    // the loss's own parameters (none for MNR); the encoder's come from the second pass, one
-    // mini-batch's graph at a time (each store is dropped as soon as its gradients are out)
+    let cached = loss_over(task, &parts, idx, weight)?;
+    std::mem::drop(parts);
     let params = crate::train::params::var_list(&task.varmap);
-    let mut kept = ParamGrads::from_store(&params, grads);
+    let mut kept = ParamGrads::from_store(&params, cached.store);
+    // the encoder's gradients, one mini-batch's graph at a time (each store is dropped as soon
+    // as its gradients are out)
     let mut start = 0;
     for (k, chunk) in chunks.iter().enumerate() {
         let e = task.embed_columns(chunk, stream(k).as_ref())?;
-        let mut surrogate: Option<Tensor> = None;
-        for (c, e) in e.iter().enumerate() {
-            let g = emb_grads[c].narrow(0, start, chunk.len())?;
-            let s = (e * g)?.sum_all()?;
-            surrogate = Some(match surrogate {
-                Some(t) => (t + s)?,
-                None => s,
-            });
-        }
-        start += chunk.len();
-        if let Some(s) = surrogate {
+        if let Some(s) = surrogate(&e, &cached.emb_grads, start)? {
             kept.add(ParamGrads::from_store(&params, s.backward()?))?;
         }
+        start += chunk.len();
     }
     Ok(Gradients {
-        value,
+        value: cached.value,
         parts: Vec::new(),
         grads: kept,
     })
@@ -111,31 +142,19 @@ pub fn engine_gradients(
     })?;
     let mut by_chunk: Vec<(usize, Vec<Tensor>)> = firsts.into_iter().flatten().collect();
     by_chunk.sort_by_key(|x| x.0);
-    let leaves: Vec<Var> = (0..columns)
-        .map(|c| {
-            let parts: Vec<&Tensor> = by_chunk.iter().map(|(_, e)| &e[c]).collect();
-            Var::from_tensor(&Tensor::cat(&parts, 0)?)
-        })
-        .collect::<candle_core::Result<_>>()?;
+    let parts: Vec<Vec<Tensor>> = (0..columns)
+        .map(|c| by_chunk.iter().map(|(_, e)| e[c].clone()).collect())
+        .collect();
     std::mem::drop(by_chunk);
-    let emb: Vec<Tensor> = leaves.iter().map(|v| v.as_tensor().clone()).collect();
-    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
-    let mut store = loss.backward()?;
-    let emb_grads: Vec<Tensor> = leaves
-        .iter()
-        .map(|v| {
-            store
-                .remove(v.as_tensor())
-                .map_or_else(|| v.as_tensor().zeros_like(), |g| Ok(g.detach()))
-        })
-        .collect::<candle_core::Result<_>>()?;
+    let cached = loss_over(task, &parts, idx, weight)?;
+    std::mem::drop(parts);
     // the loss's own parameters (none for MNR); the encoder's come from pass 2
     let params = crate::train::params::var_list(&task.varmap);
-    let mut kept = ParamGrads::from_store(&params, store);
+    let mut kept = ParamGrads::from_store(&params, cached.store);
     let per_thread = in_threads(n, |t| -> Result<Vec<(Tensor, Tensor)>> {
         let mut eg = eng.zero_grads()?;
         for k in mine(t) {
-            for (c, g) in emb_grads.iter().enumerate() {
+            for (c, g) in cached.emb_grads.iter().enumerate() {
                 let (e, leaf) = task.embed_engine(eng, c, chunks[k], drop, true)?;
                 let s = (e * g.narrow(0, k * size, chunks[k].len())?)?.sum_all()?;
                 let store = s.backward()?;
@@ -150,8 +169,47 @@ pub fn engine_gradients(
         kept.add_pairs(g)?;
     }
     Ok(Gradients {
-        value,
+        value: cached.value,
         parts: Vec::new(),
         grads: kept,
     })
+}
+
+/// GradCache on the GPU engine (one stack, one gradient arena): pass 1 embeds each
+/// mini-batch's columns in one forward (the tape is overwritten by the next); the loss and its
+/// gradient with respect to all the embeddings; pass 2 embeds each mini-batch again (masks are
+/// keyed by example and column, as the CPU engine keys them, so they are pass 1's) and runs the
+/// engine's backward from that gradient, summing into the arena (restarted once, before pass 1).
+/// The workspace is the mini-batch's: memory is bounded by it.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub fn gpu_gradients<D: Device>(
+    task: &BiEncoderTask,
+    stack: &mut Stack<D>,
+    grads: &mut Grads<D>,
+    idx: &[usize],
+    drop: Option<&Dropout>,
+    weight: f64,
+    mini_batch: usize,
+) -> Result<Gradients> {
+    let chunks: Vec<&[usize]> = idx.chunks(mini_batch.max(1)).collect();
+    let columns = task.data.texts.len();
+    grads.restart(stack.device())?;
+    let mut parts: Vec<Vec<Tensor>> = vec![Vec::with_capacity(chunks.len()); columns];
+    for chunk in &chunks {
+        let (_, emb) = gpu_step::embed(task, stack, chunk, drop)?;
+        for (c, e) in emb.into_iter().enumerate() {
+            parts[c].push(e.detach());
+        }
+    }
+    let cached = loss_over(task, &parts, idx, weight)?;
+    std::mem::drop(parts);
+    let mut start = 0;
+    for chunk in &chunks {
+        let (leaf, emb) = gpu_step::embed(task, stack, chunk, drop)?;
+        if let Some(s) = surrogate(&emb, &cached.emb_grads, start)? {
+            leaf.backward(stack, &task.enc.bert, &s.backward()?, drop, grads)?;
+        }
+        start += chunk.len();
+    }
+    gpu_step::finish(task, cached.store, grads, cached.value)
 }
