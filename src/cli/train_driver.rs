@@ -58,13 +58,17 @@ impl TrainOpts {
         }
         if self.precision != Precision::F32 {
             if self.device != DeviceSpec::Cpu {
-                return Err(condenser::error::Error::msg(format!(
-                    "--precision {} applies to CPU training; on a GPU use f32 (this build's \
-                     CUDA training path is f32)",
-                    self.precision.name()
-                )));
+                if !task.card_precision(self.precision) {
+                    return Err(condenser::error::Error::msg(format!(
+                        "--precision {} on a GPU: only a bi-encoder training through the GPU \
+                         engine (CONDENSER_GPU_ENGINE=1, a cuda build, bf16) runs below f32 \
+                         there, and this run trains through candle's graph, in f32; use f32",
+                        self.precision.name()
+                    )));
+                }
+            } else {
+                self.precision.check_cpu("--precision")?;
             }
-            self.precision.check_cpu("--precision")?;
         }
         task.set_precision(self.precision)?;
         if self.device == DeviceSpec::Cpu {

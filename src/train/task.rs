@@ -104,6 +104,12 @@ pub trait TrainTask: Sync {
         )))
     }
 
+    /// Whether this task, its model on a GPU, runs its products in `p` there: f32 only, unless
+    /// it trains through the GPU engine, which runs bf16 too.
+    fn card_precision(&self, p: Precision) -> bool {
+        p == Precision::F32
+    }
+
     /// Whether the optimizer updates the variable `name` (default: every one). A frozen variable
     /// keeps its value: no step, no weight decay, no part in the gradient norm's clipping (as
     /// PyTorch leaves a parameter without a gradient).

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::eval::Model;
 use crate::model::engine::Engine;
 use crate::model::folders::save::{save_sentence_encoder, EncoderLayout};
+use crate::model::kernels::precision::Precision;
 use crate::model::{Dropout, DropoutRates};
 use crate::train::params;
 use crate::train::task::{Gradients, LossOutput, Score, TrainTask};
@@ -18,7 +19,24 @@ use std::path::Path;
 impl TrainTask for BiEncoderTask {
     fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
         self.enc.bert.set_precision(p)?;
+        let on_cpu = self.enc.bert.embeddings.word.embeddings().device().is_cpu();
+        if p != Precision::F32 && !on_cpu {
+            // the GPU engine trains in p; candle's forward on a card (dev evaluation) is f32
+            self.notes.push(format!(
+                "--precision {}: training's products on the GPU engine run in it; dev \
+                 evaluation on the GPU runs f32",
+                p.name()
+            ));
+        }
         Ok(())
+    }
+
+    fn card_precision(&self, p: Precision) -> bool {
+        #[cfg(feature = "cuda")]
+        if super::gpu_step::card(self).is_some() {
+            return matches!(p, Precision::F32 | Precision::Bf16);
+        }
+        p == Precision::F32
     }
 
     fn set_threads(&mut self, n: usize) {

@@ -67,10 +67,22 @@ impl LayerAddrs {
     }
 }
 
-/// A layer's weights and its LayerNorms' epsilons.
+/// A layer's four product weights as bf16 bits (--precision bf16), made from the f32 weights
+/// each forward (the optimizer changes them between steps).
+#[derive(Clone, Copy, Debug)]
+pub struct Bf16Weights {
+    pub wqkv: Addr,
+    pub wo: Addr,
+    pub wi: Addr,
+    pub wd: Addr,
+}
+
+/// A layer's weights, their bf16 copies where the products run in bf16, and its LayerNorms'
+/// epsilons.
 #[derive(Clone, Copy, Debug)]
 pub struct LayerParams {
     pub w: LayerAddrs,
+    pub bf16: Option<Bf16Weights>,
     pub eps1: f32,
     pub eps2: f32,
 }
@@ -140,14 +152,20 @@ pub struct Scratch<D: Device> {
     pub(super) dctx: Buf<D, f32>,
     pub(super) dqkv: Buf<D, f32>,
     pub(super) partial: Buf<D, f32>,
+    /// --precision bf16: a product's input (x, ctx, a, gelu(u)) and its output's gradient (dqkv,
+    /// dao, du, df) as bf16 bits, made before the product; empty in f32
+    pub(super) xb: Buf<D, u16>,
+    pub(super) dyb: Buf<D, u16>,
     pub(super) rows: usize,
     pub(super) items: usize,
 }
 
 impl<D: Device> Scratch<D> {
-    pub fn new(dev: &D, rows: usize, items: usize, d: Dims) -> Result<Scratch<D>> {
+    /// Room for `rows` rows and `items` items, and for bf16 operands where `bf16`.
+    pub fn new(dev: &D, (rows, items): (usize, usize), d: Dims, bf16: bool) -> Result<Scratch<D>> {
         let (h, i) = (d.hidden, d.intermediate);
         let partial = (PARTS * 3 * h).max(PARTS * i).max(items * 3 * h);
+        let room = |n: usize| if bf16 { rows * n } else { 0 };
         Ok(Scratch {
             th: Buf::zeros(dev, rows * h)?,
             ti: Buf::zeros(dev, rows * i)?,
@@ -157,6 +175,8 @@ impl<D: Device> Scratch<D> {
             dctx: Buf::zeros(dev, rows * h)?,
             dqkv: Buf::zeros(dev, rows * 3 * h)?,
             partial: Buf::zeros(dev, partial)?,
+            xb: Buf::zeros(dev, room(h.max(i)))?,
+            dyb: Buf::zeros(dev, room((3 * h).max(i)))?,
             rows,
             items,
         })
@@ -174,6 +194,11 @@ impl<D: Device> Scratch<D> {
             )
         }
         Ok(())
+    }
+
+    /// The rooms for bf16 operands (an input's, an output gradient's), if it has them.
+    pub(super) fn bf16_rooms(&self) -> Option<(Addr, Addr)> {
+        (!self.xb.is_empty()).then(|| (self.xb.at(0), self.dyb.at(0)))
     }
 
     /// The buffer of partial column sums (a row kernel's backward writes them, `add_partials`

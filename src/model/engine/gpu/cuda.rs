@@ -3,7 +3,7 @@
 //! products on a cuBLAS handle of its own (plain f32 math: no TF32, whatever candle's handle is
 //! set to), cuda/engine/ compiled by NVRTC once a process. Proven on a card by the tests that run
 //! layer_test.rs's check here (docs/gpu.md); the CPU's CI builds it only in the `cuda` build.
-use super::device::{Addr, Arg, Counts, Device, Op};
+use super::device::{Addr, Arg, Counts, Device, Op, Operands};
 use crate::model::kernels::cuda::{engine_ptx, f32_address, ENGINE_MODULE};
 use candle_core::cuda::cudarc::cublas::{sys as blas, CudaBlas};
 use candle_core::cuda::cudarc::driver::{
@@ -100,6 +100,7 @@ impl Device for Cuda {
 
     fn gemm(
         &self,
+        ty: Operands,
         (oa, ob): (Op, Op),
         (m, n, k): (usize, usize, usize),
         (a, lda): (Addr, usize),
@@ -114,31 +115,41 @@ impl Device for Cuda {
         let i = |v: usize| -> Result<i32> {
             i32::try_from(v).map_err(|_| candle_core::Error::Msg(format!("gemm: {v} past i32")))
         };
+        let ab = match ty {
+            Operands::F32 => blas::cudaDataType::CUDA_R_32F,
+            Operands::Bf16 => blas::cudaDataType::CUDA_R_16BF,
+        };
         let alpha = 1f32;
         self.count(|c| c.launches += 1);
-        // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS gets B first
-        // SAFETY: A, B and C are live f32 buffers of this device spanning these extents (the
-        // engine's shapes), on the handle's stream
+        // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS gets B first.
+        // f32 compute: no TF32 for f32 operands, f32 sums of bf16 products for bf16 ones
+        // SAFETY: A and B are live buffers of `ty`'s values and C of f32 on this device, spanning
+        // these extents (the engine's shapes), on the handle's stream
         let status = unsafe {
-            blas::cublasSgemm_v2(
+            blas::cublasGemmEx(
                 *self.blas.handle(),
                 op(ob),
                 op(oa),
                 i(n)?,
                 i(m)?,
                 i(k)?,
-                &alpha,
-                b as *const f32,
+                &alpha as *const f32 as *const std::ffi::c_void,
+                b as *const std::ffi::c_void,
+                ab,
                 i(ldb)?,
-                a as *const f32,
+                a as *const std::ffi::c_void,
+                ab,
                 i(lda)?,
-                &beta,
-                c as *mut f32,
+                &beta as *const f32 as *const std::ffi::c_void,
+                c as *mut std::ffi::c_void,
+                blas::cudaDataType::CUDA_R_32F,
                 i(ldc)?,
+                blas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                blas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         };
         if status != blas::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-            bail!("cuBLAS sgemm ({m} x {n} x {k}): {status:?}")
+            bail!("cuBLAS GEMM ({ty:?}, {m} x {n} x {k}): {status:?}")
         }
         Ok(())
     }

@@ -27,6 +27,14 @@ pub enum Op {
     T,
 }
 
+/// What a GEMM's A and B hold: f32 values, or bf16 bits (u16s, --precision bf16: the kernels'
+/// `to_bf16` made them). C is f32 either way, and the products are summed in f32.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operands {
+    F32,
+    Bf16,
+}
+
 /// Launches and allocations so far (the step anatomy's figures: issue 57 wants under 400
 /// launches a step and no allocation after the first).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -51,10 +59,12 @@ pub trait Device {
     /// The address of a contiguous f32 tensor's first element, the tensor living on this device
     /// (the model's weights, read where they lie); valid while the tensor lives.
     fn tensor_addr(&self, t: &Tensor) -> Result<Addr>;
-    /// Row-major C (m x n, row stride ldc) = op(A) op(B) + beta C, op(A) m x k, op(B) k x n.
+    /// Row-major C (m x n, row stride ldc) = op(A) op(B) + beta C, op(A) m x k, op(B) k x n,
+    /// A and B holding `ty`'s values.
     #[allow(clippy::too_many_arguments)]
     fn gemm(
         &self,
+        ty: Operands,
         ops: (Op, Op),
         mnk: (usize, usize, usize),
         a: (Addr, usize),

@@ -1,6 +1,6 @@
 //! The CPU standing in for a card (tests only): host memory by address, the CPU's BLAS for the
 //! GEMMs, cuda/engine/ built by g++ for the kernels (kernels/cuda/emulated.rs).
-use super::device::{Addr, Arg, Counts, Device, Op};
+use super::device::{Addr, Arg, Counts, Device, Op, Operands};
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
 use crate::model::kernels::cuda::emulated::{Args, Emulator};
 use candle_core::{bail, Result, Storage, Tensor};
@@ -110,6 +110,7 @@ impl Device for Emulated {
 
     fn gemm(
         &self,
+        ty: Operands,
         (oa, ob): (Op, Op),
         (m, n, k): (usize, usize, usize),
         (a, lda): (Addr, usize),
@@ -120,12 +121,33 @@ impl Device for Emulated {
         let (ar, ac) = if oa == Op::N { (m, k) } else { (k, m) };
         let (br, bc) = if ob == Op::N { (k, n) } else { (n, k) };
         let flag = |o: Op| if o == Op::N { NO_TRANS } else { TRANS };
+        // bf16 operands widened to the f32 values they are (exact), then the f32 product: the
+        // products of two bf16 values are exact in f32, as a card's bf16 GEMM takes them
+        let widened = |at: Addr, n: usize| -> Vec<f32> {
+            // SAFETY: a live buffer of this device holding n bf16 values (the engine's shapes)
+            let bits = unsafe { std::slice::from_raw_parts(at as *const u16, n) };
+            bits.iter()
+                .map(|&b| f32::from_bits((b as u32) << 16))
+                .collect()
+        };
+        let (na, nb) = (span(ar, ac, lda), span(br, bc, ldb));
+        let (wa, wb);
         // SAFETY: the operands are live f32 buffers of this device spanning these extents (the
         // engine's shapes); C does not overlap A or B
         let (a, b, c) = unsafe {
+            let (a, b) = match ty {
+                Operands::F32 => (
+                    std::slice::from_raw_parts(a as *const f32, na),
+                    std::slice::from_raw_parts(b as *const f32, nb),
+                ),
+                Operands::Bf16 => {
+                    (wa, wb) = (widened(a, na), widened(b, nb));
+                    (wa.as_slice(), wb.as_slice())
+                }
+            };
             (
-                std::slice::from_raw_parts(a as *const f32, span(ar, ac, lda)),
-                std::slice::from_raw_parts(b as *const f32, span(br, bc, ldb)),
+                a,
+                b,
                 std::slice::from_raw_parts_mut(c as *mut f32, span(m, n, ldc)),
             )
         };

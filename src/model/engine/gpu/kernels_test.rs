@@ -344,3 +344,40 @@ fn gelu_matches_the_cpu_engine() {
     close("d gelu", &gd, &want, 1e-5);
     close("bias gradient", &gbias, &want_bias, 1e-5);
 }
+
+/// `to_bf16` (the bf16 products' operands) gives bf16/matrix.rs's bits exactly: ties to even
+/// both ways, values that round up into the next exponent and to infinity, zeros, subnormals,
+/// infinities and NaNs, then a spread of ordinary values; over several blocks of a grid-stride
+/// loop (more values than threads).
+#[test]
+fn to_bf16_rounds_as_the_cpu() {
+    use crate::model::kernels::bf16::to_bf16;
+    let Some(e) = emu() else { return };
+    let mut x: Vec<f32> = [
+        0x3f80_8000u32, // 1 + 2^-8: a tie, to even (down)
+        0x3f81_8000,    // a tie, to even (up)
+        0x3f80_7fff,    // just below a tie
+        0x3fff_ffff,    // rounds up into the next exponent
+        0x7f7f_ffff,    // the largest f32: to infinity
+        0x8000_0000,    // -0
+        0x0000_0001,    // the smallest subnormal
+        0x807f_ffff,    // a negative subnormal
+        0x7f80_0000,    // infinity
+        0xff80_0000,    // -infinity
+        0x7fc0_0001,    // a quiet NaN with payload
+        0x7f80_0001,    // a signalling NaN: quiet after
+    ]
+    .map(f32::from_bits)
+    .to_vec();
+    x.extend(test_data(1000, 9).iter().map(|v| v * 37.0));
+    let want: Vec<u16> = x.iter().map(|&v| to_bf16(v)).collect();
+    let mut got = vec![0u16; x.len()];
+    let args = Args::default()
+        .inp(Some(&x))
+        .out(&mut got)
+        .arg(x.len() as i32);
+    e.launch("to_bf16", (2, 1), 128, args);
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "value {k} ({:#010x})", x[k].to_bits());
+    }
+}

@@ -12,7 +12,7 @@
 use super::buffers::{
     Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch, ATT_THREADS, PARTS, ROW_WARPS,
 };
-use super::device::{Addr, Arg, Device, Op};
+use super::device::{Addr, Arg, Device, Op, Operands};
 use crate::model::engine::layer::Sites;
 use crate::model::kernels::cuda::KernelMask;
 use candle_core::{bail, Result};
@@ -34,60 +34,119 @@ fn mask(m: &Option<crate::model::kernels::dropout_hash::Mask>) -> Arg {
     Arg::Mask(KernelMask::of(m.as_ref()))
 }
 
-/// y (t x out) = x (t x inp) W^T, W (out x inp).
-fn product<D: Device>(
-    dev: &D,
-    x: Addr,
-    w: Addr,
-    (t, out, inp): (usize, usize, usize),
-    y: Addr,
-) -> Result<()> {
-    dev.gemm(
-        (Op::N, Op::T),
-        (t, out, inp),
-        (x, inp),
-        (w, inp),
-        0.0,
-        (y, out),
-    )
+/// y (n bf16 bits) = x (n f32 values) rounded to nearest even: one launch.
+pub(super) fn to_bf16<D: Device>(dev: &D, x: Addr, n: usize, y: Addr) -> Result<()> {
+    let Ok(count) = i32::try_from(n) else {
+        bail!("gpu engine: {n} values past a kernel's i32 count")
+    };
+    let blocks = (n as u32).div_ceil(THREADS).clamp(1, 4096);
+    let args = [Arg::Addr(x), Arg::Addr(y), Arg::I32(count)];
+    dev.launch("to_bf16", (blocks, 1), THREADS, &args)
 }
 
-/// dW (out x inp) += dy^T (out x t) x (t x inp).
-fn weight_grad<D: Device>(
-    dev: &D,
-    dy: Addr,
-    x: Addr,
-    (t, out, inp): (usize, usize, usize),
-    dw: Addr,
-) -> Result<()> {
-    dev.gemm(
-        (Op::T, Op::N),
-        (out, inp, t),
-        (dy, out),
-        (x, inp),
-        1.0,
-        (dw, inp),
-    )
+/// A layer's products: on f32 operands, or (--precision bf16, `LayerParams::bf16`) on bf16
+/// ones, as the CPU engine's bf16 training runs its Linears (attention stays f32 in both): the
+/// weights' copies made by the stack each forward, an input's or an output gradient's made
+/// here, into the scratch's rooms, just before its product (one launch each).
+struct Gemms<'a, D: Device> {
+    dev: &'a D,
+    /// the rooms for an input's and an output gradient's bf16 copies (bf16 only)
+    rooms: Option<(Addr, Addr)>,
 }
 
-/// dx (t x inp) = dy (t x out) W (out x inp), added to dx's values when `add`.
-fn input_grad<D: Device>(
-    dev: &D,
-    dy: Addr,
-    w: Addr,
-    (t, out, inp): (usize, usize, usize),
-    dx: Addr,
-    add: bool,
-) -> Result<()> {
-    let beta = if add { 1.0 } else { 0.0 };
-    dev.gemm(
-        (Op::N, Op::N),
-        (t, inp, out),
-        (dy, out),
-        (w, inp),
-        beta,
-        (dx, inp),
-    )
+/// A product's weight (out x inp): the f32 values, and their bf16 copy where the products
+/// run in bf16.
+type Weight = (Addr, Option<Addr>);
+
+impl<'a, D: Device> Gemms<'a, D> {
+    fn new(dev: &'a D, p: &LayerParams, s: &Scratch<D>) -> Result<Gemms<'a, D>> {
+        let rooms = s.bf16_rooms();
+        if p.bf16.is_some() && rooms.is_none() {
+            bail!("gpu engine: bf16 weights, but a scratch without room for bf16 operands")
+        }
+        Ok(Gemms {
+            dev,
+            rooms: p.bf16.and(rooms),
+        })
+    }
+
+    /// `x` (n values) as bf16 bits in `room` (one launch): its address there.
+    fn to_bf16(&self, x: Addr, n: usize, room: Addr) -> Result<Addr> {
+        to_bf16(self.dev, x, n, room)?;
+        Ok(room)
+    }
+
+    /// The input `x` (n values) and the weight `w` as the product takes them: as they are
+    /// (f32), or bf16 (x's copy made in `room`, w's made by the stack).
+    fn operands(&self, x: Addr, n: usize, room: Addr, w: Weight) -> Result<(Operands, Addr, Addr)> {
+        match (self.rooms, w.1) {
+            (None, _) => Ok((Operands::F32, x, w.0)),
+            (Some(_), Some(wb)) => Ok((Operands::Bf16, self.to_bf16(x, n, room)?, wb)),
+            (Some(_), None) => bail!("gpu engine: a bf16 product without the weight's bf16 copy"),
+        }
+    }
+
+    /// y (t x out) = x (t x inp) W^T, W (out x inp).
+    fn product(
+        &self,
+        x: Addr,
+        w: Weight,
+        (t, out, inp): (usize, usize, usize),
+        y: Addr,
+    ) -> Result<()> {
+        let room = self.rooms.map_or(0, |r| r.0);
+        let (ty, x, w) = self.operands(x, t * inp, room, w)?;
+        self.dev.gemm(
+            ty,
+            (Op::N, Op::T),
+            (t, out, inp),
+            (x, inp),
+            (w, inp),
+            0.0,
+            (y, out),
+        )
+    }
+
+    /// The backward of y = x W^T: dW (out x inp) += dy^T x, and dx (t x inp) = dy W, added to
+    /// dx's values when `add` (dy converted once for both in bf16).
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        &self,
+        dy: Addr,
+        x: Addr,
+        w: Weight,
+        (t, out, inp): (usize, usize, usize),
+        dw: Addr,
+        dx: Addr,
+        add: bool,
+    ) -> Result<()> {
+        let (rx, rdy) = self.rooms.unwrap_or((0, 0));
+        let (ty, dy, w) = self.operands(dy, t * out, rdy, w)?;
+        let x = match ty {
+            Operands::F32 => x,
+            Operands::Bf16 => self.to_bf16(x, t * inp, rx)?,
+        };
+        let dev = self.dev;
+        dev.gemm(
+            ty,
+            (Op::T, Op::N),
+            (out, inp, t),
+            (dy, out),
+            (x, inp),
+            1.0,
+            (dw, inp),
+        )?;
+        let beta = if add { 1.0 } else { 0.0 };
+        dev.gemm(
+            ty,
+            (Op::N, Op::N),
+            (t, inp, out),
+            (dy, out),
+            (w, inp),
+            beta,
+            (dx, inp),
+        )
+    }
 }
 
 /// grads[k] += the sum over `parts` rows of partial's columns k w .. (k + 1) w, rows `stride`
@@ -158,8 +217,13 @@ pub fn forward<D: Device>(
         )
     }
     let (t, h, i) = (r.t, d.hidden, d.intermediate);
-    let w = &p.w;
-    product(dev, tape.x.at(0), w.wqkv, (t, 3 * h, h), tape.qkv.at(0))?;
+    let (w, wb, g) = (&p.w, p.bf16, Gemms::new(dev, p, s)?);
+    g.product(
+        tape.x.at(0),
+        (w.wqkv, wb.map(|b| b.wqkv)),
+        (t, 3 * h, h),
+        tape.qkv.at(0),
+    )?;
     let att = [
         Arg::Addr(tape.qkv.at(0)),
         Arg::Addr(w.bqkv),
@@ -180,7 +244,7 @@ pub fn forward<D: Device>(
         &att,
     )?;
     let ao = s.th.at(0);
-    product(dev, tape.ctx.at(0), w.wo, (t, h, h), ao)?;
+    g.product(tape.ctx.at(0), (w.wo, wb.map(|b| b.wo)), (t, h, h), ao)?;
     let norm = |y: Addr,
                 bias: Addr,
                 res: Addr,
@@ -222,10 +286,10 @@ pub fn forward<D: Device>(
         tape.xhat1.at(0),
         tape.rstd1.at(0),
     )?;
-    product(dev, a, w.wi, (t, i, h), tape.u.at(0))?;
+    g.product(a, (w.wi, wb.map(|b| b.wi)), (t, i, h), tape.u.at(0))?;
     bias_gelu(dev, tape.u.at(0), w.bi, s.ti.at(0), t, i)?;
     let f = s.th.at(0);
-    product(dev, s.ti.at(0), w.wd, (t, h, i), f)?;
+    g.product(s.ti.at(0), (w.wd, wb.map(|b| b.wd)), (t, h, i), f)?;
     let m2 = mask(&sites.ffn_out);
     norm(
         f,
@@ -271,7 +335,7 @@ pub fn backward<D: Device>(
 ) -> Result<()> {
     s.fits(r)?;
     let (t, h, i) = (r.t, d.hidden, d.intermediate);
-    let w = &p.w;
+    let (w, wb, gm) = (&p.w, p.bf16, Gemms::new(dev, p, s)?);
     let none = Arg::Mask(KernelMask::default());
     let (da, df, partial) = (s.da.at(0), s.df.at(0), s.partial.at(0));
     let norm_back = |dy: Addr, xh: Addr, rs: Addr, g: Addr, m: Arg, dz: Addr, dy_in: Addr| {
@@ -303,8 +367,7 @@ pub fn backward<D: Device>(
     // f = gelu(u) Wd^T: gelu(u) again (not kept), dWd, then du = df Wd through GELU's derivative
     let (g, du) = (s.ti.at(0), s.du.at(0));
     bias_gelu(dev, tape.u.at(0), 0, g, t, i)?;
-    weight_grad(dev, df, g, (t, h, i), gr.wd)?;
-    input_grad(dev, df, w.wd, (t, h, i), du, false)?;
+    gm.backward(df, g, (w.wd, wb.map(|b| b.wd)), (t, h, i), gr.wd, du, false)?;
     let gparts = t.clamp(1, PARTS);
     let args = [
         Arg::Addr(tape.u.at(0)),
@@ -316,8 +379,8 @@ pub fn backward<D: Device>(
     dev.launch("gelu_backward", (gparts as u32, 1), THREADS, &args)?;
     add_partials(dev, partial, gparts, i, i, &[gr.bi])?;
     // u = a Wi^T + bi; a also feeds the residual (da holds that part already)
-    weight_grad(dev, du, tape.a.at(0), (t, i, h), gr.wi)?;
-    input_grad(dev, du, w.wi, (t, i, h), da, true)?;
+    let wi = (w.wi, wb.map(|b| b.wi));
+    gm.backward(du, tape.a.at(0), wi, (t, i, h), gr.wi, da, true)?;
     // a = LN1(drop(ao + bo) + x): dx gets the residual's part, dao (in df) the rest
     let (dx, dao) = (s.th.at(0), df);
     let m1 = mask(&sites.attention_out);
@@ -325,8 +388,8 @@ pub fn backward<D: Device>(
     add_partials(dev, partial, parts(t), 3 * h, h, &[gr.g1, gr.b1, gr.bo])?;
     // ao = ctx Wo^T
     let dctx = s.dctx.at(0);
-    weight_grad(dev, dao, tape.ctx.at(0), (t, h, h), gr.wo)?;
-    input_grad(dev, dao, w.wo, (t, h, h), dctx, false)?;
+    let wo = (w.wo, wb.map(|b| b.wo));
+    gm.backward(dao, tape.ctx.at(0), wo, (t, h, h), gr.wo, dctx, false)?;
     let dqkv = s.dqkv.at(0);
     let att = [
         Arg::Addr(tape.qkv.at(0)),
@@ -351,6 +414,6 @@ pub fn backward<D: Device>(
     )?;
     add_partials(dev, partial, r.items, 3 * h, 3 * h, &[gr.bqkv])?;
     // qkv = x Wqkv^T + bqkv; x also feeds the residual (dx holds that part already)
-    weight_grad(dev, dqkv, tape.x.at(0), (t, 3 * h, h), gr.wqkv)?;
-    input_grad(dev, dqkv, w.wqkv, (t, 3 * h, h), dx, true)
+    let wqkv = (w.wqkv, wb.map(|b| b.wqkv));
+    gm.backward(dqkv, tape.x.at(0), wqkv, (t, 3 * h, h), gr.wqkv, dx, true)
 }

@@ -2,7 +2,7 @@
 //! (../layer.rs) on the same weights and rows: output, input gradient and all twelve weight
 //! gradients (accumulated onto values already there), with dropout off and at every site.
 use super::assert_close as close;
-use super::buffers::{Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch};
+use super::buffers::{Bf16Weights, Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch};
 use super::device::{Buf, Device};
 use super::emulated::Emulated;
 use super::layer;
@@ -26,7 +26,22 @@ fn a_layer_matches_the_cpu_engine() {
         return;
     };
     let blas = dev.blas();
-    layer_matches(&dev, blas);
+    layer_matches(&dev, blas, Precision::F32);
+}
+
+/// --precision bf16: the products on bf16 operands (the kernels' `to_bf16`, a bf16 GEMM) against
+/// the CPU engine's bf16 training layer (bf16 Linears, f32 attention).
+#[test]
+fn a_bf16_layer_matches_the_cpu_engine() {
+    let check = "the emulated GPU layer in bf16";
+    if let Err(why) = Precision::Bf16.check_cpu("--precision") {
+        return crate::runtime::skipped(check, "avx512bf16", &why.to_string());
+    }
+    let Some(dev) = Emulated::for_test(check) else {
+        return;
+    };
+    let blas = dev.blas();
+    layer_matches(&dev, blas, Precision::Bf16);
 }
 
 /// The same check on a card: the cuBLAS products, NVRTC's build of cuda/engine/, the driver's
@@ -40,12 +55,21 @@ fn a_layer_on_the_card_matches_the_cpu_engine() {
     let Ok(candle_core::Device::Cuda(card)) = candle_core::Device::new_cuda(0) else {
         return crate::runtime::skipped("the GPU layer on a card", "gpu", "no CUDA device");
     };
-    layer_matches(&super::cuda::Cuda::new(&card).unwrap(), blas);
+    let cuda = super::cuda::Cuda::new(&card).unwrap();
+    layer_matches(&cuda, blas, Precision::F32);
+    if Precision::Bf16.check_cpu("--precision").is_ok() {
+        layer_matches(&cuda, blas, Precision::Bf16);
+    }
 }
 
 /// The GPU engine's layer on `dev` against the CPU engine's, at head widths 32 (two heads) and
-/// 64 (one), over five items (one empty), dropout off and at all three sites.
-fn layer_matches<D: Device>(dev: &D, blas: &Blas) {
+/// 64 (one), over five items (one empty), dropout off and at all three sites, the products in
+/// `precision` (f32 or bf16) on both.
+fn layer_matches<D: Device>(dev: &D, blas: &Blas, precision: Precision) {
+    let bf16 = precision == Precision::Bf16;
+    // bf16: the two sides round f32 values that differ in their last bits (other kernels, other
+    // sums) and so now and then to neighbouring bf16 values
+    let tol = if bf16 { 2e-3 } else { 1e-4 };
     for (heads, dim) in [(2usize, 32usize), (1, 64)] {
         let (h, i) = (heads * dim, 2 * heads * dim);
         let d = Dims {
@@ -91,8 +115,23 @@ fn layer_matches<D: Device>(dev: &D, blas: &Blas) {
         };
         let bufs: Vec<Buf<D, f32>> = values.iter().map(|v| Buf::of(dev, v).unwrap()).collect();
         let addrs = |b: &[Buf<D, f32>]| LayerAddrs::of(std::array::from_fn(|k| b[k].at(0)));
+        // the four product weights' bf16 copies (the stack makes them each forward)
+        let wb: Vec<Buf<D, u16>> = [0usize, 2, 6, 8]
+            .iter()
+            .map(|&k| {
+                let b = Buf::zeros(dev, values[k].len()).unwrap();
+                layer::to_bf16(dev, bufs[k].at(0), values[k].len(), b.at(0)).unwrap();
+                b
+            })
+            .collect();
         let params = LayerParams {
             w: addrs(&bufs),
+            bf16: bf16.then(|| Bf16Weights {
+                wqkv: wb[0].at(0),
+                wo: wb[1].at(0),
+                wi: wb[2].at(0),
+                wd: wb[3].at(0),
+            }),
             eps1,
             eps2,
         };
@@ -123,10 +162,7 @@ fn layer_matches<D: Device>(dev: &D, blas: &Blas) {
         };
         for sites in [Sites::default(), all] {
             // the CPU engine's layer
-            let g = Gemm {
-                blas,
-                precision: Precision::F32,
-            };
+            let g = Gemm { blas, precision };
             let a = Heads {
                 heads,
                 dim,
@@ -163,7 +199,7 @@ fn layer_matches<D: Device>(dev: &D, blas: &Blas) {
 
             // the GPU engine's, with room for more rows than the batch has
             let gtape = LayerTape::new(dev, t + 7, d).unwrap();
-            let scratch = Scratch::new(dev, t + 7, lens.len() + 1, d).unwrap();
+            let scratch = Scratch::new(dev, (t + 7, lens.len() + 1), d, bf16).unwrap();
             gtape.x.write(dev, 0, &x).unwrap();
             let gout = Buf::<D, f32>::zeros(dev, (t + 7) * h).unwrap();
             layer::forward(dev, &params, d, &rows, &sites, &gtape, &scratch, gout.at(0)).unwrap();
@@ -171,7 +207,7 @@ fn layer_matches<D: Device>(dev: &D, blas: &Blas) {
                 "layer output",
                 &gout.read(dev, 0, t * h).unwrap(),
                 &out,
-                1e-4,
+                tol,
             );
             let gbufs: Vec<Buf<D, f32>> = starts.iter().map(|v| Buf::of(dev, v).unwrap()).collect();
             let dbuf = Buf::of(dev, &dout).unwrap();
@@ -193,13 +229,15 @@ fn layer_matches<D: Device>(dev: &D, blas: &Blas) {
                 spent.allocations, before.allocations,
                 "backward allocated on the device"
             );
-            let what =
-                |name: &str| format!("{name} (d {dim}, dropout {})", sites.attention.is_some());
+            let what = |name: &str| {
+                let drop = sites.attention.is_some();
+                format!("{name} (d {dim}, dropout {drop}, {})", precision.name())
+            };
             close(
                 &what("dx"),
                 &scratch.dx().read(dev, 0, t * h).unwrap(),
                 &dx,
-                1e-4,
+                tol,
             );
             let want = [
                 &gr.wqkv, &gr.bqkv, &gr.wo, &gr.bo, &gr.g1, &gr.b1, &gr.wi, &gr.bi, &gr.wd, &gr.bd,
@@ -209,7 +247,7 @@ fn layer_matches<D: Device>(dev: &D, blas: &Blas) {
                 "wqkv", "bqkv", "wo", "bo", "g1", "b1", "wi", "bi", "wd", "bd", "g2", "b2",
             ];
             for ((b, wv), name) in gbufs.iter().zip(want).zip(names) {
-                close(&what(name), &b.read(dev, 0, b.len()).unwrap(), wv, 1e-4);
+                close(&what(name), &b.read(dev, 0, b.len()).unwrap(), wv, tol);
             }
         }
     }

@@ -5,7 +5,7 @@
 //! forward (the optimizer changes them between steps). Everything else lives in a workspace
 //! allocated for a row and item capacity at the first step and grown, once, by a larger batch;
 //! a step of the same size allocates nothing.
-use super::buffers::{Dims, LayerAddrs, LayerParams, ROW_WARPS};
+use super::buffers::{Bf16Weights, Dims, LayerAddrs, LayerParams, ROW_WARPS};
 use super::device::{Addr, Arg, Buf, Device};
 use super::grads::{Grads, Layout};
 use super::layer::{self, parts, row_blocks};
@@ -15,6 +15,7 @@ use crate::model::engine::packed::Packed;
 use crate::model::engine::stack::Engine;
 use crate::model::engine::weights::{embedding_tensors, layer_tensors};
 use crate::model::kernels::cuda::KernelMask;
+use crate::model::kernels::precision::Precision;
 use crate::model::{Bert, BertLayer, Dropout};
 use candle_core::{bail, Result, Tensor};
 
@@ -33,6 +34,10 @@ pub struct Stack<D: Device> {
     dims: Dims,
     /// per layer: q, k and v's weights (3h x h) then their biases (3h), copied each forward
     qkv: Vec<Buf<D, f32>>,
+    /// per layer under --precision bf16 (made at the first bf16 forward): the four product
+    /// weights as bf16 bits, qkv's (3h x h), o's (h x h), the intermediate's (i x h) and the
+    /// output's (h x i), made each forward
+    bf16: Option<Vec<Buf<D, u16>>>,
     ws: Option<Workspace<D>>,
     batch: Option<Batch>,
     layout: Layout,
@@ -65,6 +70,7 @@ impl<D: Device> Stack<D> {
             dev,
             dims: d,
             qkv,
+            bf16: None,
             ws: None,
             batch: None,
             layout: Layout::of(bert, h, d.intermediate),
@@ -77,14 +83,26 @@ impl<D: Device> Stack<D> {
         Grads::new(&self.dev, self.layout.clone(), on)
     }
 
-    /// Layer l's weights: q, k, v from the copy `forward` made, the rest where the model has them.
-    fn params(&self, bert: &Bert, l: usize) -> Result<LayerParams> {
+    /// Layer l's weights: q, k, v from the copy `forward` made, the rest where the model has them,
+    /// and the bf16 copies where `bf16`.
+    fn params(&self, bert: &Bert, l: usize, bf16: bool) -> Result<LayerParams> {
         let layer = &bert.layers[l];
         let t = layer_tensors(layer)?;
         let a = |k: usize| self.dev.tensor_addr(t[k]);
-        let h = self.dims.hidden;
+        let (h, i) = (self.dims.hidden, self.dims.intermediate);
         let q = &self.qkv[l];
+        let bf16 = match (&self.bf16, bf16) {
+            (Some(b), true) => Some(Bf16Weights {
+                wqkv: b[l].at(0),
+                wo: b[l].at(3 * h * h),
+                wi: b[l].at(4 * h * h),
+                wd: b[l].at(4 * h * h + i * h),
+            }),
+            (None, true) => bail!("gpu engine: bf16 products before their weights were made"),
+            (_, false) => None,
+        };
         Ok(LayerParams {
+            bf16,
             w: LayerAddrs {
                 wqkv: q.at(0),
                 bqkv: q.at(3 * h * h),
@@ -102,6 +120,38 @@ impl<D: Device> Stack<D> {
             eps1: layer.attention.norm.eps() as f32,
             eps2: layer.norm.eps() as f32,
         })
+    }
+
+    /// The layers' product weights as bf16 bits (--precision bf16), from the model's current
+    /// weights (q, k and v from `forward`'s copy): four launches a layer, the buffers made once.
+    fn bf16_weights(&mut self, bert: &Bert) -> Result<()> {
+        let (h, i) = (self.dims.hidden, self.dims.intermediate);
+        if self.bf16.is_none() {
+            let each = 4 * h * h + 2 * i * h;
+            let bufs = (0..bert.layers.len())
+                .map(|_| Buf::zeros(&self.dev, each))
+                .collect::<Result<_>>()?;
+            self.bf16 = Some(bufs);
+        }
+        let bufs = self.bf16.as_ref().expect("made above");
+        for (l, layer) in bert.layers.iter().enumerate() {
+            let ts = layer_tensors(layer)?;
+            let b = &bufs[l];
+            let from = [
+                (self.qkv[l].at(0), 3 * h * h, b.at(0)),
+                (self.dev.tensor_addr(ts[6])?, h * h, b.at(3 * h * h)),
+                (self.dev.tensor_addr(ts[10])?, i * h, b.at(4 * h * h)),
+                (
+                    self.dev.tensor_addr(ts[12])?,
+                    h * i,
+                    b.at(4 * h * h + i * h),
+                ),
+            ];
+            for (x, n, y) in from {
+                layer::to_bf16(&self.dev, x, n, y)?;
+            }
+        }
+        Ok(())
     }
 
     fn grad_addrs(&self, g: &Grads<D>, l: usize) -> LayerAddrs {
@@ -151,8 +201,19 @@ impl<D: Device> Stack<D> {
                 self.dev.copy(q.at(h3 + k * h), b, 4 * h)?;
             }
         }
+        let bf16 = match bert.precision() {
+            Precision::F32 => false,
+            Precision::Bf16 => true,
+            p => bail!(
+                "gpu engine: --precision {} (the GPU engine's products are f32 or bf16)",
+                p.name()
+            ),
+        };
+        if bf16 {
+            self.bf16_weights(bert)?;
+        }
         let params: Vec<LayerParams> = (0..bert.layers.len())
-            .map(|l| self.params(bert, l))
+            .map(|l| self.params(bert, l, bf16))
             .collect::<Result<_>>()?;
         let (g, bb) = (self.dev.tensor_addr(e[3])?, self.dev.tensor_addr(e[4])?);
         let tables = [
@@ -163,7 +224,8 @@ impl<D: Device> Stack<D> {
         let eps = bert.embeddings.norm.eps() as f32;
         let dims = self.dims;
         let dev = &self.dev;
-        let ws = Workspace::grow(&mut self.ws, dev, (t, items), dims, bert.layers.len())?;
+        let layers = bert.layers.len();
+        let ws = Workspace::grow(&mut self.ws, dev, (t, items), dims, layers, bf16)?;
         ws.meta.write(dev, 0, &meta)?;
         ws.items_meta.write(dev, 0, &im)?;
         ws.row_ids.write(dev, 0, packed.row_ids())?;

@@ -29,7 +29,13 @@ pub(super) struct Workspace<D: Device> {
 }
 
 impl<D: Device> Workspace<D> {
-    fn new(dev: &D, rows: usize, items: usize, d: Dims, layers: usize) -> Result<Workspace<D>> {
+    fn new(
+        dev: &D,
+        (rows, items): (usize, usize),
+        d: Dims,
+        layers: usize,
+        bf16: bool,
+    ) -> Result<Workspace<D>> {
         let h = d.hidden;
         Ok(Workspace {
             rows,
@@ -42,24 +48,26 @@ impl<D: Device> Workspace<D> {
             rstd: Buf::zeros(dev, rows)?,
             de: Buf::zeros(dev, rows * h)?,
             dh: Buf::zeros(dev, rows * h)?,
-            scratch: Scratch::new(dev, rows, items, d)?,
+            scratch: Scratch::new(dev, (rows, items), d, bf16)?,
             meta: Buf::zeros(dev, 12 * rows + 3)?,
             items_meta: Buf::zeros(dev, 2 * items)?,
             row_ids: Buf::zeros(dev, rows)?,
         })
     }
 
-    /// The workspace `ws`, grown to hold `rows` rows and `items` items if it does not.
+    /// The workspace `ws`, grown to hold `rows` rows and `items` items (and bf16 operands where
+    /// `bf16`) if it does not.
     pub(super) fn grow<'w>(
         ws: &'w mut Option<Workspace<D>>,
         dev: &D,
         (rows, items): (usize, usize),
         d: Dims,
         layers: usize,
+        bf16: bool,
     ) -> Result<&'w Workspace<D>> {
-        let fits = ws
-            .as_ref()
-            .is_some_and(|w| w.rows >= rows && w.items >= items);
+        let fits = ws.as_ref().is_some_and(|w| {
+            w.rows >= rows && w.items >= items && (!bf16 || w.scratch.bf16_rooms().is_some())
+        });
         if !fits {
             // grown past the batch at hand, so that slightly longer batches fit too
             let (r, n) = match ws.as_ref() {
@@ -67,7 +75,7 @@ impl<D: Device> Workspace<D> {
                 None => (rows, items),
             };
             *ws = None; // freed before the larger one is allocated
-            *ws = Some(Workspace::new(dev, r, n, d, layers)?);
+            *ws = Some(Workspace::new(dev, (r, n), d, layers, bf16)?);
         }
         Ok(ws.as_ref().expect("made above"))
     }

@@ -31,6 +31,7 @@ static void launch(void (*k)(A...), uint3 grid, unsigned threads, void** args) {
     X(embed_scatter)                                                                           \
     X(pad_rows)                                                                                \
     X(unpad_rows)                                                                              \
+    X(to_bf16)                                                                                 \
     X(attention_forward_32)                                                                    \
     X(attention_backward_32)                                                                   \
     X(attention_forward_64)                                                                    \

@@ -55,6 +55,11 @@ inline float __int_as_float(int i) {
     std::memcpy(&f, &i, sizeof f);
     return f;
 }
+inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
 inline int min(int a, int b) { return a < b ? a : b; }
 
 namespace emu {

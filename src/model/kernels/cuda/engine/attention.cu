@@ -1,8 +1,6 @@
 // The GPU engine's attention kernels (after common.cuh): forward and backward of one (item,
 // head) over packed rows, instantiated for the head widths ATTENTION_WIDTH names.
 
-}
-
 // Self-attention of one (item, head) over packed rows, as packed_attention.rs's forward: qkv is
 // t x 3H (q, k, v of head hd at columns hd D, H + hd D, 2H + hd D), bias (3H) is added to the
 // block's columns in place first where not null (the Linear's bias, folded in: backward reads qkv
