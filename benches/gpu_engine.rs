@@ -3,7 +3,8 @@
 //! them (both columns: 128 sequences), a forward with BERT's dropout and a backward from a fixed
 //! gradient of the last layer's rows, every parameter's gradient computed. Prints each route's
 //! median milliseconds a step, the ratio, and the engine's own launches and device allocations a
-//! step (candle's route: scripts/gpu-step-anatomy.sh counts it with cuhook).
+//! step (candle's route: scripts/gpu-step-anatomy.sh counts it with cuhook); then the engine's
+//! step under --precision bf16 (bf16 products, cublasGemmEx) against the same candle figure.
 //!   cargo bench --features cuda --bench gpu_engine --no-run   # here (build-cuda.sh's env)
 //!   target/release/deps/gpu_engine-* [MODEL_DIR] [STSB_TRAIN_PARQUET] [STEPS]   # on the card
 use candle_core::{Device, Tensor};
@@ -37,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = load_trainable(&folder.weights, &[], &[], 1, &card, |vb| {
         Bert::load(vb, &cfg)
     })?;
-    let bert = &t.model;
+    let mut t = t;
     let tok = folder.tokenizer()?;
     let pairs = condenser::data::Pairs::read(std::path::Path::new(&data), &Default::default())?;
     let mut seqs: Vec<Vec<u32>> = Vec::new();
@@ -62,11 +63,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|i| ((i * 7919 % 1009) as f32 / 1009.0) - 0.5)
         .collect();
 
+    let mut bert = &t.model;
     let dev = Cuda::new(cd)?;
     let mut stack = Stack::new(dev, bert)?;
     let mut grads = stack.zero_grads(&card)?;
     let dh = Buf::of(stack.device(), &r)?;
-    let mut engine_step = |stack: &mut Stack<Cuda>| -> candle_core::Result<()> {
+    let mut engine_step = |stack: &mut Stack<Cuda>, bert: &Bert| -> candle_core::Result<()> {
         grads.restart(stack.device())?;
         stack.forward(bert, &refs, None, Some(&keys), Some(&drop))?;
         stack.backward(bert, dh.at(0), Some(&drop), &grads)?;
@@ -93,14 +95,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     for _ in 0..3 {
-        engine_step(&mut stack)?;
+        engine_step(&mut stack, bert)?;
         candle_step()?;
     }
     let before = stack.device().counts();
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..steps {
         let s = Instant::now();
-        engine_step(&mut stack)?;
+        engine_step(&mut stack, bert)?;
         ours.push(s.elapsed().as_secs_f64() * 1e3);
         let s = Instant::now();
         candle_step()?;
@@ -115,6 +117,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "engine launches a step (kernels, GEMMs, copies, fills): {:.1}; device allocations after the warm-up: {}",
+        (after.launches - before.launches) as f64 / steps as f64,
+        after.allocations - before.allocations
+    );
+
+    // --precision bf16: the engine's products on bf16 operands (candle's graph on a card is f32)
+    t.model.set_precision(condenser::model::kernels::precision::Precision::Bf16)?;
+    bert = &t.model;
+    for _ in 0..3 {
+        engine_step(&mut stack, bert)?;
+    }
+    let before = stack.device().counts();
+    let mut bf16 = Vec::new();
+    for _ in 0..steps {
+        let s = Instant::now();
+        engine_step(&mut stack, bert)?;
+        bf16.push(s.elapsed().as_secs_f64() * 1e3);
+    }
+    let after = stack.device().counts();
+    let b = median(bf16);
+    println!(
+        "gpu engine step in bf16: {b:.2} ms ({:.2}x candle's f32 graph, {:.2}x the engine's f32); launches a step {:.1}; allocations after the warm-up: {}",
+        c / b,
+        o / b,
         (after.launches - before.launches) as f64 / steps as f64,
         after.allocations - before.allocations
     );
