@@ -18,6 +18,8 @@ pub mod loss_scale;
 pub mod losses;
 pub mod masking;
 pub mod optim;
+#[cfg(test)]
+mod optim_test;
 pub mod params;
 pub mod pretrain;
 pub mod schedule;
