@@ -122,7 +122,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // --precision bf16: the engine's products on bf16 operands (candle's graph on a card is f32)
-    t.model.set_precision(condenser::model::kernels::precision::Precision::Bf16)?;
+    t.model
+        .set_precision(condenser::model::kernels::precision::Precision::Bf16)?;
     bert = &t.model;
     for _ in 0..3 {
         engine_step(&mut stack, bert)?;
