@@ -1,6 +1,6 @@
 //! The report of `condenser choose`: the dev choice and the test figures read once afterwards.
 use super::choice::Choice;
-use super::loco::{gain_of, TestGain};
+use super::loco_gains::{gain_of, TestGain};
 use super::over_seeds::SeedReport;
 use crate::data::write_atomic;
 use crate::error::{Context, Error, Result};

@@ -4,12 +4,8 @@
 //! embeddings and its gradient with respect to them; (3) embed each mini-batch again, with the same
 //! dropout masks, and backpropagate that gradient through it. The parameter gradients are the
 //! whole batch's, as if it had been embedded at once.
-use super::gpu_step;
 use super::task::BiEncoderTask;
 use crate::error::Result;
-use crate::model::engine::gpu::device::Device;
-use crate::model::engine::gpu::grads::Grads;
-use crate::model::engine::gpu::stack::Stack;
 use crate::model::engine::{in_threads, Engine};
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
@@ -20,13 +16,13 @@ use candle_core::{Tensor, Var};
 /// Step (2): the loss over the whole batch's embeddings (`parts[c]`: column c's mini-batches in
 /// order, no graph), its value, its gradient with respect to each column's embeddings, and the
 /// store that is left: the loss's own parameters' gradients (none for MNR).
-struct Cached {
-    value: f64,
-    emb_grads: Vec<Tensor>,
-    store: GradStore,
+pub(super) struct Cached {
+    pub(super) value: f64,
+    pub(super) emb_grads: Vec<Tensor>,
+    pub(super) store: GradStore,
 }
 
-fn loss_over(
+pub(super) fn loss_over(
     task: &BiEncoderTask,
     parts: &[Vec<Tensor>],
     idx: &[usize],
@@ -56,7 +52,11 @@ fn loss_over(
 
 /// Step (3)'s loss for one mini-batch (rows `start..` of the batch): the sum over columns of its
 /// embeddings times their cached gradients, whose gradient is those gradients. None: no column.
-fn surrogate(emb: &[Tensor], emb_grads: &[Tensor], start: usize) -> Result<Option<Tensor>> {
+pub(super) fn surrogate(
+    emb: &[Tensor],
+    emb_grads: &[Tensor],
+    start: usize,
+) -> Result<Option<Tensor>> {
     let mut total: Option<Tensor> = None;
     for (e, g) in emb.iter().zip(emb_grads) {
         let s = (e * g.narrow(0, start, e.dim(0)?)?)?.sum_all()?;
@@ -173,43 +173,4 @@ pub fn engine_gradients(
         parts: Vec::new(),
         grads: kept,
     })
-}
-
-/// GradCache on the GPU engine (one stack, one gradient arena): pass 1 embeds each
-/// mini-batch's columns in one forward (the tape is overwritten by the next); the loss and its
-/// gradient with respect to all the embeddings; pass 2 embeds each mini-batch again (masks are
-/// keyed by example and column, as the CPU engine keys them, so they are pass 1's) and runs the
-/// engine's backward from that gradient, summing into the arena (restarted once, before pass 1).
-/// The workspace is the mini-batch's: memory is bounded by it.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub fn gpu_gradients<D: Device>(
-    task: &BiEncoderTask,
-    stack: &mut Stack<D>,
-    grads: &mut Grads<D>,
-    idx: &[usize],
-    drop: Option<&Dropout>,
-    weight: f64,
-    mini_batch: usize,
-) -> Result<Gradients> {
-    let chunks: Vec<&[usize]> = idx.chunks(mini_batch.max(1)).collect();
-    let columns = task.data.texts.len();
-    grads.restart(stack.device())?;
-    let mut parts: Vec<Vec<Tensor>> = vec![Vec::with_capacity(chunks.len()); columns];
-    for chunk in &chunks {
-        let (_, emb) = gpu_step::embed(task, stack, chunk, drop)?;
-        for (c, e) in emb.into_iter().enumerate() {
-            parts[c].push(e.detach());
-        }
-    }
-    let cached = loss_over(task, &parts, idx, weight)?;
-    std::mem::drop(parts);
-    let mut start = 0;
-    for chunk in &chunks {
-        let (leaf, emb) = gpu_step::embed(task, stack, chunk, drop)?;
-        if let Some(s) = surrogate(&emb, &cached.emb_grads, start)? {
-            leaf.backward(stack, &task.enc.bert, &s.backward()?, drop, grads)?;
-        }
-        start += chunk.len();
-    }
-    gpu_step::finish(task, cached.store, grads, cached.value)
 }

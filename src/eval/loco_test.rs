@@ -1,0 +1,229 @@
+//! loco.rs's tests: test gains paired by query, rules set on the others and scored on the one
+//! left out, shipped rules applied.
+use super::*;
+use crate::eval::choice::DevRow;
+use crate::eval::loco_shipped::Shipped;
+
+fn dev_row(method: &str, gain: f64, se: f64, queries: usize) -> DevRow {
+    DevRow {
+        method: method.into(),
+        seeds: vec![("1".into(), 0.5 + gain, gain)],
+        mean: 0.5 + gain,
+        sd: None,
+        gain,
+        queries,
+        gain_se: Some(se),
+        seed_sd: None,
+        counts: gain > 2.0 * se,
+        wall_seconds: None,
+    }
+}
+
+/// A collection whose dev gains are `dev` and test gains `test` (method, gain).
+fn collection(name: &str, queries: usize, dev: &[(&str, f64)], test: &[(&str, f64)]) -> Collection {
+    let base = DevRow {
+        method: "stock".into(),
+        ..dev_row("stock", 0.0, 0.0, 0)
+    };
+    Collection {
+        name: name.into(),
+        dev: Choice {
+            metric: "ndcg".into(),
+            baseline: base,
+            candidates: dev
+                .iter()
+                .map(|(m, g)| dev_row(m, *g, 0.01, queries))
+                .collect(),
+            chosen: "stock".into(),
+            why: String::new(),
+        },
+        test: (test.iter())
+            .map(|(m, g)| TestGain {
+                method: m.to_string(),
+                seeds: 3,
+                score: 0.5 + g,
+                gain: *g,
+                se: 0.01,
+                sd: Some(0.002),
+                wins: 0,
+                losses: 0,
+                queries: 40,
+            })
+            .collect(),
+        stock_score: 0.5,
+    }
+}
+
+/// Per-query test rows: each query's gain pairs it with the stock model's score on that
+/// query, seeds averaged; the seeds' sd is over each seed's mean.
+#[test]
+fn test_gains_are_paired_by_query_and_averaged_over_seeds() {
+    let row = |m: &str, q: &str, v: f64| (m.to_string(), "t".to_string(), q.to_string(), v);
+    let rows = vec![
+        row("model/stock", "q1", 0.5),
+        row("model/stock", "q2", 0.3),
+        row("o/b-s1", "q1", 0.6),
+        row("o/b-s1", "q2", 0.3),
+        row("o/b-s2", "q1", 0.4),
+        row("o/b-s2", "q2", 0.5),
+    ];
+    let (stock, t) = test_gains(&rows, "stock").unwrap();
+    assert!((stock - 0.4).abs() < 1e-12);
+    let b = &t[0];
+    assert_eq!((b.method.as_str(), b.seeds, b.queries), ("b", 2, 2));
+    // q1: mean 0.5 - 0.5 = 0; q2: mean 0.4 - 0.3 = 0.1
+    assert!((b.gain - 0.05).abs() < 1e-12, "{b:?}");
+    assert_eq!((b.wins, b.losses), (1, 0));
+    // seed gains 0.05 and 0.05: no spread
+    assert!(b.sd.unwrap().abs() < 1e-12, "{b:?}");
+    let missing: Vec<_> = rows
+        .into_iter()
+        .filter(|r| !(r.0 == "o/b-s2" && r.2 == "q2"))
+        .collect();
+    assert!(test_gains(&missing, "stock")
+        .unwrap_err()
+        .to_string()
+        .contains("query q2"));
+}
+
+/// Rules: a dev rule takes the best dev gain beyond k se (label gains corrected), falls back
+/// below MIN_DEV_QUERIES; selection takes the least worst-case harm, then the mean gain;
+/// each collection left out is scored by the rule set on the others.
+#[test]
+fn rules_are_set_on_the_others_and_scored_on_the_one_left_out() {
+    let labels = vec!["b".to_string()];
+    let allowed = vec!["stock".to_string(), "pw".to_string(), "b".to_string()];
+    // dev says b (+0.03 beyond 2 se) on A and B, where b gains on test; on C dev says b but
+    // b harms on test; D has 12 dev queries: a dev rule falls back there
+    let a = collection(
+        "A",
+        40,
+        &[("pw", 0.001), ("b", 0.03)],
+        &[("pw", 0.004), ("b", 0.05)],
+    );
+    let b = collection(
+        "B",
+        40,
+        &[("pw", 0.002), ("b", 0.03)],
+        &[("pw", 0.003), ("b", 0.04)],
+    );
+    let c = collection(
+        "C",
+        40,
+        &[("pw", 0.0), ("b", 0.03)],
+        &[("pw", 0.002), ("b", -0.04)],
+    );
+    let d = collection(
+        "D",
+        12,
+        &[("pw", 0.0), ("b", 0.05)],
+        &[("pw", 0.001), ("b", 0.02)],
+    );
+    let dev = |k, correction, fallback: &str| Rule::Dev {
+        k,
+        correction,
+        fallback: fallback.into(),
+    };
+    assert_eq!(dev(2.0, 1.0, "stock").pick(&a.dev, &allowed, &labels), "b");
+    assert_eq!(dev(2.0, 1.0, "pw").pick(&d.dev, &allowed, &labels), "pw");
+    // 0.015 is below 2 se (0.02) unless corrected x2
+    let weak = collection("W", 40, &[("b", 0.015)], &[("b", 0.01)]);
+    assert_eq!(
+        dev(2.0, 1.0, "stock").pick(&weak.dev, &allowed, &labels),
+        "stock"
+    );
+    assert_eq!(
+        dev(2.0, 2.0, "stock").pick(&weak.dev, &allowed, &labels),
+        "b"
+    );
+
+    let s = Setting::with_labels("stock", &["pw".to_string(), "b".to_string()]);
+    let cs = [a, b, c, d];
+    let loco = Loco::rotate(&cs, &[s], &labels).unwrap();
+    let r = &loco.settings[0].rotations;
+    // set on B, C, D: b harms C, so the safest rule with the best mean is always pw
+    assert_eq!(
+        (r[0].left_out.as_str(), r[0].outcome.pick.method.as_str()),
+        ("A", "pw")
+    );
+    assert!((r[0].outcome.regret - 0.046).abs() < 1e-9, "{:?}", r[0]);
+    // no harm, but b gained beyond twice its sd there and pw fell more than b's sd short
+    assert!(r[0].outcome.harm == 0.0 && !r[0].outcome.within_target);
+    // set on A, B, D (no harm anywhere from b): always b has the best mean; on C it harms
+    assert_eq!(r[2].rule, Rule::Always { method: "b".into() });
+    assert!((r[2].outcome.harm - 0.04).abs() < 1e-9);
+    assert!(!r[2].outcome.within_target && !r[2].outcome.ahead);
+    // D: set on A, B, C; its pick within target wherever it is b itself or stock-safe
+    assert_eq!(r[3].outcome.within_target, r[3].outcome.pick.method == "b");
+    assert_eq!(
+        loco.settings[0].shipped,
+        Rule::Always {
+            method: "pw".into()
+        }
+    );
+    let md = loco.markdown();
+    assert!(md.contains("| C | always b | b | -0.0400"), "{md}");
+    assert!(md.contains("| b | A +0.0300 / +0.0500;"), "{md}");
+    assert!(Loco::rotate(&cs[..2], &[], &labels).is_err());
+}
+
+/// A shipped rule file: the rule with labels chooses (the default below 20 dev queries,
+/// said so), the zero-label rule names the label-free pick, agreement counts signs.
+#[test]
+fn shipped_rules_choose_and_say_when_dev_cannot_decide() {
+    let json = r#"{"metric": "ndcg", "collections": ["A", "B", "C"], "labels": ["b"],
+        "settings": [
+          {"setting": "zero labels", "shipped": {"rule": "always", "method": "pw"}},
+          {"setting": "with labels", "shipped": {"rule": "dev", "k": 2.0, "correction": 1.5, "fallback": "bw"}}],
+        "agreement": [["b", [["A", 0.01, 0.02], ["B", 0.01, -0.03], ["C", -0.01, -0.02]]]]}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("loco.json");
+    std::fs::write(&path, json).unwrap();
+    let shipped = Shipped::read(&path).unwrap();
+    assert_eq!(shipped.agreement("b"), Some((2, 3)));
+    assert_eq!(shipped.agreement("pb"), None);
+    // 40 dev queries: b's +0.015 is short of 2 se (0.02) but x1.5 passes it
+    let mut dev = collection("X", 40, &[("pw", 0.001), ("b", 0.015)], &[]).dev;
+    assert_eq!(shipped.apply(&mut dev).unwrap(), "pw");
+    assert_eq!(dev.chosen, "b", "{}", dev.why);
+    assert!(dev.why.contains("A, B, C"), "{}", dev.why);
+    let mut few = collection("Y", 14, &[("pw", 0.001), ("b", 0.05), ("bw", 0.0)], &[]).dev;
+    shipped.apply(&mut few).unwrap();
+    assert_eq!(few.chosen, "bw");
+    assert!(
+        few.why
+            .contains("dev cannot decide here: 14 judged train queries"),
+        "{}",
+        few.why
+    );
+    // the default bw is not among this run's candidates; nor is the rules' metric its
+    let e = shipped.apply(&mut collection("Z", 14, &[("pw", 0.0)], &[]).dev);
+    assert!(e
+        .unwrap_err()
+        .to_string()
+        .contains("picks bw, which this run"));
+    let mut other = collection("W", 40, &[("pw", 0.0)], &[]).dev;
+    other.metric = "mrr".into();
+    let e = shipped.apply(&mut other).unwrap_err().to_string();
+    assert!(e.contains("set on ndcg, this choice is by mrr"), "{e}");
+    std::fs::write(&path, json.replace("with labels", "with label")).unwrap();
+    let e = Shipped::read(&path).unwrap_err().to_string();
+    assert!(e.contains("no shipped rule for 'with labels'"), "{e}");
+    // rules naming `stock` apply to a run from another model: its own name comes back
+    let stocky = json.replace(r#""method": "pw""#, r#""method": "stock""#);
+    std::fs::write(
+        &path,
+        stocky.replace(r#""fallback": "bw""#, r#""fallback": "stock""#),
+    )
+    .unwrap();
+    let shipped = Shipped::read(&path).unwrap();
+    let mut bert = collection("V", 14, &[("b", 0.05)], &[]).dev;
+    bert.baseline.method = "bert-base-uncased".into();
+    assert_eq!(shipped.apply(&mut bert).unwrap(), "bert-base-uncased");
+    assert_eq!(bert.chosen, "bert-base-uncased");
+    let why = &bert.why;
+    assert!(
+        why.contains("taken: the stock model (bert-base-uncased)"),
+        "{why}"
+    );
+}

@@ -1,0 +1,242 @@
+//! gpu_step.rs's tests: a bi-encoder step on the GPU engine (the emulated device, and a card
+//! where one answers) against the CPU engine's step, plain, by GradCache and in bf16.
+use super::super::{engine_step, BiData, BiEncoderOptions, BiEncoderTask};
+use crate::model::engine::gpu::emulated::Emulated;
+use crate::model::engine::gpu::stack::Stack;
+use crate::model::engine::Engine;
+use crate::model::Dropout;
+use crate::train::losses;
+use crate::train::params;
+use std::path::Path;
+
+/// The checkout whose datasets/ the test reads: where it was built, or (a test binary carried
+/// to the lent GPU machine) the folder it runs in.
+fn root() -> std::path::PathBuf {
+    let built = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if built.join("datasets/model").exists() {
+        built.to_path_buf()
+    } else {
+        std::env::current_dir().expect("a working folder")
+    }
+}
+
+/// MNR on all-MiniLM-L6-v2 with STSb dev's pairs, on `device`.
+fn mnr_task(device: candle_core::Device) -> BiEncoderTask {
+    let root = root();
+    let opts = BiEncoderOptions {
+        saved_max_seq_length: None,
+        pooling: None,
+        max_seq_length: 32,
+        num_labels: 3,
+        seed: 1,
+        device,
+        mini_batch_size: None,
+    };
+    let model = root.join("datasets/model/all-MiniLM-L6-v2");
+    let mut task = BiEncoderTask::new(&model, losses::find("mnr").unwrap(), &opts).unwrap();
+    let stsb = root.join("datasets/data/stsb/dev.parquet");
+    let cols = "sentence1,sentence2".parse().unwrap();
+    task.data = BiData::read(&stsb, task.spec, Some(&cols), &task.enc, 3).unwrap();
+    task
+}
+
+/// MNR on all-MiniLM-L6-v2 and six STSb dev pairs, dropout on: the GPU engine's step (on the
+/// emulated device) gives the CPU engine's step's loss and every parameter's gradient.
+#[test]
+fn an_mnr_step_matches_the_cpu_engine() {
+    let Some(dev) = Emulated::for_test("the emulated GPU step") else {
+        return;
+    };
+    let task = mnr_task(candle_core::Device::Cpu);
+    let mut stack = Stack::new(dev, &task.enc.bert).unwrap();
+    let mut grads = stack.zero_grads(&candle_core::Device::Cpu).unwrap();
+    let (idx, drop) = step_rows(&task);
+    let got = super::gradients(&task, &mut stack, &mut grads, &idx, Some(&drop), 1.0).unwrap();
+    same_step(&task, &task, got);
+}
+
+/// GradCache on the engine (mini-batches of 4 over six pairs: one whole, one ragged; the
+/// emulated device): the CPU engine's whole-batch loss and gradients, as if the batch had
+/// been embedded at once.
+#[test]
+fn gradcache_on_the_engine_matches_the_whole_batch() {
+    let Some(dev) = Emulated::for_test("the emulated GPU GradCache step") else {
+        return;
+    };
+    let task = mnr_task(candle_core::Device::Cpu);
+    let mut stack = Stack::new(dev, &task.enc.bert).unwrap();
+    let mut grads = stack.zero_grads(&candle_core::Device::Cpu).unwrap();
+    let (idx, drop) = step_rows(&task);
+    let got = super::cached(&task, &mut stack, &mut grads, &idx, Some(&drop), 1.0, 4).unwrap();
+    same_step(&task, &task, got);
+}
+
+/// --precision bf16: the same step with the Linears' products on bf16 operands (the kernels'
+/// `to_bf16`, a bf16 GEMM) against the CPU engine's bf16 step.
+#[test]
+fn a_bf16_mnr_step_matches_the_cpu_engine() {
+    use crate::model::kernels::precision::Precision;
+    let check = "the emulated GPU step in bf16";
+    if let Err(why) = Precision::Bf16.check_cpu("--precision") {
+        return crate::runtime::skipped(check, "avx512bf16", &why.to_string());
+    }
+    let Some(dev) = Emulated::for_test(check) else {
+        return;
+    };
+    let mut task = mnr_task(candle_core::Device::Cpu);
+    task.enc.bert.set_precision(Precision::Bf16).unwrap();
+    let mut stack = Stack::new(dev, &task.enc.bert).unwrap();
+    let mut grads = stack.zero_grads(&candle_core::Device::Cpu).unwrap();
+    let (idx, drop) = step_rows(&task);
+    let got = super::gradients(&task, &mut stack, &mut grads, &idx, Some(&drop), 1.0).unwrap();
+    same_step_within(&task, &task, got, BF16_TOL);
+    // the bf16 weights and operand rooms are made once: a second step allocates nothing
+    use crate::model::engine::gpu::device::Device;
+    let before = stack.device().counts();
+    super::gradients(&task, &mut stack, &mut grads, &idx, Some(&drop), 1.0).unwrap();
+    let after = stack.device().counts();
+    assert_eq!(
+        after.allocations, before.allocations,
+        "a second bf16 step allocated"
+    );
+    eprintln!("a bf16 step: {} launches", after.launches - before.launches);
+}
+
+/// The same step on a card (a `cuda` build's test binary on the lent machine): the task
+/// there trains through the GPU engine as the trainer runs it (`on_card`).
+#[cfg(feature = "cuda")]
+#[test]
+fn an_mnr_step_on_the_card_matches_the_cpu_engine() {
+    if crate::model::kernels::blas::blas().is_none() {
+        return crate::runtime::skipped("the GPU step on a card", "blas", "no BLAS here");
+    }
+    let Ok(card) = candle_core::Device::new_cuda(0) else {
+        return crate::runtime::skipped("the GPU step on a card", "gpu", "no CUDA device");
+    };
+    let (on_card, on_cpu) = (mnr_task(card.clone()), mnr_task(candle_core::Device::Cpu));
+    let candle_core::Device::Cuda(cd) = &card else {
+        unreachable!("new_cuda gives a CUDA device")
+    };
+    let (idx, drop) = step_rows(&on_card);
+    let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
+    same_step(&on_cpu, &on_card, got);
+    // and GradCache's two passes (mini-batches of 4) on the same card
+    let mut cached = mnr_task(card.clone());
+    cached.mini_batch = Some(4);
+    let got = super::on_card(&cached, cd, &idx, Some(&drop), 1.0).unwrap();
+    same_step(&on_cpu, &cached, got);
+    // and --precision bf16 (cuBLAS's bf16 GEMM) against the CPU engine's bf16 step
+    use crate::model::kernels::precision::Precision;
+    if Precision::Bf16.check_cpu("--precision").is_ok() {
+        let (mut on_card, mut on_cpu) = (mnr_task(card.clone()), on_cpu);
+        on_card.enc.bert.set_precision(Precision::Bf16).unwrap();
+        on_cpu.enc.bert.set_precision(Precision::Bf16).unwrap();
+        let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
+        same_step_within(&on_cpu, &on_card, got, BF16_TOL);
+    }
+}
+
+/// The rows of the compared step and its dropout.
+fn step_rows(task: &BiEncoderTask) -> (Vec<usize>, Dropout) {
+    (
+        (0..6).collect(),
+        Dropout::new(task.folder.config.dropout_rates(), 5),
+    )
+}
+
+/// How far a step's gradients may be from the CPU's: each parameter's largest difference
+/// (of its largest value), and all gradients' difference (of their L2 norm).
+#[derive(Clone, Copy)]
+struct Tol {
+    each: f32,
+    all: f64,
+}
+
+impl Tol {
+    /// The loss's (of its value).
+    fn loss(self) -> f64 {
+        self.each as f64 / 20.0
+    }
+}
+
+/// How far a bf16 step's gradients may be from the CPU's, of the largest: the two sides
+/// round f32 values that differ in their last bits (other kernels, other sums) and so now
+/// and then to neighbouring bf16 values.
+/// Measured (MiniLM, six STSb pairs, dropout on): 6.6e-3 and 8.0e-3; with the card's products
+/// left in f32 against the CPU's bf16 ones, 1.9e-2 and 2.0e-2.
+const BF16_TOL: Tol = Tol {
+    each: 1e-2,
+    all: 1.2e-2,
+};
+
+/// `got` (a step of `gpu_task`) against the CPU engine's step of `cpu_task` (the same model
+/// and data): the loss, and every parameter's gradient in the varmaps' order.
+fn same_step(
+    cpu_task: &BiEncoderTask,
+    gpu_task: &BiEncoderTask,
+    got: crate::train::task::Gradients,
+) {
+    // measured: 3.9e-6 of the norm
+    let tol = Tol {
+        each: 2e-4,
+        all: 1e-4,
+    };
+    same_step_within(cpu_task, gpu_task, got, tol)
+}
+
+/// `same_step` with each gradient within `tol` of its largest value.
+fn same_step_within(
+    cpu_task: &BiEncoderTask,
+    gpu_task: &BiEncoderTask,
+    got: crate::train::task::Gradients,
+    tol: Tol,
+) {
+    let (idx, drop) = step_rows(cpu_task);
+    let eng = Engine::for_bert(&cpu_task.enc.bert).unwrap();
+    let want = engine_step::gradients(cpu_task, &eng, &idx, Some(&drop), 1.0).unwrap();
+    assert!(
+        (got.value - want.value).abs() <= tol.loss() * want.value.abs().max(1.0),
+        "loss {} against {}",
+        got.value,
+        want.value
+    );
+    let (gv, wv) = (
+        params::var_list(&gpu_task.varmap),
+        params::var_list(&cpu_task.varmap),
+    );
+    let (gs, ws) = (got.grads.in_order(&gv), want.grads.in_order(&wv));
+    let (mut off, mut norm) = (0f64, 0f64);
+    assert!(wv.len() > 100, "{} parameters", wv.len());
+    for (k, (g, w)) in gs.iter().zip(&ws).enumerate() {
+        let (Some(g), Some(w)) = (g, w) else {
+            panic!("parameter {k}: a gradient on one side only")
+        };
+        let (g, w): (Vec<f32>, Vec<f32>) = (
+            g.flatten_all().unwrap().to_vec1().unwrap(),
+            w.flatten_all().unwrap().to_vec1().unwrap(),
+        );
+        // a floor of 1e-3, not 1: MiniLM's gradients are small, and their rounding smaller
+        let scale = w.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+        let worst = g
+            .iter()
+            .zip(&w)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(
+            worst <= tol.each * scale,
+            "parameter {k}: off by {worst} (scale {scale})"
+        );
+        for (a, b) in g.iter().zip(&w) {
+            off += ((a - b) as f64).powi(2);
+            norm += (*b as f64).powi(2);
+        }
+    }
+    // all gradients together: rounding's differences are spread thin, a wrong product's are
+    // not
+    let rel = (off / norm).sqrt();
+    eprintln!("gradients' relative L2 difference: {rel:.3e}");
+    assert!(
+        rel <= tol.all,
+        "the gradients differ by {rel:.3e} of their norm"
+    );
+}
