@@ -132,8 +132,14 @@ pub fn update(dev: &CudaDevice, table: &mut Table, ps: &[Update], c: &Coefficien
     Ok(())
 }
 
+/// The norm's table and partial sums, kept between steps (the trainer asks for a norm every
+/// step, on one card): the memory of the last device asked for, made again for another.
+static NORM_ROOM: std::sync::Mutex<Option<(candle_core::cuda::DeviceId, Table)>> =
+    std::sync::Mutex::new(None);
+
 /// Sum of squares of f32 CUDA tensors, summed on the device in a fixed order and read once:
-/// two launches (per 65,535 tensors), one allocation for the table and partial sums.
+/// two launches (per 65,535 tensors); the table and partial sums in memory kept between calls
+/// (none allocated once a step's size has been seen).
 pub fn sum_squares(ts: &[Tensor], dev: &CudaDevice) -> Result<f64> {
     let ts: Vec<Tensor> = ts.iter().map(|t| t.contiguous()).collect::<Result<_>>()?;
     let slots = ts
@@ -143,7 +149,12 @@ pub fn sum_squares(ts: &[Tensor], dev: &CudaDevice) -> Result<f64> {
     let stream = dev.cuda_stream();
     let table = size_of_val(slots.as_slice());
     let partials = slots.len() * PARTIALS;
-    let mut room = Table::default();
+    // held to the end: the launches read the room, and the result is read from it
+    let mut kept = NORM_ROOM.lock().unwrap_or_else(|e| e.into_inner());
+    if kept.as_ref().is_none_or(|(id, _)| *id != dev.id()) {
+        *kept = Some((dev.id(), Table::default()));
+    }
+    let room = &mut kept.as_mut().expect("made above").1;
     let base = room.room(dev, table + 4 * (partials + 1))?;
     upload(dev, base, &slots)?;
     let (partial, out) = (base + table as u64, base + (table + 4 * partials) as u64);
