@@ -9,6 +9,8 @@ use candle_core::{bail, Result};
 /// threads.
 pub(super) const ROW_WARPS: u32 = 4;
 pub(super) const ATT_THREADS: u32 = 64;
+/// Threads of an element-wise or column kernel's block.
+pub(super) const THREADS: u32 = 256;
 /// Blocks of a row kernel's backward and of GELU's backward: each writes a row of partial
 /// column sums, which `column_sums` then adds in order.
 pub const PARTS: usize = 64;

@@ -1,6 +1,7 @@
 //! One BERT layer on a device, forward and backward, as ../layer.rs runs it on the CPU: the same
 //! formulas and tape (8h + i floats a token), the products on the device's GEMM and everything
-//! between on the CUDA kernels, eight launches forward and 18 to 22 backward. The Linears'
+//! between on the CUDA kernels, eight launches forward and 18 to 22 backward (in f32; under
+//! --precision bf16 each product's operands are rounded first: products.rs). The Linears'
 //! biases ride in the kernels after their products (attention adds qkv's, the LayerNorms add
 //! o's and the output's, GELU the intermediate's) and their gradients come from the kernels'
 //! partial sums, so no launch is spent on a bias. Buffers come from the caller (`LayerTape`,
@@ -10,15 +11,13 @@
 //!   a   = LN1(drop(ao + bo) + x)  u = a Wi^T + bi                  f = gelu(u) Wd^T
 //!   out = LN2(drop(f + bd) + a)
 use super::buffers::{
-    Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch, ATT_THREADS, PARTS, ROW_WARPS,
+    Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch, ATT_THREADS, PARTS, ROW_WARPS, THREADS,
 };
-use super::device::{Addr, Arg, Device, Op, Operands};
+use super::device::{Addr, Arg, Device};
+use super::products::Gemms;
 use crate::model::engine::layer::Sites;
 use crate::model::kernels::cuda::KernelMask;
 use candle_core::{bail, Result};
-
-/// Threads of an element-wise or column kernel's block.
-const THREADS: u32 = 256;
 
 /// Blocks of a row kernel's forward over t rows: a warp a row.
 pub(super) fn row_blocks(t: usize) -> u32 {
@@ -32,121 +31,6 @@ pub(super) fn parts(t: usize) -> usize {
 
 fn mask(m: &Option<crate::model::kernels::dropout_hash::Mask>) -> Arg {
     Arg::Mask(KernelMask::of(m.as_ref()))
-}
-
-/// y (n bf16 bits) = x (n f32 values) rounded to nearest even: one launch.
-pub(super) fn to_bf16<D: Device>(dev: &D, x: Addr, n: usize, y: Addr) -> Result<()> {
-    let Ok(count) = i32::try_from(n) else {
-        bail!("gpu engine: {n} values past a kernel's i32 count")
-    };
-    let blocks = (n as u32).div_ceil(THREADS).clamp(1, 4096);
-    let args = [Arg::Addr(x), Arg::Addr(y), Arg::I32(count)];
-    dev.launch("to_bf16", (blocks, 1), THREADS, &args)
-}
-
-/// A layer's products: on f32 operands, or (--precision bf16, `LayerParams::bf16`) on bf16
-/// ones, as the CPU engine's bf16 training runs its Linears (attention stays f32 in both): the
-/// weights' copies made by the stack each forward, an input's or an output gradient's made
-/// here, into the scratch's rooms, just before its product (one launch each).
-struct Gemms<'a, D: Device> {
-    dev: &'a D,
-    /// the rooms for an input's and an output gradient's bf16 copies (bf16 only)
-    rooms: Option<(Addr, Addr)>,
-}
-
-/// A product's weight (out x inp): the f32 values, and their bf16 copy where the products
-/// run in bf16.
-type Weight = (Addr, Option<Addr>);
-
-impl<'a, D: Device> Gemms<'a, D> {
-    fn new(dev: &'a D, p: &LayerParams, s: &Scratch<D>) -> Result<Gemms<'a, D>> {
-        let rooms = s.bf16_rooms();
-        if p.bf16.is_some() && rooms.is_none() {
-            bail!("gpu engine: bf16 weights, but a scratch without room for bf16 operands")
-        }
-        Ok(Gemms {
-            dev,
-            rooms: p.bf16.and(rooms),
-        })
-    }
-
-    /// `x` (n values) as bf16 bits in `room` (one launch): its address there.
-    fn to_bf16(&self, x: Addr, n: usize, room: Addr) -> Result<Addr> {
-        to_bf16(self.dev, x, n, room)?;
-        Ok(room)
-    }
-
-    /// The input `x` (n values) and the weight `w` as the product takes them: as they are
-    /// (f32), or bf16 (x's copy made in `room`, w's made by the stack).
-    fn operands(&self, x: Addr, n: usize, room: Addr, w: Weight) -> Result<(Operands, Addr, Addr)> {
-        match (self.rooms, w.1) {
-            (None, _) => Ok((Operands::F32, x, w.0)),
-            (Some(_), Some(wb)) => Ok((Operands::Bf16, self.to_bf16(x, n, room)?, wb)),
-            (Some(_), None) => bail!("gpu engine: a bf16 product without the weight's bf16 copy"),
-        }
-    }
-
-    /// y (t x out) = x (t x inp) W^T, W (out x inp).
-    fn product(
-        &self,
-        x: Addr,
-        w: Weight,
-        (t, out, inp): (usize, usize, usize),
-        y: Addr,
-    ) -> Result<()> {
-        let room = self.rooms.map_or(0, |r| r.0);
-        let (ty, x, w) = self.operands(x, t * inp, room, w)?;
-        self.dev.gemm(
-            ty,
-            (Op::N, Op::T),
-            (t, out, inp),
-            (x, inp),
-            (w, inp),
-            0.0,
-            (y, out),
-        )
-    }
-
-    /// The backward of y = x W^T: dW (out x inp) += dy^T x, and dx (t x inp) = dy W, added to
-    /// dx's values when `add` (dy converted once for both in bf16).
-    #[allow(clippy::too_many_arguments)]
-    fn backward(
-        &self,
-        dy: Addr,
-        x: Addr,
-        w: Weight,
-        (t, out, inp): (usize, usize, usize),
-        dw: Addr,
-        dx: Addr,
-        add: bool,
-    ) -> Result<()> {
-        let (rx, rdy) = self.rooms.unwrap_or((0, 0));
-        let (ty, dy, w) = self.operands(dy, t * out, rdy, w)?;
-        let x = match ty {
-            Operands::F32 => x,
-            Operands::Bf16 => self.to_bf16(x, t * inp, rx)?,
-        };
-        let dev = self.dev;
-        dev.gemm(
-            ty,
-            (Op::T, Op::N),
-            (out, inp, t),
-            (dy, out),
-            (x, inp),
-            1.0,
-            (dw, inp),
-        )?;
-        let beta = if add { 1.0 } else { 0.0 };
-        dev.gemm(
-            ty,
-            (Op::N, Op::N),
-            (t, inp, out),
-            (dy, out),
-            (w, inp),
-            beta,
-            (dx, inp),
-        )
-    }
 }
 
 /// grads[k] += the sum over `parts` rows of partial's columns k w .. (k + 1) w, rows `stride`

@@ -6,6 +6,7 @@ use super::buffers::{Bf16Weights, Dims, LayerAddrs, LayerParams, LayerTape, Rows
 use super::device::{Buf, Device};
 use super::emulated::Emulated;
 use super::layer;
+use super::products;
 use crate::model::engine::gemm::Gemm;
 use crate::model::engine::layer::{self as cpu, LayerGrads, Pass, Sites};
 use crate::model::engine::packed::Packed;
@@ -120,7 +121,7 @@ fn layer_matches<D: Device>(dev: &D, blas: &Blas, precision: Precision) {
             .iter()
             .map(|&k| {
                 let b = Buf::zeros(dev, values[k].len()).unwrap();
-                layer::to_bf16(dev, bufs[k].at(0), values[k].len(), b.at(0)).unwrap();
+                products::to_bf16(dev, bufs[k].at(0), values[k].len(), b.at(0)).unwrap();
                 b
             })
             .collect();

@@ -18,6 +18,7 @@ pub mod layer;
 #[cfg(test)]
 mod layer_test;
 pub mod leaf;
+mod products;
 pub mod stack;
 #[cfg(test)]
 mod stack_test;

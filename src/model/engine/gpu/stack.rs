@@ -5,10 +5,11 @@
 //! forward (the optimizer changes them between steps). Everything else lives in a workspace
 //! allocated for a row and item capacity at the first step and grown, once, by a larger batch;
 //! a step of the same size allocates nothing.
-use super::buffers::{Bf16Weights, Dims, LayerAddrs, LayerParams, ROW_WARPS};
+use super::buffers::{Dims, LayerAddrs, LayerParams, ROW_WARPS};
 use super::device::{Addr, Arg, Buf, Device};
 use super::grads::{Grads, Layout};
 use super::layer::{self, parts, row_blocks};
+use super::products::RoundedWeights;
 use super::workspace::{batch_meta, Workspace};
 use crate::model::engine::embeddings::check_tables;
 use crate::model::engine::packed::Packed;
@@ -34,10 +35,8 @@ pub struct Stack<D: Device> {
     dims: Dims,
     /// per layer: q, k and v's weights (3h x h) then their biases (3h), copied each forward
     qkv: Vec<Buf<D, f32>>,
-    /// per layer under --precision bf16 (made at the first bf16 forward): the four product
-    /// weights as bf16 bits, qkv's (3h x h), o's (h x h), the intermediate's (i x h) and the
-    /// output's (h x i), made each forward
-    bf16: Option<Vec<Buf<D, u16>>>,
+    /// the product weights as bf16 bits (--precision bf16; made at the first bf16 forward)
+    bf16: Option<RoundedWeights<D>>,
     ws: Option<Workspace<D>>,
     batch: Option<Batch>,
     layout: Layout,
@@ -89,15 +88,10 @@ impl<D: Device> Stack<D> {
         let layer = &bert.layers[l];
         let t = layer_tensors(layer)?;
         let a = |k: usize| self.dev.tensor_addr(t[k]);
-        let (h, i) = (self.dims.hidden, self.dims.intermediate);
+        let h = self.dims.hidden;
         let q = &self.qkv[l];
         let bf16 = match (&self.bf16, bf16) {
-            (Some(b), true) => Some(Bf16Weights {
-                wqkv: b[l].at(0),
-                wo: b[l].at(3 * h * h),
-                wi: b[l].at(4 * h * h),
-                wd: b[l].at(4 * h * h + i * h),
-            }),
+            (Some(b), true) => Some(b.of(l)),
             (None, true) => bail!("gpu engine: bf16 products before their weights were made"),
             (_, false) => None,
         };
@@ -120,38 +114,6 @@ impl<D: Device> Stack<D> {
             eps1: layer.attention.norm.eps() as f32,
             eps2: layer.norm.eps() as f32,
         })
-    }
-
-    /// The layers' product weights as bf16 bits (--precision bf16), from the model's current
-    /// weights (q, k and v from `forward`'s copy): four launches a layer, the buffers made once.
-    fn bf16_weights(&mut self, bert: &Bert) -> Result<()> {
-        let (h, i) = (self.dims.hidden, self.dims.intermediate);
-        if self.bf16.is_none() {
-            let each = 4 * h * h + 2 * i * h;
-            let bufs = (0..bert.layers.len())
-                .map(|_| Buf::zeros(&self.dev, each))
-                .collect::<Result<_>>()?;
-            self.bf16 = Some(bufs);
-        }
-        let bufs = self.bf16.as_ref().expect("made above");
-        for (l, layer) in bert.layers.iter().enumerate() {
-            let ts = layer_tensors(layer)?;
-            let b = &bufs[l];
-            let from = [
-                (self.qkv[l].at(0), 3 * h * h, b.at(0)),
-                (self.dev.tensor_addr(ts[6])?, h * h, b.at(3 * h * h)),
-                (self.dev.tensor_addr(ts[10])?, i * h, b.at(4 * h * h)),
-                (
-                    self.dev.tensor_addr(ts[12])?,
-                    h * i,
-                    b.at(4 * h * h + i * h),
-                ),
-            ];
-            for (x, n, y) in from {
-                layer::to_bf16(&self.dev, x, n, y)?;
-            }
-        }
-        Ok(())
     }
 
     fn grad_addrs(&self, g: &Grads<D>, l: usize) -> LayerAddrs {
@@ -210,7 +172,12 @@ impl<D: Device> Stack<D> {
             ),
         };
         if bf16 {
-            self.bf16_weights(bert)?;
+            if self.bf16.is_none() {
+                let layers = bert.layers.len();
+                self.bf16 = Some(RoundedWeights::new(&self.dev, layers, self.dims)?);
+            }
+            let rounded = self.bf16.as_ref().expect("made above");
+            rounded.round(&self.dev, bert, &self.qkv)?;
         }
         let params: Vec<LayerParams> = (0..bert.layers.len())
             .map(|l| self.params(bert, l, bf16))
