@@ -1,21 +1,32 @@
 //! A bi-encoder step on the GPU engine (model/engine/gpu): every column's rows packed into one
 //! forward, each named by (example, column) as the CPU engine names them (so the dropout masks
-//! are the CPU engine's), the pooled rows split back into columns for the loss in candle, one
-//! backward, the backbone's gradients exported beside the loss head's. One forward instead of one
-//! a column: on a card a step's time goes to launches, and a column is as many as the batch.
+//! are the CPU engine's), one backward, the backbone's gradients exported beside the loss
+//! head's. One forward instead of one a column: on a card a step's time goes to launches, and a
+//! column is as many as the batch. An in-batch ranking loss over a pooling the device runs
+//! (mean, cls) stays on the device from the tokens to the gradients (gpu_ranking.rs); any other
+//! loss gets the padded rows as a candle leaf and runs in candle.
+use super::card::{Card, WholeBatch};
+use super::gpu_ranking::{ranking_loss, Shape};
 use super::gradcache;
 use super::task::BiEncoderTask;
 use crate::error::Result;
-use crate::model::engine::gpu::device::Device;
+use crate::model::engine::gpu::device::{Addr, Buf, Device};
 use crate::model::engine::gpu::grads::Grads;
+use crate::model::engine::gpu::heads::{DevicePooling, EmbedHead};
 use crate::model::engine::gpu::leaf::GpuLeaf;
 use crate::model::engine::gpu::stack::Stack;
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
+use crate::train::losses::Ranking;
 use crate::train::params;
 use crate::train::task::{dropout_key, Gradients};
-use candle_core::backprop::GradStore;
 use candle_core::Tensor;
+
+/// The loss and pooling of a task whose whole step runs on the device: an in-batch ranking
+/// loss (`LossSpec::ranking`) over a pooling heads.cu runs. None: the loss runs in candle.
+fn on_device(task: &BiEncoderTask) -> Option<(Ranking, DevicePooling)> {
+    Some((task.spec.ranking?, DevicePooling::of(task.enc.pooling)?))
+}
 
 /// The card the task's model lives on when the GPU engine trains it: asked for with
 /// CONDENSER_GPU_ENGINE=1 (opt-in until its tests have passed on a lent card: written and
@@ -65,45 +76,50 @@ pub fn on_card(
     use crate::model::engine::gpu::cuda::Cuda;
     let mut slot = task.gpu.lock().unwrap_or_else(|e| e.into_inner());
     if slot.is_none() {
-        let stack = Stack::new(Cuda::new(card)?, &task.enc.bert)?;
-        let grads = stack.zero_grads(&candle_core::Device::Cuda(card.clone()))?;
-        *slot = Some((stack, grads));
+        let on = candle_core::Device::Cuda(card.clone());
+        *slot = Some(Card::new(Cuda::new(card)?, &task.enc.bert, &on)?);
     }
-    let (stack, grads) = slot.as_mut().expect("made above");
+    let engine = slot.as_mut().expect("made above");
     match task.mini_batch {
-        Some(m) => cached(task, stack, grads, idx, drop, weight, m),
-        None => gradients(task, stack, grads, idx, drop, weight),
+        Some(m) => cached(task, engine, idx, drop, weight, m),
+        None => gradients(task, engine, idx, drop, weight),
     }
 }
 
-/// The step's loss and gradients for rows `idx`, on `stack` (the task's model's), accumulating
-/// into `grads` (restarted first). `weight` scales the loss (a share of a split batch). The
-/// backbone's gradients are views of `grads`' arena, held by the returned gradients' lease.
+/// The step's loss and gradients for rows `idx`, on `card` (the task's model's engine),
+/// accumulating into its arena (restarted first). `weight` scales the loss (a share of a split
+/// batch). The backbone's gradients are views of the arena, held by the result's lease.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub fn gradients<D: Device>(
     task: &BiEncoderTask,
-    stack: &mut Stack<D>,
-    grads: &mut Grads<D>,
+    card: &mut Card<D>,
     idx: &[usize],
     drop: Option<&Dropout>,
     weight: f64,
 ) -> Result<Gradients> {
-    grads.restart(stack.device())?;
-    let (leaf, emb) = embed(task, stack, idx, drop)?;
+    card.grads.restart(card.stack.device())?;
+    let bert = &task.enc.bert;
+    if let Some((r, pooling)) = on_device(task) {
+        let (emb, shape) = embed_on_device(task, card, pooling, idx, drop)?;
+        let head = card.head.as_ref().expect("made by embed_on_device");
+        let ids = r.exclude_shared.then(|| task.text_id_values(idx));
+        let dev = card.stack.device();
+        let (emb, grad) = ((emb, shape), head.grad()?);
+        let value = ranking_loss(dev, &mut card.ranking, r, emb, ids.as_deref(), weight, grad)?;
+        head.backward(&mut card.stack, bert, drop, &card.grads)?;
+        return finish(task, ParamGrads::default(), &card.grads, value);
+    }
+    let (leaf, emb) = embed(task, &mut card.stack, idx, drop)?;
     let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
     let store = loss.backward()?;
-    leaf.backward(stack, &task.enc.bert, &store, drop, grads)?;
-    finish(task, store, grads, value)
+    leaf.backward(&mut card.stack, bert, &store, drop, &card.grads)?;
+    let head = ParamGrads::from_store(&params::var_list(&task.varmap), store);
+    finish(task, head, &card.grads, value)
 }
 
-/// Rows `idx`' columns through `stack` in one forward, each row keyed as the CPU engine keys
-/// it: the leaf (its tape in `stack` until the next forward) and each column's pooled rows.
-pub(super) fn embed<D: Device>(
-    task: &BiEncoderTask,
-    stack: &mut Stack<D>,
-    idx: &[usize],
-    drop: Option<&Dropout>,
-) -> Result<(GpuLeaf, Vec<Tensor>)> {
+/// Rows `idx`' columns as one forward's sequences, column after column, each keyed as the CPU
+/// engine keys it (example, column).
+fn packed_columns<'t>(task: &'t BiEncoderTask, idx: &[usize]) -> (Vec<&'t [u32]>, Vec<u64>) {
     let (columns, b) = (task.data.texts.len(), idx.len());
     let (mut seqs, mut keys) = (
         Vec::with_capacity(columns * b),
@@ -113,32 +129,70 @@ pub(super) fn embed<D: Device>(
         seqs.extend(task.column(c, idx));
         keys.extend(idx.iter().map(|&i| dropout_key(i, c)));
     }
+    (seqs, keys)
+}
+
+/// Rows `idx`' columns through `stack` in one forward: the leaf (its tape in `stack` until the
+/// next forward) and each column's pooled rows, in candle.
+pub(super) fn embed<D: Device>(
+    task: &BiEncoderTask,
+    stack: &mut Stack<D>,
+    idx: &[usize],
+    drop: Option<&Dropout>,
+) -> Result<(GpuLeaf, Vec<Tensor>)> {
+    let (seqs, keys) = packed_columns(task, idx);
     let bert = &task.enc.bert;
     let on = bert.embeddings.word.embeddings().device().clone();
     let leaf = GpuLeaf::forward(stack, bert, &seqs, None, &keys, drop, &on)?;
     let pooled = task.enc.pool(leaf.states.as_tensor(), &leaf.mask)?;
-    let emb = (0..columns)
+    let b = idx.len();
+    let emb = (0..task.data.texts.len())
         .map(|c| pooled.narrow(0, c * b, b))
         .collect::<candle_core::Result<_>>()?;
     Ok((leaf, emb))
 }
 
-/// The step's gradients: the loss head's from `store`, the backbone's as views of `grads`' arena
+/// Rows `idx`' columns through the stack and the device's head (made at the first call): the
+/// embeddings' address (column after column, `idx.len()` rows each) and shape, valid until the
+/// next forward.
+fn embed_on_device<D: Device>(
+    task: &BiEncoderTask,
+    card: &mut Card<D>,
+    pooling: DevicePooling,
+    idx: &[usize],
+    drop: Option<&Dropout>,
+) -> Result<(Addr, Shape)> {
+    let (seqs, keys) = packed_columns(task, idx);
+    let bert = &task.enc.bert;
+    card.stack.forward(bert, &seqs, None, Some(&keys), drop)?;
+    let hidden = bert.embeddings.word.embeddings().dim(1)?;
+    let head = card
+        .head
+        .get_or_insert_with(|| EmbedHead::new(pooling, task.enc.normalize, hidden));
+    let emb = head.forward(&card.stack)?;
+    let shape = Shape {
+        rows: seqs.len(),
+        anchors: idx.len(),
+        width: head.width,
+    };
+    Ok((emb, shape))
+}
+
+/// The step's gradients: the loss head's (`head`), the backbone's as views of `grads`' arena
 /// (held by the result's lease).
 pub(super) fn finish<D: Device>(
     task: &BiEncoderTask,
-    store: GradStore,
+    mut head: ParamGrads,
     grads: &Grads<D>,
     value: f64,
 ) -> Result<Gradients> {
-    let mut out = ParamGrads::from_store(&params::var_list(&task.varmap), store);
     let (pairs, lease) = grads.export(&task.enc.bert)?;
-    out.add_pairs(pairs)?;
-    out.hold(lease);
+    head.add_pairs(pairs)?;
+    head.hold(lease);
     Ok(Gradients {
         value,
         parts: Vec::new(),
-        grads: out,
+        grads: head,
     })
 }
 
@@ -151,19 +205,21 @@ pub(super) fn finish<D: Device>(
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub fn cached<D: Device>(
     task: &BiEncoderTask,
-    stack: &mut Stack<D>,
-    grads: &mut Grads<D>,
+    card: &mut Card<D>,
     idx: &[usize],
     drop: Option<&Dropout>,
     weight: f64,
     mini_batch: usize,
 ) -> Result<Gradients> {
     let chunks: Vec<&[usize]> = idx.chunks(mini_batch.max(1)).collect();
+    card.grads.restart(card.stack.device())?;
+    if let Some(device) = on_device(task) {
+        return cached_on_device(task, card, device, &chunks, idx, drop, weight);
+    }
     let columns = task.data.texts.len();
-    grads.restart(stack.device())?;
     let mut parts: Vec<Vec<Tensor>> = vec![Vec::with_capacity(chunks.len()); columns];
     for chunk in &chunks {
-        let (_, emb) = embed(task, stack, chunk, drop)?;
+        let (_, emb) = embed(task, &mut card.stack, chunk, drop)?;
         for (c, e) in emb.into_iter().enumerate() {
             parts[c].push(e.detach());
         }
@@ -171,14 +227,125 @@ pub fn cached<D: Device>(
     let cached = gradcache::loss_over(task, &parts, idx, weight)?;
     std::mem::drop(parts);
     let mut start = 0;
+    let bert = &task.enc.bert;
     for chunk in &chunks {
-        let (leaf, emb) = embed(task, stack, chunk, drop)?;
+        let (leaf, emb) = embed(task, &mut card.stack, chunk, drop)?;
         if let Some(s) = gradcache::surrogate(&emb, &cached.emb_grads, start)? {
-            leaf.backward(stack, &task.enc.bert, &s.backward()?, drop, grads)?;
+            leaf.backward(&mut card.stack, bert, &s.backward()?, drop, &card.grads)?;
         }
         start += chunk.len();
     }
-    finish(task, cached.store, grads, cached.value)
+    let head = ParamGrads::from_store(&params::var_list(&task.varmap), cached.store);
+    finish(task, head, &card.grads, cached.value)
+}
+
+/// `cached` with the loss on the device: pass 1 copies each mini-batch's embeddings into the
+/// whole batch's (column after column, as one forward would have laid them), the ranking loss
+/// runs over them, and pass 2 hands each mini-batch its rows of the gradient.
+#[allow(clippy::too_many_arguments)]
+fn cached_on_device<D: Device>(
+    task: &BiEncoderTask,
+    card: &mut Card<D>,
+    (r, pooling): (Ranking, DevicePooling),
+    chunks: &[&[usize]],
+    idx: &[usize],
+    drop: Option<&Dropout>,
+    weight: f64,
+) -> Result<Gradients> {
+    let (columns, total) = (task.data.texts.len(), idx.len());
+    let mut width = 0;
+    // pass 1: every mini-batch's embeddings into the whole batch's
+    let mut start = 0;
+    for chunk in chunks {
+        let (emb, shape) = embed_on_device(task, card, pooling, chunk, drop)?;
+        width = shape.width;
+        let len = columns * total * width;
+        if card.cache.as_ref().is_none_or(|c| c.len < len) {
+            card.cache = None; // freed before the larger one is allocated
+            let dev = card.stack.device();
+            let (emb, grad) = (Buf::zeros(dev, len)?, Buf::zeros(dev, len)?);
+            card.cache = Some(WholeBatch { len, emb, grad });
+        }
+        let whole = card.cache.as_ref().expect("made above");
+        let rows = Rows {
+            columns,
+            total,
+            start,
+            m: chunk.len(),
+            width,
+        };
+        rows.copy(card.stack.device(), (emb, whole.emb.at(0)), true)?;
+        start += chunk.len();
+    }
+    let Some(whole) = card.cache.as_ref() else {
+        return Err(crate::error::Error::msg(
+            "GradCache on the device: an empty batch",
+        ));
+    };
+    let shape = Shape {
+        rows: columns * total,
+        anchors: total,
+        width,
+    };
+    let ids = r.exclude_shared.then(|| task.text_id_values(idx));
+    let (dev, emb, grad) = (
+        card.stack.device(),
+        (whole.emb.at(0), shape),
+        whole.grad.at(0),
+    );
+    let value = ranking_loss(dev, &mut card.ranking, r, emb, ids.as_deref(), weight, grad)?;
+    // pass 2: each mini-batch again, from its rows of the gradient
+    let bert = &task.enc.bert;
+    let mut start = 0;
+    for chunk in chunks {
+        embed_on_device(task, card, pooling, chunk, drop)?;
+        let (Some(head), Some(whole)) = (card.head.as_ref(), card.cache.as_ref()) else {
+            unreachable!("made in pass 1")
+        };
+        let rows = Rows {
+            columns,
+            total,
+            start,
+            m: chunk.len(),
+            width,
+        };
+        rows.copy(card.stack.device(), (head.grad()?, whole.grad.at(0)), false)?;
+        head.backward(&mut card.stack, bert, drop, &card.grads)?;
+        start += chunk.len();
+    }
+    finish(task, ParamGrads::default(), &card.grads, value)
+}
+
+/// A mini-batch's place in the whole batch: rows start .. start + m of each of `columns`
+/// columns of `total` rows, `width` f32s a row.
+struct Rows {
+    columns: usize,
+    total: usize,
+    start: usize,
+    m: usize,
+    width: usize,
+}
+
+impl Rows {
+    /// Each column's rows between the mini-batch's buffer (its columns one after another) and
+    /// the whole batch's: into the whole where `into_whole`, else out of it.
+    fn copy<D: Device>(
+        &self,
+        dev: &D,
+        (chunk, whole): (Addr, Addr),
+        into_whole: bool,
+    ) -> Result<()> {
+        let (w, bytes) = (self.width, 4 * self.m * self.width);
+        for c in 0..self.columns {
+            let at_chunk = chunk + (4 * c * self.m * w) as Addr;
+            let at_whole = whole + (4 * (c * self.total + self.start) * w) as Addr;
+            match into_whole {
+                true => dev.copy(at_whole, at_chunk, bytes)?,
+                false => dev.copy(at_chunk, at_whole, bytes)?,
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! gpu_step.rs's tests: a bi-encoder step on the GPU engine (the emulated device, and a card
 //! where one answers) against the CPU engine's step, plain, by GradCache and in bf16.
+use super::super::card::Card;
 use super::super::{engine_step, BiData, BiEncoderOptions, BiEncoderTask};
 use crate::model::engine::gpu::emulated::Emulated;
-use crate::model::engine::gpu::stack::Stack;
 use crate::model::engine::Engine;
 use crate::model::Dropout;
 use crate::train::losses;
@@ -48,10 +48,9 @@ fn an_mnr_step_matches_the_cpu_engine() {
         return;
     };
     let task = mnr_task(candle_core::Device::Cpu);
-    let mut stack = Stack::new(dev, &task.enc.bert).unwrap();
-    let mut grads = stack.zero_grads(&candle_core::Device::Cpu).unwrap();
-    let (idx, drop) = step_rows(&task);
-    let got = super::gradients(&task, &mut stack, &mut grads, &idx, Some(&drop), 1.0).unwrap();
+    let mut card = Card::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+    let (idx, drop) = step_rows(&task, &MUSIC);
+    let got = super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
     same_step(&task, &task, got);
 }
 
@@ -64,10 +63,9 @@ fn gradcache_on_the_engine_matches_the_whole_batch() {
         return;
     };
     let task = mnr_task(candle_core::Device::Cpu);
-    let mut stack = Stack::new(dev, &task.enc.bert).unwrap();
-    let mut grads = stack.zero_grads(&candle_core::Device::Cpu).unwrap();
-    let (idx, drop) = step_rows(&task);
-    let got = super::cached(&task, &mut stack, &mut grads, &idx, Some(&drop), 1.0, 4).unwrap();
+    let mut card = Card::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+    let (idx, drop) = step_rows(&task, &MUSIC);
+    let got = super::cached(&task, &mut card, &idx, Some(&drop), 1.0, 4).unwrap();
     same_step(&task, &task, got);
 }
 
@@ -85,16 +83,15 @@ fn a_bf16_mnr_step_matches_the_cpu_engine() {
     };
     let mut task = mnr_task(candle_core::Device::Cpu);
     task.enc.bert.set_precision(Precision::Bf16).unwrap();
-    let mut stack = Stack::new(dev, &task.enc.bert).unwrap();
-    let mut grads = stack.zero_grads(&candle_core::Device::Cpu).unwrap();
-    let (idx, drop) = step_rows(&task);
-    let got = super::gradients(&task, &mut stack, &mut grads, &idx, Some(&drop), 1.0).unwrap();
-    same_step_within(&task, &task, got, BF16_TOL);
+    let mut card = Card::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+    let (idx, drop) = step_rows(&task, &PARAPHRASES);
+    let got = super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
+    same_step_within(&task, &task, got, BF16_TOL, &PARAPHRASES);
     // the bf16 weights and operand rooms are made once: a second step allocates nothing
     use crate::model::engine::gpu::device::Device;
-    let before = stack.device().counts();
-    super::gradients(&task, &mut stack, &mut grads, &idx, Some(&drop), 1.0).unwrap();
-    let after = stack.device().counts();
+    let before = card.stack.device().counts();
+    super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
+    let after = card.stack.device().counts();
     assert_eq!(
         after.allocations, before.allocations,
         "a second bf16 step allocated"
@@ -117,7 +114,7 @@ fn an_mnr_step_on_the_card_matches_the_cpu_engine() {
     let candle_core::Device::Cuda(cd) = &card else {
         unreachable!("new_cuda gives a CUDA device")
     };
-    let (idx, drop) = step_rows(&on_card);
+    let (idx, drop) = step_rows(&on_card, &MUSIC);
     let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
     same_step(&on_cpu, &on_card, got);
     // and GradCache's two passes (mini-batches of 4) on the same card
@@ -131,15 +128,27 @@ fn an_mnr_step_on_the_card_matches_the_cpu_engine() {
         let (mut on_card, mut on_cpu) = (mnr_task(card.clone()), on_cpu);
         on_card.enc.bert.set_precision(Precision::Bf16).unwrap();
         on_cpu.enc.bert.set_precision(Precision::Bf16).unwrap();
+        let (idx, drop) = step_rows(&on_card, &PARAPHRASES);
         let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
-        same_step_within(&on_cpu, &on_card, got, BF16_TOL);
+        same_step_within(&on_cpu, &on_card, got, BF16_TOL, &PARAPHRASES);
     }
 }
 
-/// The rows of the compared step and its dropout.
-fn step_rows(task: &BiEncoderTask) -> (Vec<usize>, Dropout) {
+/// Six STSb pairs about people playing music (guitar, flute, trumpet; two anchors and two
+/// positives repeat): the loss is 4.7, so the gradients of both sides keep their digits. On six
+/// paraphrases (`PARAPHRASES`) it is 2e-4, and an f32 softmax's gradient, the CPU's included,
+/// loses four of its seven digits to p - 1 (gpu_ranking_test.rs measures the device's loss
+/// against f64 there): the f32 steps compare these.
+const MUSIC: [usize; 6] = [3, 4, 11, 21, 23, 24];
+
+/// STSb dev's first six pairs, paraphrases: where the bf16 step's limits were measured (its
+/// products' rounding is far larger than the softmax's lost digits).
+const PARAPHRASES: [usize; 6] = [0, 1, 2, 3, 4, 5];
+
+/// The rows of a compared step, and its dropout.
+fn step_rows(task: &BiEncoderTask, rows: &[usize]) -> (Vec<usize>, Dropout) {
     (
-        (0..6).collect(),
+        rows.to_vec(),
         Dropout::new(task.folder.config.dropout_rates(), 5),
     )
 }
@@ -162,8 +171,8 @@ impl Tol {
 /// How far a bf16 step's gradients may be from the CPU's, of the largest: the two sides
 /// round f32 values that differ in their last bits (other kernels, other sums) and so now
 /// and then to neighbouring bf16 values.
-/// Measured (MiniLM, six STSb pairs, dropout on): 6.6e-3 and 8.0e-3; with the card's products
-/// left in f32 against the CPU's bf16 ones, 1.9e-2 and 2.0e-2.
+/// Measured (MiniLM, PARAPHRASES, dropout on): 6.4e-3 and 7.9e-3; with the card's products
+/// left in f32 against the CPU's bf16 ones, 1.9e-2 (each).
 const BF16_TOL: Tol = Tol {
     each: 1e-2,
     all: 1.2e-2,
@@ -176,12 +185,12 @@ fn same_step(
     gpu_task: &BiEncoderTask,
     got: crate::train::task::Gradients,
 ) {
-    // measured: 3.9e-6 of the norm
+    // measured (MUSIC, the loss on the device): 1.2e-6 of the norm, each within 3.9e-5
     let tol = Tol {
         each: 2e-4,
         all: 1e-4,
     };
-    same_step_within(cpu_task, gpu_task, got, tol)
+    same_step_within(cpu_task, gpu_task, got, tol, &MUSIC)
 }
 
 /// `same_step` with each gradient within `tol` of its largest value.
@@ -190,8 +199,9 @@ fn same_step_within(
     gpu_task: &BiEncoderTask,
     got: crate::train::task::Gradients,
     tol: Tol,
+    rows: &[usize],
 ) {
-    let (idx, drop) = step_rows(cpu_task);
+    let (idx, drop) = step_rows(cpu_task, rows);
     let eng = Engine::for_bert(&cpu_task.enc.bert).unwrap();
     let want = engine_step::gradients(cpu_task, &eng, &idx, Some(&drop), 1.0).unwrap();
     assert!(

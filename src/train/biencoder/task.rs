@@ -11,12 +11,9 @@ use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use std::path::Path;
 
-/// A task's GPU engine on its card and the gradient arena it accumulates into (gpu_step.rs).
+/// A task's GPU engine on its card (gpu_step.rs).
 #[cfg(feature = "cuda")]
-pub(super) type OnCard = (
-    crate::model::engine::gpu::stack::Stack<crate::model::engine::gpu::cuda::Cuda>,
-    crate::model::engine::gpu::grads::Grads<crate::model::engine::gpu::cuda::Cuda>,
-);
+pub(super) type OnCard = super::card::Card<crate::model::engine::gpu::cuda::Cuda>;
 
 /// A loss's trainable parameters live under this prefix; they alone may start fresh.
 pub(super) const HEAD_PREFIX: &str = "head";
@@ -246,6 +243,12 @@ impl BiEncoderTask {
     /// Rows `idx`'s anchor and positive as ids local to the batch, (b, 2) u32: equal token ids,
     /// equal id (one numbering for both columns, so a text in either matches).
     fn text_ids(&self, idx: &[usize]) -> Result<Tensor> {
+        let v = self.text_id_values(idx);
+        Ok(Tensor::from_vec(v, (idx.len(), 2), &self.enc.device)?)
+    }
+
+    /// `text_ids`' values, row-major.
+    pub(super) fn text_id_values(&self, idx: &[usize]) -> Vec<u32> {
         let mut ids: crate::hash::FastMap<&[u32], u32> = Default::default();
         let mut v = Vec::with_capacity(idx.len() * 2);
         for &i in idx {
@@ -254,7 +257,7 @@ impl BiEncoderTask {
                 v.push(*ids.entry(col[i].as_slice()).or_insert(next));
             }
         }
-        Ok(Tensor::from_vec(v, (idx.len(), 2), &self.enc.device)?)
+        v
     }
 
     /// The encoder and head over untracked copies of the weights, for evaluation.

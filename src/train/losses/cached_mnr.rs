@@ -10,6 +10,7 @@ pub const SPEC: LossSpec = LossSpec {
     more_texts: true,
     per_example: false,
     cached: true,
+    ranking: Some(super::mnr::RANKING),
     build: |_| Ok(Box::new(Mnr)),
     ..LossSpec::BASE
 };

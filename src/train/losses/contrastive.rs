@@ -1,5 +1,5 @@
 //! DPR's contrastive loss: in-batch ranking by dot product (scale 1), with any hard negatives.
-use super::{in_batch_ranking, Loss, LossSpec};
+use super::{in_batch_ranking, Loss, LossSpec, Ranking};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
@@ -8,14 +8,29 @@ pub const SPEC: LossSpec = LossSpec {
     columns: "anchor,positive,negative?",
     more_texts: true,
     per_example: false,
+    ranking: Some(RANKING),
     build: |_| Ok(Box::new(Contrastive)),
     ..LossSpec::BASE
+};
+
+/// The dot product, unscaled, nothing excluded.
+const RANKING: Ranking = Ranking {
+    scale: 1.0,
+    cosine: false,
+    exclude_shared: false,
 };
 
 struct Contrastive;
 
 impl Loss for Contrastive {
     fn forward(&self, emb: &[Tensor], _: Option<&Tensor>) -> Result<Tensor> {
-        in_batch_ranking(&emb[0], &Tensor::cat(&emb[1..], 0)?, 1.0, false, None)
+        let r = RANKING;
+        in_batch_ranking(
+            &emb[0],
+            &Tensor::cat(&emb[1..], 0)?,
+            r.scale,
+            r.cosine,
+            None,
+        )
     }
 }

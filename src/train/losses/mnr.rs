@@ -1,6 +1,6 @@
 //! MultipleNegativesRankingLoss: anchor i's positive is candidate i; every other anchor's positive
 //! and every hard negative is a negative. Cross-entropy over 20 x cosine similarity.
-use super::{in_batch_ranking, Loss, LossSpec};
+use super::{in_batch_ranking, Loss, LossSpec, Ranking};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
@@ -9,14 +9,29 @@ pub const SPEC: LossSpec = LossSpec {
     columns: "anchor,positive,negative?",
     more_texts: true,
     per_example: false,
+    ranking: Some(RANKING),
     build: |_| Ok(Box::new(Mnr)),
     ..LossSpec::BASE
+};
+
+/// 20 x cosine similarity, nothing excluded.
+pub const RANKING: Ranking = Ranking {
+    scale: 20.0,
+    cosine: true,
+    exclude_shared: false,
 };
 
 pub struct Mnr;
 
 impl Loss for Mnr {
     fn forward(&self, emb: &[Tensor], _: Option<&Tensor>) -> Result<Tensor> {
-        in_batch_ranking(&emb[0], &Tensor::cat(&emb[1..], 0)?, 20.0, true, None)
+        let r = RANKING;
+        in_batch_ranking(
+            &emb[0],
+            &Tensor::cat(&emb[1..], 0)?,
+            r.scale,
+            r.cosine,
+            None,
+        )
     }
 }

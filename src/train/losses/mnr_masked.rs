@@ -4,7 +4,7 @@
 //! query over its relevant documents (CACM's train queries hold about 15 each), and a batch larger
 //! than the distinct queries cannot keep them apart; the no-duplicates arrangement still tries
 //! first. Hard negatives are never masked. Not in sentence-transformers (its MNR keeps them).
-use super::{in_batch_ranking, required, Loss, LossSpec, Target};
+use super::{in_batch_ranking, required, Loss, LossSpec, Ranking, Target};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
@@ -14,8 +14,15 @@ pub const SPEC: LossSpec = LossSpec {
     more_texts: true,
     per_example: false,
     target: Target::TextIds,
+    ranking: Some(RANKING),
     build: |_| Ok(Box::new(MnrMasked)),
     ..LossSpec::BASE
+};
+
+/// MNR's, with the shared texts excluded.
+const RANKING: Ranking = Ranking {
+    exclude_shared: true,
+    ..super::mnr::RANKING
 };
 
 struct MnrMasked;
@@ -25,7 +32,13 @@ impl Loss for MnrMasked {
         let ids = required(target, &SPEC)?;
         let candidates = Tensor::cat(&emb[1..], 0)?;
         let mask = false_negatives(ids, candidates.dim(0)?)?;
-        in_batch_ranking(&emb[0], &candidates, 20.0, true, Some(&mask))
+        in_batch_ranking(
+            &emb[0],
+            &candidates,
+            RANKING.scale,
+            RANKING.cosine,
+            Some(&mask),
+        )
     }
 }
 

@@ -19,4 +19,4 @@ pub use crate::model::layers::softmax_head::softmax_features;
 pub use functional::*;
 pub use mnr_masked::false_negatives;
 pub use registry::{find, LOSSES};
-pub use spec::{required, Loss, LossContext, LossSpec, Target};
+pub use spec::{required, Loss, LossContext, LossSpec, Ranking, Target};

@@ -29,6 +29,20 @@ impl Target {
     }
 }
 
+/// An in-batch ranking loss's form (functional.rs's `in_batch_ranking`: anchors are the first
+/// text column, candidates the columns after it), for an engine that runs the loss itself (the
+/// GPU engine's bi-encoder step, train/biencoder/gpu_ranking.rs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ranking {
+    /// What the similarities are multiplied by before the softmax.
+    pub scale: f64,
+    /// Cosine similarity (else the dot product).
+    pub cosine: bool,
+    /// Another row's positive leaves row i's softmax when the two rows share their anchor or
+    /// positive text (mnr-masked; the target is `Target::TextIds`).
+    pub exclude_shared: bool,
+}
+
 /// What a loss gets to build itself: its trainable parameters go under `vb`.
 pub struct LossContext<'a> {
     pub vb: VarBuilder<'a>,
@@ -91,6 +105,8 @@ pub struct LossSpec {
     /// Embed in mini-batches without a graph and backpropagate the loss's gradient through
     /// each (GradCache): large batches in bounded memory.
     pub cached: bool,
+    /// Some for an in-batch ranking loss: its form, for an engine that runs it itself.
+    pub ranking: Option<Ranking>,
     pub build: fn(&LossContext) -> Result<Box<dyn Loss>>,
 }
 
@@ -120,6 +136,7 @@ impl LossSpec {
         score_range: None,
         per_example: true,
         cached: false,
+        ranking: None,
         build: |_| Err(candle_core::Error::Msg("a loss spec without build".into())),
     };
 

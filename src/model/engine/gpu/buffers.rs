@@ -7,7 +7,7 @@ use candle_core::{bail, Result};
 
 /// the CUDA kernels' ROW_WARPS and ATT_THREADS: a row kernel's warps a block, an attention block's
 /// threads.
-pub(super) const ROW_WARPS: u32 = 4;
+pub const ROW_WARPS: u32 = 4;
 pub(super) const ATT_THREADS: u32 = 64;
 /// Threads of an element-wise or column kernel's block.
 pub(super) const THREADS: u32 = 256;

@@ -12,6 +12,7 @@ pub mod device;
 #[cfg(test)]
 pub(crate) mod emulated;
 pub mod grads;
+pub mod heads;
 #[cfg(test)]
 mod kernels_test;
 pub mod layer;

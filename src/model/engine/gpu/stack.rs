@@ -18,7 +18,12 @@ use crate::model::engine::weights::{embedding_tensors, layer_tensors};
 use crate::model::kernels::cuda::KernelMask;
 use crate::model::kernels::precision::Precision;
 use crate::model::{Bert, BertLayer, Dropout};
-use candle_core::{bail, Result, Tensor};
+use candle_core::{bail, Result};
+
+// the last forward's rows as the heads take them: padded for candle's, packed for the device's
+#[path = "stack_out.rs"]
+mod out;
+pub use out::LastRows;
 
 /// A forward's batch, for its backward: the packing, each table's scatter entry count, and the
 /// layers' weights as the forward read them (q, k and v from its copy).
@@ -326,74 +331,5 @@ impl<D: Device> Stack<D> {
             dev.launch("embed_scatter", (entries as u32, 1), 128, &args)?;
         }
         Ok(())
-    }
-
-    /// The last forward's rows (at `hidden`) as candle's heads take them: a (b, len, h) tensor
-    /// on `on` (zeros where padded), its (b, len) 0/1 mask, and len.
-    pub fn padded(
-        &self,
-        hidden: Addr,
-        on: &candle_core::Device,
-    ) -> Result<(Tensor, Tensor, usize)> {
-        let (Some(batch), Some(ws)) = (&self.batch, &self.ws) else {
-            bail!("gpu engine: no forward to pad")
-        };
-        let p = &batch.packed;
-        let (b, h) = (p.lens().len(), self.dims.hidden);
-        let len = p.lens().iter().copied().max().unwrap_or(0).max(1);
-        let (states, at) = self.dev.new_tensor(&[b, len, h], on)?;
-        let rows = ws.rows_of(p);
-        let args = [
-            Arg::Addr(hidden),
-            Arg::Addr(rows.off),
-            Arg::Addr(rows.len),
-            Arg::I32(len as i32),
-            Arg::I32(h as i32),
-            Arg::Addr(at),
-        ];
-        self.dev.launch("pad_rows", (b as u32, 1), 256, &args)?;
-        let mut mask = vec![0u32; b * len];
-        for (i, &n) in p.lens().iter().enumerate() {
-            mask[i * len..i * len + n].fill(1);
-        }
-        Ok((states, Tensor::from_vec(mask, (b, len), on)?, len))
-    }
-
-    /// `backward` from the gradient of `padded`'s states (b, len, h; the padding's part dropped).
-    pub fn backward_padded(
-        &mut self,
-        bert: &Bert,
-        g: &Tensor,
-        drop: Option<&Dropout>,
-        grads: &Grads<D>,
-    ) -> Result<()> {
-        let (Some(batch), Some(ws)) = (&self.batch, &self.ws) else {
-            bail!("gpu engine: backward without a forward before it")
-        };
-        let p = &batch.packed;
-        let (b, len, h) = g.dims3()?;
-        if b != p.lens().len()
-            || h != self.dims.hidden
-            || len < p.lens().iter().copied().max().unwrap_or(0)
-        {
-            bail!(
-                "gpu engine: a gradient of {:?} for {} items",
-                g.dims(),
-                p.lens().len()
-            )
-        }
-        let g = g.contiguous()?;
-        let rows = ws.rows_of(p);
-        let args = [
-            Arg::Addr(self.dev.tensor_addr(&g)?),
-            Arg::Addr(rows.off),
-            Arg::Addr(rows.len),
-            Arg::I32(len as i32),
-            Arg::I32(h as i32),
-            Arg::Addr(ws.dh.at(0)),
-        ];
-        self.dev.launch("unpad_rows", (b as u32, 1), 256, &args)?;
-        let dh = ws.dh.at(0);
-        self.backward(bert, dh, drop, grads)
     }
 }

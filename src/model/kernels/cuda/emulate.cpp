@@ -4,6 +4,7 @@
 #include "engine/common.cuh"
 #include "engine/rows.cu"
 #include "engine/attention.cu"
+#include "engine/heads.cu"
 #include "engine/optim.cu"
 #include <mutex>
 #include <string>
@@ -36,6 +37,11 @@ static void launch(void (*k)(A...), uint3 grid, unsigned threads, void** args) {
     X(attention_backward_32)                                                                   \
     X(attention_forward_64)                                                                    \
     X(attention_backward_64)                                                                   \
+    X(pool_rows)                                                                               \
+    X(pool_rows_backward)                                                                      \
+    X(normalize_rows)                                                                          \
+    X(normalize_rows_backward)                                                                 \
+    X(ranking_rows)                                                                            \
     X(adamw_slots)                                                                             \
     X(sum_squares_slots)                                                                       \
     X(sum_all)

@@ -1,16 +1,18 @@
 //! The GPU engine's CUDA kernels (issue 57, item 1; docs/gpu.md, "The GPU engine"): engine/,
-//! one source in four files (common.cuh, rows.cu, attention.cu, and optim.cu: the optimizer's),
+//! one source in five files (common.cuh, rows.cu, attention.cu, heads.cu: pooling and the
+//! ranking loss, and optim.cu: the optimizer's),
 //! compiled by NVRTC at run time in a `cuda` build, and by g++ on the CPU for the tests that
 //! hold each kernel to the CPU's result (emulated.rs, on every CI: no card needed to find a
 //! wrong index or formula). Kept in every build, since the tests need no CUDA.
 use super::dropout_hash::Mask;
 
-/// The kernels' one source, as NVRTC compiles it (emulate.cpp includes the same three files in
-/// the same order).
+/// The kernels' one source, as NVRTC compiles it (emulate.cpp includes the same files in the
+/// same order).
 pub const ENGINE_SOURCE: &str = concat!(
     include_str!("engine/common.cuh"),
     include_str!("engine/rows.cu"),
     include_str!("engine/attention.cu"),
+    include_str!("engine/heads.cu"),
     include_str!("engine/optim.cu")
 );
 
