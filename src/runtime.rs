@@ -239,3 +239,15 @@ fn cpuinfo_field(name: &str) -> Option<String> {
 pub fn cpu_model() -> String {
     cpuinfo_field("model name").unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
+
+/// The checkout whose datasets/ a library test reads: where it was built, or (a test binary
+/// carried to the lent GPU machine, scripts/README.md) the folder it runs in.
+#[cfg(test)]
+pub(crate) fn test_root() -> std::path::PathBuf {
+    let built = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    if built.join("datasets/model").exists() {
+        built.to_path_buf()
+    } else {
+        std::env::current_dir().expect("a working folder")
+    }
+}

@@ -34,7 +34,13 @@ pub struct CrossEncoderTask {
     device: Device,
     /// What was changed of what was asked (a length cut to the model's positions).
     notes: Vec<String>,
+    /// The GPU engine, made at the first step on a card and kept (card.rs).
+    #[cfg(feature = "cuda")]
+    gpu: std::sync::Mutex<Option<card::CrossCard<crate::model::engine::gpu::cuda::Cuda>>>,
 }
+
+#[path = "cross_encoder_card.rs"]
+mod card;
 
 /// Check labels for the head: [0, 1] for one label, class ids below num_labels otherwise.
 pub fn check_labels(path: &Path, column: &str, labels: &[f64], num_labels: usize) -> Result<()> {
@@ -115,6 +121,8 @@ impl CrossEncoderTask {
             labels,
             device: device.clone(),
             notes: note.into_iter().collect(),
+            #[cfg(feature = "cuda")]
+            gpu: Default::default(),
         })
     }
 }
@@ -150,7 +158,19 @@ impl TrainTask for CrossEncoderTask {
     }
 
     fn engine_declines(&self) -> Option<String> {
+        #[cfg(feature = "cuda")]
+        if crate::model::engine::gpu::cuda::card_for(&self.model.bert).is_some() {
+            return None;
+        }
         Engine::declines(&self.model.bert.layers)
+    }
+
+    fn engine_kernels(&self) -> String {
+        #[cfg(feature = "cuda")]
+        if crate::model::engine::gpu::cuda::card_for(&self.model.bert).is_some() {
+            return "CUDA (cuBLAS and cuda/engine/)".into();
+        }
+        crate::model::kernels::isa::describe()
     }
 
     fn notes(&self) -> Vec<String> {
@@ -169,8 +189,9 @@ impl TrainTask for CrossEncoderTask {
         Ok(LossOutput::single(self.loss_of(&logits, idx)?))
     }
 
-    /// Through the engine where it applies (the CPU in f32/bf16/f16 with BLAS): BERT's states
-    /// as a leaf, the head and loss in candle, the engine's backward from the leaf's gradient.
+    /// Through the engine where it applies (the CPU in f32/bf16/f16 with BLAS; a card where
+    /// the GPU engine takes the model, card.rs): BERT's states as a leaf, the head and loss in
+    /// candle, the engine's backward from the leaf's gradient.
     fn gradients(
         &self,
         idx: &[usize],
@@ -178,37 +199,24 @@ impl TrainTask for CrossEncoderTask {
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
+        #[cfg(feature = "cuda")]
+        if let Some(card) = crate::model::engine::gpu::cuda::card_for(&self.model.bert) {
+            return self.on_card(&card, idx, drop, weight);
+        }
         let params = params::var_list(&self.varmap);
         let Some(eng) = Engine::for_bert(&self.model.bert) else {
             return super::task::backward(self.loss(idx, seed, drop)?, weight, &params);
         };
-        let ids: Vec<&[u32]> = idx.iter().map(|&i| self.train[i].0.as_slice()).collect();
-        let types: Vec<&[u32]> = idx.iter().map(|&i| self.train[i].1.as_slice()).collect();
-        let keys: Vec<u64> = idx.iter().map(|&i| dropout_key(i, 0)).collect();
+        let (ids, types, keys) = self.packed(idx);
         let leaf = Leaf::forward(&eng, &ids, Some(&types), &keys, drop)?;
         let cls = leaf.states.as_tensor().narrow(1, 0, 1)?.squeeze(1)?;
-        // the classifier's input dropout keyed by example too, as the engine keys its own
-        let mask = match Engine::mask(drop, CLASSIFIER_SITE, false) {
-            Some(m) => {
-                let rows: Vec<u64> = keys.iter().map(|&k| row_id(k, 0)).collect();
-                let h = cls.dim(1)?;
-                Some(Tensor::from_vec(
-                    m.rows(&rows, h),
-                    (rows.len(), h),
-                    &self.device,
-                )?)
-            }
-            None => None,
-        };
-        let logits = self.model.head_masked(&cls, mask.as_ref())?;
-        let out = LossOutput::single(self.loss_of(&logits, idx)?);
-        let mut g = super::task::backward_store(out, weight)?;
+        let (mut out, store) = self.head_step(&cls, idx, &keys, drop, weight)?;
         let mut eg = eng.zero_grads()?;
-        leaf.backward(&eng, &g.1, drop, &mut eg)?;
-        let mut grads = ParamGrads::from_store(&params, g.1);
+        leaf.backward(&eng, &store, drop, &mut eg)?;
+        let mut grads = ParamGrads::from_store(&params, store);
         grads.add_pairs(eng.export(eg)?)?;
-        g.0.grads = grads;
-        Ok(g.0)
+        out.grads = grads;
+        Ok(out)
     }
 
     fn dropout_rates(&self) -> DropoutRates {
@@ -252,6 +260,42 @@ impl TrainTask for CrossEncoderTask {
 }
 
 impl CrossEncoderTask {
+    /// Rows `idx` as the engines take them: token ids, token types, and each row's dropout key.
+    fn packed(&self, idx: &[usize]) -> (Vec<&[u32]>, Vec<&[u32]>, Vec<u64>) {
+        let ids = idx.iter().map(|&i| self.train[i].0.as_slice()).collect();
+        let types = idx.iter().map(|&i| self.train[i].1.as_slice()).collect();
+        let keys = idx.iter().map(|&i| dropout_key(i, 0)).collect();
+        (ids, types, keys)
+    }
+
+    /// The head and loss over the rows' `[CLS]` states `cls` (b, h) in candle, weighted, and
+    /// the backward's store (the leaf's gradient and the head's); the classifier's input
+    /// dropout keyed by example, as the engines key their own.
+    fn head_step(
+        &self,
+        cls: &Tensor,
+        idx: &[usize],
+        keys: &[u64],
+        drop: Option<&Dropout>,
+        weight: f64,
+    ) -> Result<(Gradients, candle_core::backprop::GradStore)> {
+        let mask = match Engine::mask(drop, CLASSIFIER_SITE, false) {
+            Some(m) => {
+                let rows: Vec<u64> = keys.iter().map(|&k| row_id(k, 0)).collect();
+                let h = cls.dim(1)?;
+                Some(Tensor::from_vec(
+                    m.rows(&rows, h),
+                    (rows.len(), h),
+                    &self.device,
+                )?)
+            }
+            None => None,
+        };
+        let logits = self.model.head_masked(cls, mask.as_ref())?;
+        let out = LossOutput::single(self.loss_of(&logits, idx)?);
+        super::task::backward_store(out, weight)
+    }
+
     /// BCE on one label's logits, or cross-entropy over classes.
     fn loss_of(&self, logits: &Tensor, idx: &[usize]) -> Result<Tensor> {
         let y: Vec<f32> = idx.iter().map(|&i| self.labels[i]).collect();

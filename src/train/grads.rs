@@ -88,3 +88,46 @@ impl ParamGrads {
         self.map.is_empty()
     }
 }
+
+#[cfg(test)]
+impl ParamGrads {
+    /// These gradients (of parameters `vars.0`) against `want`'s (of `vars.1`, the same model
+    /// elsewhere: another engine's step), parameter by parameter in order: each within `tol.0`
+    /// of its largest value (floored at 1e-3: MiniLM's gradients are small, and their rounding
+    /// smaller), and all together within `tol.1` of their L2 norm (rounding's differences are
+    /// spread thin, a wrong product's are not). Prints the latter.
+    pub fn assert_close_to(&self, want: &ParamGrads, vars: (&[Var], &[Var]), tol: (f32, f64)) {
+        let (gs, ws) = (self.in_order(vars.0), want.in_order(vars.1));
+        let (mut off, mut norm) = (0f64, 0f64);
+        assert!(vars.1.len() > 100, "{} parameters", vars.1.len());
+        for (k, (g, w)) in gs.iter().zip(&ws).enumerate() {
+            let (Some(g), Some(w)) = (g, w) else {
+                panic!("parameter {k}: a gradient on one side only")
+            };
+            let (g, w): (Vec<f32>, Vec<f32>) = (
+                g.flatten_all().unwrap().to_vec1().unwrap(),
+                w.flatten_all().unwrap().to_vec1().unwrap(),
+            );
+            let scale = w.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+            let worst = g
+                .iter()
+                .zip(&w)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(
+                worst <= tol.0 * scale,
+                "parameter {k}: off by {worst} (scale {scale})"
+            );
+            for (a, b) in g.iter().zip(&w) {
+                off += ((a - b) as f64).powi(2);
+                norm += (*b as f64).powi(2);
+            }
+        }
+        let rel = (off / norm).sqrt();
+        eprintln!("gradients' relative L2 difference: {rel:.3e}");
+        assert!(
+            rel <= tol.1,
+            "the gradients differ by {rel:.3e} of their norm"
+        );
+    }
+}

@@ -28,40 +28,12 @@ fn on_device(task: &BiEncoderTask) -> Option<(Ranking, DevicePooling)> {
     Some((task.spec.ranking?, DevicePooling::of(task.enc.pooling)?))
 }
 
-/// The card the task's model lives on when the GPU engine trains it: asked for with
-/// CONDENSER_GPU_ENGINE=1 (opt-in until its tests have passed on a lent card: written and
-/// tested on the CPU's emulation only, docs/gpu.md), f32 weights on a CUDA device, BERT's GELU,
-/// heads of width 32 or 64 (the CUDA kernels'), the engine not turned off
-/// (CONDENSER_ENGINE=off). GradCache (a mini-batch size) runs on the engine too
-/// (`cached`). None: candle's graph trains it.
+/// The card the task's model lives on when the GPU engine trains it (model/engine/gpu/cuda.rs's
+/// `card_for`; GradCache, a mini-batch size, runs on the engine too: `cached`). None: candle's
+/// graph trains it.
 #[cfg(feature = "cuda")]
 pub fn card(task: &BiEncoderTask) -> Option<candle_core::cuda::CudaDevice> {
-    use crate::model::Activation;
-    let value = std::env::var("CONDENSER_GPU_ENGINE").unwrap_or_default();
-    let asked = matches!(value.as_str(), "1" | "on");
-    if !matches!(value.as_str(), "" | "0" | "off" | "1" | "on") {
-        // a typo must not pass for "off" unseen: said once a process
-        static SAID: std::sync::Once = std::sync::Once::new();
-        SAID.call_once(|| {
-            eprintln!(
-                "warning: CONDENSER_GPU_ENGINE={value:?} is not 1, on, 0 or off; \
-                 training through candle's graph"
-            )
-        });
-    }
-    let bert = &task.enc.bert;
-    let w = bert.embeddings.word.embeddings();
-    let fits = asked
-        && crate::model::engine::enabled()
-        && w.dtype() == candle_core::DType::F32
-        && bert
-            .layers
-            .iter()
-            .all(|l| l.act == Activation::Gelu && matches!(l.attention.head_dim, 32 | 64));
-    match w.device() {
-        candle_core::Device::Cuda(d) if fits => Some(d.clone()),
-        _ => None,
-    }
+    crate::model::engine::gpu::cuda::card_for(&task.enc.bert)
 }
 
 /// `gradients` on the task's card, the engine made at the first call and kept in the task.

@@ -7,22 +7,10 @@ use crate::model::engine::Engine;
 use crate::model::Dropout;
 use crate::train::losses;
 use crate::train::params;
-use std::path::Path;
-
-/// The checkout whose datasets/ the test reads: where it was built, or (a test binary carried
-/// to the lent GPU machine) the folder it runs in.
-fn root() -> std::path::PathBuf {
-    let built = Path::new(env!("CARGO_MANIFEST_DIR"));
-    if built.join("datasets/model").exists() {
-        built.to_path_buf()
-    } else {
-        std::env::current_dir().expect("a working folder")
-    }
-}
 
 /// MNR on all-MiniLM-L6-v2 with STSb dev's pairs, on `device`.
 fn mnr_task(device: candle_core::Device) -> BiEncoderTask {
-    let root = root();
+    let root = crate::runtime::test_root();
     let opts = BiEncoderOptions {
         saved_max_seq_length: None,
         pooling: None,
@@ -214,39 +202,6 @@ fn same_step_within(
         params::var_list(&gpu_task.varmap),
         params::var_list(&cpu_task.varmap),
     );
-    let (gs, ws) = (got.grads.in_order(&gv), want.grads.in_order(&wv));
-    let (mut off, mut norm) = (0f64, 0f64);
-    assert!(wv.len() > 100, "{} parameters", wv.len());
-    for (k, (g, w)) in gs.iter().zip(&ws).enumerate() {
-        let (Some(g), Some(w)) = (g, w) else {
-            panic!("parameter {k}: a gradient on one side only")
-        };
-        let (g, w): (Vec<f32>, Vec<f32>) = (
-            g.flatten_all().unwrap().to_vec1().unwrap(),
-            w.flatten_all().unwrap().to_vec1().unwrap(),
-        );
-        // a floor of 1e-3, not 1: MiniLM's gradients are small, and their rounding smaller
-        let scale = w.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
-        let worst = g
-            .iter()
-            .zip(&w)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        assert!(
-            worst <= tol.each * scale,
-            "parameter {k}: off by {worst} (scale {scale})"
-        );
-        for (a, b) in g.iter().zip(&w) {
-            off += ((a - b) as f64).powi(2);
-            norm += (*b as f64).powi(2);
-        }
-    }
-    // all gradients together: rounding's differences are spread thin, a wrong product's are
-    // not
-    let rel = (off / norm).sqrt();
-    eprintln!("gradients' relative L2 difference: {rel:.3e}");
-    assert!(
-        rel <= tol.all,
-        "the gradients differ by {rel:.3e} of their norm"
-    );
+    got.grads
+        .assert_close_to(&want.grads, (&gv, &wv), (tol.each, tol.all));
 }

@@ -4,6 +4,7 @@
 //! backward, the leaf's gradient goes back through the engine (packed again on the device).
 use super::device::Device;
 use super::grads::Grads;
+use super::heads::EmbedHead;
 use super::stack::Stack;
 use crate::model::{Bert, Dropout};
 use candle_core::backprop::GradStore;
@@ -50,5 +51,59 @@ impl GpuLeaf {
             Some(g) => stack.backward_padded(bert, g, drop, grads),
             None => Ok(()),
         }
+    }
+}
+
+/// The last forward's embeddings, pooled on the device by an `EmbedHead` (heads.rs), entering
+/// candle's graph as a leaf (n x width on the model's device): what a head or loss in candle
+/// reads when the pooling is one the device runs, a copy of n rows instead of the padded
+/// batch.
+pub struct PooledLeaf {
+    pub emb: Var,
+}
+
+impl PooledLeaf {
+    /// `head`'s embeddings of `stack`'s last forward, as a leaf on `on` (candle's handle on the
+    /// stack's device).
+    pub fn forward<D: Device>(
+        stack: &Stack<D>,
+        head: &mut EmbedHead<D>,
+        on: &candle_core::Device,
+    ) -> Result<PooledLeaf> {
+        let at = head.forward(stack)?;
+        let dev = stack.device();
+        let n = stack.last_rows()?.rows.items;
+        let (emb, to) = dev.new_tensor(&[n, head.width], on)?;
+        dev.copy(to, at, 4 * n * head.width)?;
+        Ok(PooledLeaf {
+            emb: Var::from_tensor(&emb)?,
+        })
+    }
+
+    /// The engine's backward from the leaf's gradient in `store` (none: the loss did not reach
+    /// it, and nothing is accumulated) through `head`; `stack`'s last forward must be this
+    /// leaf's, of `bert`.
+    pub fn backward<D: Device>(
+        self,
+        stack: &mut Stack<D>,
+        head: &EmbedHead<D>,
+        (bert, store): (&Bert, &GradStore),
+        drop: Option<&Dropout>,
+        grads: &Grads<D>,
+    ) -> Result<()> {
+        let Some(g) = store.get(self.emb.as_tensor()) else {
+            return Ok(());
+        };
+        if g.dims() != self.emb.dims() {
+            candle_core::bail!(
+                "gpu engine: a gradient of {:?} for {:?}",
+                g.dims(),
+                self.emb.dims()
+            )
+        }
+        let g = g.contiguous()?;
+        let dev = stack.device();
+        dev.copy(head.grad()?, dev.tensor_addr(&g)?, 4 * g.elem_count())?;
+        head.backward(stack, bert, drop, grads)
     }
 }

@@ -1,0 +1,96 @@
+//! A cross-encoder step on the GPU engine (model/engine/gpu; issue 57, item 2's cross-encoder
+//! step): the pairs packed into one forward with their token types, each keyed by example as
+//! the CPU engine keys it (so the dropout masks are the CPU engine's), `[CLS]` taken on the
+//! device into a leaf of b rows (no padded batch), the pooler, classifier and loss in candle
+//! (a few ops on b x h), one backward into the engine's arena. A child of cross_encoder.rs.
+use super::CrossEncoderTask;
+use crate::error::Result;
+use crate::model::engine::gpu::device::Device;
+use crate::model::engine::gpu::grads::Grads;
+use crate::model::engine::gpu::heads::{DevicePooling, EmbedHead};
+use crate::model::engine::gpu::leaf::PooledLeaf;
+use crate::model::engine::gpu::stack::Stack;
+use crate::model::{Bert, Dropout, Pooling};
+use crate::train::grads::ParamGrads;
+use crate::train::params;
+use crate::train::task::Gradients;
+
+/// A cross-encoder's GPU engine: the stack, its gradient arena, and the `[CLS]` head's memory.
+pub struct CrossCard<D: Device> {
+    pub stack: Stack<D>,
+    pub grads: Grads<D>,
+    head: EmbedHead<D>,
+}
+
+impl<D: Device> CrossCard<D> {
+    /// The engine for `bert` on `dev`, its arena on `on` (candle's handle on `dev`).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub fn new(dev: D, bert: &Bert, on: &candle_core::Device) -> Result<CrossCard<D>> {
+        let stack = Stack::new(dev, bert)?;
+        let grads = stack.zero_grads(on)?;
+        let cls = DevicePooling::of(Pooling::CLS).expect("the device pools [CLS]");
+        let hidden = bert.embeddings.word.embeddings().dim(1)?;
+        Ok(CrossCard {
+            stack,
+            grads,
+            head: EmbedHead::new(cls, false, hidden),
+        })
+    }
+}
+
+impl CrossEncoderTask {
+    /// `gradients` on the model's card, the engine made at the first call and kept.
+    #[cfg(feature = "cuda")]
+    pub(super) fn on_card(
+        &self,
+        card: &candle_core::cuda::CudaDevice,
+        idx: &[usize],
+        drop: Option<&Dropout>,
+        weight: f64,
+    ) -> Result<Gradients> {
+        use crate::model::engine::gpu::cuda::Cuda;
+        let mut slot = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            let on = candle_core::Device::Cuda(card.clone());
+            *slot = Some(CrossCard::new(Cuda::new(card)?, &self.model.bert, &on)?);
+        }
+        self.card_gradients(slot.as_mut().expect("made above"), idx, drop, weight)
+    }
+
+    /// The step's loss and gradients for rows `idx` on `card` (its arena restarted first),
+    /// `weight` x the batch's mean loss; the backbone's gradients are views of the arena, held
+    /// by the result's lease.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(super) fn card_gradients<D: Device>(
+        &self,
+        card: &mut CrossCard<D>,
+        idx: &[usize],
+        drop: Option<&Dropout>,
+        weight: f64,
+    ) -> Result<Gradients> {
+        let bert = &self.model.bert;
+        card.grads.restart(card.stack.device())?;
+        let (ids, types, keys) = self.packed(idx);
+        card.stack
+            .forward(bert, &ids, Some(&types), Some(&keys), drop)?;
+        let leaf = PooledLeaf::forward(&card.stack, &mut card.head, &self.device)?;
+        let (mut out, store) = self.head_step(leaf.emb.as_tensor(), idx, &keys, drop, weight)?;
+        leaf.backward(
+            &mut card.stack,
+            &card.head,
+            (bert, &store),
+            drop,
+            &card.grads,
+        )?;
+        let mut grads = ParamGrads::from_store(&params::var_list(&self.varmap), store);
+        let (pairs, lease) = card.grads.export(bert)?;
+        grads.add_pairs(pairs)?;
+        grads.hold(lease);
+        out.grads = grads;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+#[path = "cross_encoder_card_test.rs"]
+mod tests;

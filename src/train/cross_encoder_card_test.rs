@@ -1,0 +1,84 @@
+//! cross_encoder_card.rs's tests: a cross-encoder step on the GPU engine (the emulated device,
+//! and a card where one answers) against the CPU engine's step of the same task.
+use super::super::{CrossEncoderData, CrossEncoderTask};
+use super::CrossCard;
+use crate::model::engine::gpu::emulated::Emulated;
+use crate::model::Dropout;
+use crate::train::params;
+use crate::train::task::{Gradients, TrainTask};
+
+/// MiniLM as a one-label cross-encoder (BCE; its pooler and classifier fresh from seed 1) on
+/// MRPC train's pairs, 32 tokens a pair, on `device`.
+fn task(device: &candle_core::Device) -> CrossEncoderTask {
+    let root = crate::runtime::test_root();
+    let model = root.join("datasets/model/all-MiniLM-L6-v2");
+    let train = [root.join("datasets/data/mrpc/train.parquet")];
+    let columns = "sentence1,sentence2,label".parse().unwrap();
+    let data = CrossEncoderData {
+        train: &train,
+        columns: &columns,
+        both_orders: false,
+    };
+    CrossEncoderTask::new(&model, 1, 32, data, 1, device).unwrap()
+}
+
+/// Six MRPC pairs, dropout on (the classifier's input site too): the GPU engine's step (`[CLS]`
+/// taken on the device into a leaf of six rows, the head and BCE in candle) gives the CPU
+/// engine's loss and every parameter's gradient, pooler and classifier included.
+#[test]
+fn a_cross_encoder_step_matches_the_cpu_engine() {
+    let Some(dev) = Emulated::for_test("the emulated GPU cross-encoder step") else {
+        return;
+    };
+    let task = task(&candle_core::Device::Cpu);
+    let mut card = CrossCard::new(dev, &task.model.bert, &candle_core::Device::Cpu).unwrap();
+    let (idx, drop) = step(&task);
+    let got = task.card_gradients(&mut card, &idx, Some(&drop), 1.0);
+    same_step(&task, &task, got.unwrap());
+}
+
+/// The same step on a card (a `cuda` build's test binary on the lent machine), through the
+/// task's own engine there (`on_card`).
+#[cfg(feature = "cuda")]
+#[test]
+fn a_cross_encoder_step_on_the_card_matches_the_cpu_engine() {
+    if crate::model::kernels::blas::blas().is_none() {
+        return crate::runtime::skipped("the GPU step on a card", "blas", "no BLAS here");
+    }
+    let Ok(card) = candle_core::Device::new_cuda(0) else {
+        return crate::runtime::skipped("the GPU step on a card", "gpu", "no CUDA device");
+    };
+    let (on_card, on_cpu) = (task(&card), task(&candle_core::Device::Cpu));
+    let candle_core::Device::Cuda(cd) = &card else {
+        unreachable!("new_cuda gives a CUDA device")
+    };
+    let (idx, drop) = step(&on_card);
+    let got = on_card.on_card(cd, &idx, Some(&drop), 1.0).unwrap();
+    same_step(&on_cpu, &on_card, got);
+}
+
+/// Six pairs and the step's dropout.
+fn step(task: &CrossEncoderTask) -> (Vec<usize>, Dropout) {
+    let drop = Dropout::new(task.folder.config.dropout_rates(), 5);
+    ((0..6).collect(), drop)
+}
+
+/// `got` (a step of `card_task`) against the CPU engine's step of `cpu_task` (the same model
+/// and data on the CPU): the loss, and every gradient (measured: 9.0e-7 of their norm).
+fn same_step(cpu_task: &CrossEncoderTask, card_task: &CrossEncoderTask, got: Gradients) {
+    let (idx, drop) = step(cpu_task);
+    let want = cpu_task.gradients(&idx, 0, Some(&drop), 1.0).unwrap();
+    assert!(
+        (got.value - want.value).abs() <= 1e-5 * want.value.abs().max(1.0),
+        "loss {} against {}",
+        got.value,
+        want.value
+    );
+    let vars = (
+        params::var_list(&card_task.varmap),
+        params::var_list(&cpu_task.varmap),
+    );
+    let tol = (2e-4, 1e-4);
+    got.grads
+        .assert_close_to(&want.grads, (&vars.0, &vars.1), tol);
+}
