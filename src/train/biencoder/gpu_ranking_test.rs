@@ -52,6 +52,16 @@ fn off(got: &[f64], want: &[f64]) -> f64 {
         / scale
 }
 
+/// `batch`'s shape: six anchors, then six positives and six negatives, 40 wide.
+const SHAPE: Shape = Shape {
+    rows: 18,
+    anchors: 6,
+    width: 40,
+};
+
+/// `batch`'s rows' text ids (anchor, positive): rows 0 and 3 share their anchor.
+const IDS: [u32; 12] = [0, 1, 2, 3, 4, 5, 0, 6, 7, 8, 9, 10];
+
 /// Anchors, positives and one column of hard negatives (6 rows of 40 each): positives are
 /// `near` x their anchor plus noise, negatives opposed to it. Rows 0 and 3 share their anchor
 /// (one text, one embedding; the ids below say so).
@@ -80,12 +90,7 @@ fn ranking_on_the_device_matches_f64() {
     let Some(dev) = Emulated::for_test("the device's ranking loss") else {
         return;
     };
-    let shape = Shape {
-        rows: 18,
-        anchors: 6,
-        width: 40,
-    };
-    let ids: Vec<u32> = vec![0, 1, 2, 3, 4, 5, 0, 6, 7, 8, 9, 10];
+    let (shape, ids) = (SHAPE, IDS.to_vec());
     let spec = |name| crate::train::losses::find(name).unwrap().ranking.unwrap();
     let (mnr, masked, dot) = (spec("mnr"), spec("mnr-masked"), spec("contrastive"));
     let mut room = None;
@@ -131,12 +136,7 @@ fn ranking_on_the_device_matches_finite_differences() {
     let Some(dev) = Emulated::for_test("the device's ranking loss") else {
         return;
     };
-    let shape = Shape {
-        rows: 18,
-        anchors: 6,
-        width: 40,
-    };
-    let ids: Vec<u32> = vec![0, 1, 2, 3, 4, 5, 0, 6, 7, 8, 9, 10];
+    let (shape, ids) = (SHAPE, IDS.to_vec());
     let r = crate::train::losses::find("mnr-masked")
         .unwrap()
         .ranking

@@ -239,13 +239,7 @@ fn cached_on_device<D: Device>(
             card.cache = Some(WholeBatch { len, emb, grad });
         }
         let whole = card.cache.as_ref().expect("made above");
-        let rows = Rows {
-            columns,
-            total,
-            start,
-            m: chunk.len(),
-            width,
-        };
+        let rows = Rows::of((columns, total), (start, chunk.len()), width);
         rows.copy(card.stack.device(), (emb, whole.emb.at(0)), true)?;
         start += chunk.len();
     }
@@ -274,13 +268,7 @@ fn cached_on_device<D: Device>(
         let (Some(head), Some(whole)) = (card.head.as_ref(), card.cache.as_ref()) else {
             unreachable!("made in pass 1")
         };
-        let rows = Rows {
-            columns,
-            total,
-            start,
-            m: chunk.len(),
-            width,
-        };
+        let rows = Rows::of((columns, total), (start, chunk.len()), width);
         rows.copy(card.stack.device(), (head.grad()?, whole.grad.at(0)), false)?;
         head.backward(&mut card.stack, bert, drop, &card.grads)?;
         start += chunk.len();
@@ -299,6 +287,16 @@ struct Rows {
 }
 
 impl Rows {
+    fn of((columns, total): (usize, usize), (start, m): (usize, usize), width: usize) -> Rows {
+        Rows {
+            columns,
+            total,
+            start,
+            m,
+            width,
+        }
+    }
+
     /// Each column's rows between the mini-batch's buffer (its columns one after another) and
     /// the whole batch's: into the whole where `into_whole`, else out of it.
     fn copy<D: Device>(

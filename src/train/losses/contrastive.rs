@@ -1,5 +1,5 @@
 //! DPR's contrastive loss: in-batch ranking by dot product (scale 1), with any hard negatives.
-use super::{in_batch_ranking, Loss, LossSpec, Ranking};
+use super::{Loss, LossSpec, Ranking};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
@@ -24,13 +24,6 @@ struct Contrastive;
 
 impl Loss for Contrastive {
     fn forward(&self, emb: &[Tensor], _: Option<&Tensor>) -> Result<Tensor> {
-        let r = RANKING;
-        in_batch_ranking(
-            &emb[0],
-            &Tensor::cat(&emb[1..], 0)?,
-            r.scale,
-            r.cosine,
-            None,
-        )
+        RANKING.forward(emb, None)
     }
 }

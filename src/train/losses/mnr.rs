@@ -1,6 +1,6 @@
 //! MultipleNegativesRankingLoss: anchor i's positive is candidate i; every other anchor's positive
 //! and every hard negative is a negative. Cross-entropy over 20 x cosine similarity.
-use super::{in_batch_ranking, Loss, LossSpec, Ranking};
+use super::{Loss, LossSpec, Ranking};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
@@ -25,13 +25,6 @@ pub struct Mnr;
 
 impl Loss for Mnr {
     fn forward(&self, emb: &[Tensor], _: Option<&Tensor>) -> Result<Tensor> {
-        let r = RANKING;
-        in_batch_ranking(
-            &emb[0],
-            &Tensor::cat(&emb[1..], 0)?,
-            r.scale,
-            r.cosine,
-            None,
-        )
+        RANKING.forward(emb, None)
     }
 }

@@ -4,7 +4,7 @@
 //! query over its relevant documents (CACM's train queries hold about 15 each), and a batch larger
 //! than the distinct queries cannot keep them apart; the no-duplicates arrangement still tries
 //! first. Hard negatives are never masked. Not in sentence-transformers (its MNR keeps them).
-use super::{in_batch_ranking, required, Loss, LossSpec, Ranking, Target};
+use super::{required, Loss, LossSpec, Ranking, Target};
 use candle_core::{Result, Tensor};
 
 pub const SPEC: LossSpec = LossSpec {
@@ -30,15 +30,8 @@ struct MnrMasked;
 impl Loss for MnrMasked {
     fn forward(&self, emb: &[Tensor], target: Option<&Tensor>) -> Result<Tensor> {
         let ids = required(target, &SPEC)?;
-        let candidates = Tensor::cat(&emb[1..], 0)?;
-        let mask = false_negatives(ids, candidates.dim(0)?)?;
-        in_batch_ranking(
-            &emb[0],
-            &candidates,
-            RANKING.scale,
-            RANKING.cosine,
-            Some(&mask),
-        )
+        let candidates: usize = emb[1..].iter().map(|e| e.dim(0)).sum::<Result<usize>>()?;
+        RANKING.forward(emb, Some(&false_negatives(ids, candidates)?))
     }
 }
 

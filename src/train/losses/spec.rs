@@ -43,6 +43,15 @@ pub struct Ranking {
     pub exclude_shared: bool,
 }
 
+impl Ranking {
+    /// The loss over the columns' embeddings `emb` (anchors, then candidates' columns), with
+    /// `exclude` added to the scores (functional.rs's `in_batch_ranking`).
+    pub fn forward(&self, emb: &[Tensor], exclude: Option<&Tensor>) -> Result<Tensor> {
+        let candidates = Tensor::cat(&emb[1..], 0)?;
+        super::in_batch_ranking(&emb[0], &candidates, self.scale, self.cosine, exclude)
+    }
+}
+
 /// What a loss gets to build itself: its trainable parameters go under `vb`.
 pub struct LossContext<'a> {
     pub vb: VarBuilder<'a>,

@@ -39,15 +39,7 @@ pub fn pool<D: Device>(
     h: usize,
     out: Addr,
 ) -> Result<()> {
-    let args = [
-        Arg::Addr(x),
-        Arg::Addr(rows.off),
-        Arg::Addr(rows.len),
-        Arg::I32(p.flags),
-        Arg::I32(h as i32),
-        Arg::Addr(out),
-    ];
-    dev.launch("pool_rows", (rows.items as u32, 1), THREADS, &args)
+    pooling_launch(dev, "pool_rows", p, (x, rows), h, out)
 }
 
 /// `pool`'s backward: every packed row's gradient (t x h at `dx`, all written) from the
@@ -59,15 +51,27 @@ pub fn pool_backward<D: Device>(
     h: usize,
     dx: Addr,
 ) -> Result<()> {
+    pooling_launch(dev, "pool_rows_backward", p, (g, rows), h, dx)
+}
+
+/// One of the two pooling kernels (they take the same arguments), a block an item.
+fn pooling_launch<D: Device>(
+    dev: &D,
+    kernel: &str,
+    p: DevicePooling,
+    (from, rows): (Addr, &Rows),
+    h: usize,
+    to: Addr,
+) -> Result<()> {
     let args = [
-        Arg::Addr(g),
+        Arg::Addr(from),
         Arg::Addr(rows.off),
         Arg::Addr(rows.len),
         Arg::I32(p.flags),
         Arg::I32(h as i32),
-        Arg::Addr(dx),
+        Arg::Addr(to),
     ];
-    dev.launch("pool_rows_backward", (rows.items as u32, 1), THREADS, &args)
+    dev.launch(kernel, (rows.items as u32, 1), THREADS, &args)
 }
 
 /// Rows (n x h at x) divided by their norms into y, the norms (n) into `norms`.
