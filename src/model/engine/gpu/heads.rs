@@ -204,14 +204,15 @@ impl<D: Device> EmbedHead<D> {
             candle_core::bail!("gpu engine: a head's backward before its forward")
         };
         let (n, w) = (self.items, self.width);
+        // checked before any launch: a stale head must not touch the gradient's room
+        let last = stack.last_rows()?;
+        if last.rows.items != n {
+            candle_core::bail!("gpu engine: a head's backward after another forward")
+        }
         let dev = stack.device();
         if self.normalize {
             let g = r.grad.at(0);
             normalize_backward(dev, (r.normed.at(0), r.norms.at(0)), g, (n, w), g)?;
-        }
-        let last = stack.last_rows()?;
-        if last.rows.items != n {
-            candle_core::bail!("gpu engine: a head's backward after another forward")
         }
         let h = w / self.pooling.modes;
         pool_backward(dev, self.pooling, (r.grad.at(0), &last.rows), h, last.grad)?;
