@@ -4,7 +4,8 @@
 //! head's. One forward instead of one a column: on a card a step's time goes to launches, and a
 //! column is as many as the batch. An in-batch ranking loss over a pooling the device runs
 //! (mean, cls) stays on the device from the tokens to the gradients (gpu_ranking.rs); any other
-//! loss gets the padded rows as a candle leaf and runs in candle.
+//! loss runs in candle on the embeddings the device pooled, a leaf of n rows (`PooledLeaf`), or
+//! on the padded rows where candle pools (max).
 use super::card::{Card, WholeBatch};
 use super::gpu_ranking::{ranking_loss, Shape};
 use super::gradcache;
@@ -13,7 +14,7 @@ use crate::error::Result;
 use crate::model::engine::gpu::device::{Addr, Buf, Device};
 use crate::model::engine::gpu::grads::Grads;
 use crate::model::engine::gpu::heads::{DevicePooling, EmbedHead};
-use crate::model::engine::gpu::leaf::GpuLeaf;
+use crate::model::engine::gpu::leaf::{GpuLeaf, PooledLeaf};
 use crate::model::engine::gpu::stack::Stack;
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
@@ -81,12 +82,44 @@ pub fn gradients<D: Device>(
         head.backward(&mut card.stack, bert, drop, &card.grads)?;
         return finish(task, ParamGrads::default(), &card.grads, value);
     }
+    if let Some(pooling) = DevicePooling::of(task.enc.pooling) {
+        return pooled_in_candle(task, card, pooling, idx, drop, weight);
+    }
     let (leaf, emb) = embed(task, &mut card.stack, idx, drop)?;
     let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
     let store = loss.backward()?;
     leaf.backward(&mut card.stack, bert, &store, drop, &card.grads)?;
     let head = ParamGrads::from_store(&params::var_list(&task.varmap), store);
     finish(task, head, &card.grads, value)
+}
+
+/// `gradients` for a loss that runs in candle (cosine, softmax, triplet...) over a pooling the
+/// device runs: the embeddings pooled (and normalised) on the device enter candle as a leaf of
+/// n rows (`PooledLeaf`), not as the padded batch pooled by candle's ops; the leaf's gradient
+/// goes back through the device's head.
+fn pooled_in_candle<D: Device>(
+    task: &BiEncoderTask,
+    card: &mut Card<D>,
+    pooling: DevicePooling,
+    idx: &[usize],
+    drop: Option<&Dropout>,
+    weight: f64,
+) -> Result<Gradients> {
+    let (at, shape) = embed_on_device(task, card, pooling, idx, drop)?;
+    let bert = &task.enc.bert;
+    let on = bert.embeddings.word.embeddings().device().clone();
+    let dev = card.stack.device();
+    let leaf = PooledLeaf::of(dev, at, (shape.rows, shape.width), &on)?;
+    let b = idx.len();
+    let emb = (0..task.data.texts.len())
+        .map(|c| leaf.emb.as_tensor().narrow(0, c * b, b))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
+    let store = loss.backward()?;
+    let head = card.head.as_ref().expect("made by embed_on_device");
+    leaf.backward(&mut card.stack, head, (bert, &store), drop, &card.grads)?;
+    let loss_head = ParamGrads::from_store(&params::var_list(&task.varmap), store);
+    finish(task, loss_head, &card.grads, value)
 }
 
 /// Rows `idx`' columns as one forward's sequences, column after column, each keyed as the CPU

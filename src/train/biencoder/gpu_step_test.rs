@@ -10,6 +10,17 @@ use crate::train::params;
 
 /// MNR on all-MiniLM-L6-v2 with STSb dev's pairs, on `device`.
 fn mnr_task(device: candle_core::Device) -> BiEncoderTask {
+    loss_task("mnr", "stsb/dev", Some("sentence1,sentence2"), device)
+}
+
+/// `loss` on all-MiniLM-L6-v2 with `data`'s rows (datasets/data/`data`.parquet; `columns`, or
+/// the loss's own), on `device`.
+fn loss_task(
+    loss: &str,
+    data: &str,
+    columns: Option<&str>,
+    device: candle_core::Device,
+) -> BiEncoderTask {
     let root = crate::runtime::test_root();
     let opts = BiEncoderOptions {
         saved_max_seq_length: None,
@@ -21,10 +32,10 @@ fn mnr_task(device: candle_core::Device) -> BiEncoderTask {
         mini_batch_size: None,
     };
     let model = root.join("datasets/model/all-MiniLM-L6-v2");
-    let mut task = BiEncoderTask::new(&model, losses::find("mnr").unwrap(), &opts).unwrap();
-    let stsb = root.join("datasets/data/stsb/dev.parquet");
-    let cols = "sentence1,sentence2".parse().unwrap();
-    task.data = BiData::read(&stsb, task.spec, Some(&cols), &task.enc, 3).unwrap();
+    let mut task = BiEncoderTask::new(&model, losses::find(loss).unwrap(), &opts).unwrap();
+    let file = root.join(format!("datasets/data/{data}.parquet"));
+    let cols = columns.map(|c| c.parse().unwrap());
+    task.data = BiData::read(&file, task.spec, cols.as_ref(), &task.enc, 3).unwrap();
     task
 }
 
@@ -40,6 +51,25 @@ fn an_mnr_step_matches_the_cpu_engine() {
     let (idx, drop) = step_rows(&task, &MUSIC);
     let got = super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
     same_step(&task, &task, got);
+}
+
+/// Losses that run in candle over the pooling the device runs (MiniLM: mean, normalised):
+/// CosineSimilarityLoss on STSb dev's labels and SoftmaxLoss on MRPC train (its classifier's
+/// gradients come from candle's store beside the backbone's), the embeddings entering candle
+/// as a leaf of n rows (`PooledLeaf`): the CPU engine's loss and every gradient.
+#[test]
+fn candle_losses_over_the_device_pooling_match_the_cpu_engine() {
+    for (loss, data) in [("cosine", "stsb/dev"), ("softmax", "mrpc/train")] {
+        let Some(dev) = Emulated::for_test("the emulated GPU step, a candle loss") else {
+            return;
+        };
+        let task = loss_task(loss, data, None, candle_core::Device::Cpu);
+        let mut card = Card::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+        let (idx, drop) = step_rows(&task, &MUSIC);
+        let got = super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
+        assert!(card.head.is_some(), "{loss}: pooled on the device");
+        same_step(&task, &task, got);
+    }
 }
 
 /// GradCache on the engine (mini-batches of 4 over six pairs: one whole, one ragged; the
@@ -120,6 +150,26 @@ fn an_mnr_step_on_the_card_matches_the_cpu_engine() {
         let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
         same_step_within(&on_cpu, &on_card, got, BF16_TOL, &PARAPHRASES);
     }
+}
+
+/// SoftmaxLoss (a loss in candle over the device's pooling) on a card, as the trainer runs it.
+#[cfg(feature = "cuda")]
+#[test]
+fn a_candle_loss_step_on_the_card_matches_the_cpu_engine() {
+    if crate::model::kernels::blas::blas().is_none() {
+        return crate::runtime::skipped("the GPU step on a card", "blas", "no BLAS here");
+    }
+    let Ok(card) = candle_core::Device::new_cuda(0) else {
+        return crate::runtime::skipped("the GPU step on a card", "gpu", "no CUDA device");
+    };
+    let candle_core::Device::Cuda(cd) = &card else {
+        unreachable!("new_cuda gives a CUDA device")
+    };
+    let on_card = loss_task("softmax", "mrpc/train", None, card.clone());
+    let on_cpu = loss_task("softmax", "mrpc/train", None, candle_core::Device::Cpu);
+    let (idx, drop) = step_rows(&on_card, &MUSIC);
+    let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
+    same_step(&on_cpu, &on_card, got);
 }
 
 /// Six STSb pairs about people playing music (guitar, flute, trumpet; two anchors and two

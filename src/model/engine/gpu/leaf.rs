@@ -2,7 +2,7 @@
 //! layer's states enter candle's graph as a leaf (padded (b, len, h) on the model's device, with
 //! the 0/1 mask the heads pool by), so that a head and a loss run as candle ops; after candle's
 //! backward, the leaf's gradient goes back through the engine (packed again on the device).
-use super::device::Device;
+use super::device::{Addr, Device};
 use super::grads::Grads;
 use super::heads::EmbedHead;
 use super::stack::Stack;
@@ -71,10 +71,20 @@ impl PooledLeaf {
         on: &candle_core::Device,
     ) -> Result<PooledLeaf> {
         let at = head.forward(stack)?;
-        let dev = stack.device();
         let n = stack.last_rows()?.rows.items;
-        let (emb, to) = dev.new_tensor(&[n, head.width], on)?;
-        dev.copy(to, at, 4 * n * head.width)?;
+        PooledLeaf::of(stack.device(), at, (n, head.width), on)
+    }
+
+    /// The embeddings an `EmbedHead`'s forward left at `at` (n x width on `dev`), copied into a
+    /// leaf on `on`.
+    pub fn of<D: Device>(
+        dev: &D,
+        at: Addr,
+        (n, width): (usize, usize),
+        on: &candle_core::Device,
+    ) -> Result<PooledLeaf> {
+        let (emb, to) = dev.new_tensor(&[n, width], on)?;
+        dev.copy(to, at, 4 * n * width)?;
         Ok(PooledLeaf {
             emb: Var::from_tensor(&emb)?,
         })
