@@ -72,6 +72,117 @@ fn candle_losses_over_the_device_pooling_match_the_cpu_engine() {
     }
 }
 
+/// Item 1's parity over N steps: three AdamW updates (the trainer's optimizer, lr 2e-5, weight
+/// decay 0.01) from the GPU engine's gradients (emulated device) against three from the CPU
+/// engine's, the same weights to start, a fresh dropout draw a step. Each step's loss, and each
+/// parameter's total update at the end, agree within f32 rounding: a weight the device kept
+/// from before an update, or an arena or tape not restarted, drifts here where one step's test
+/// cannot see it.
+#[test]
+fn three_adamw_steps_match_the_cpu_engine() {
+    let Some(dev) = Emulated::for_test("the emulated GPU engine over three steps") else {
+        return;
+    };
+    let cpu = candle_core::Device::Cpu;
+    let (gpu_task, cpu_task) = (mnr_task(cpu.clone()), mnr_task(cpu.clone()));
+    let mut card = Card::new(dev, &gpu_task.enc.bert, &cpu).unwrap();
+    three_steps_match(&cpu_task, &gpu_task, |drop| {
+        super::gradients(&gpu_task, &mut card, &MUSIC, Some(drop), 1.0).unwrap()
+    });
+}
+
+/// The same three steps on a card, as the trainer runs them (`on_card`, AdamW's one launch).
+#[cfg(feature = "cuda")]
+#[test]
+fn three_adamw_steps_on_the_card_match_the_cpu_engine() {
+    if crate::model::kernels::blas::blas().is_none() {
+        return crate::runtime::skipped("the GPU steps on a card", "blas", "no BLAS here");
+    }
+    let Ok(card) = candle_core::Device::new_cuda(0) else {
+        return crate::runtime::skipped("the GPU steps on a card", "gpu", "no CUDA device");
+    };
+    let candle_core::Device::Cuda(cd) = &card else {
+        unreachable!("new_cuda gives a CUDA device")
+    };
+    let (on_card, on_cpu) = (mnr_task(card.clone()), mnr_task(candle_core::Device::Cpu));
+    three_steps_match(&on_cpu, &on_card, |drop| {
+        super::on_card(&on_card, cd, &MUSIC, Some(drop), 1.0).unwrap()
+    });
+}
+
+/// Three AdamW updates of `gpu_task` from `gpu_step`'s gradients against three of `cpu_task`
+/// from the CPU engine's (the same weights to start, MUSIC's rows, a dropout draw a step).
+fn three_steps_match(
+    cpu_task: &BiEncoderTask,
+    gpu_task: &BiEncoderTask,
+    mut gpu_step: impl FnMut(&Dropout) -> crate::train::task::Gradients,
+) {
+    use crate::train::optim::AdamW;
+    let start: Vec<candle_core::Tensor> = params::var_list(&cpu_task.varmap)
+        .iter()
+        .map(|v| v.as_tensor().copy().unwrap())
+        .collect();
+    let (gv, cv) = (
+        params::var_list(&gpu_task.varmap),
+        params::var_list(&cpu_task.varmap),
+    );
+    let (mut gpu_opt, mut cpu_opt) = (
+        AdamW::new(params::vars(&gpu_task.varmap), 0.01),
+        AdamW::new(params::vars(&cpu_task.varmap), 0.01),
+    );
+    for step in 0..3u64 {
+        let drop = Dropout::new(cpu_task.folder.config.dropout_rates(), 5 + step);
+        let got = gpu_step(&drop);
+        let eng = Engine::for_bert(&cpu_task.enc.bert).unwrap();
+        let want = engine_step::gradients(cpu_task, &eng, &MUSIC, Some(&drop), 1.0).unwrap();
+        assert!(
+            (got.value - want.value).abs() <= 1e-5 * want.value.abs(),
+            "step {step}: loss {} against {}",
+            got.value,
+            want.value
+        );
+        gpu_opt.step(&got.grads.in_order(&gv), 2e-5, 1.0).unwrap();
+        cpu_opt.step(&want.grads.in_order(&cv), 2e-5, 1.0).unwrap();
+    }
+    // each parameter's update (after - before), the two engines' compared by their L2 norms:
+    // AdamW moves a weight about lr a step whatever its gradient's size, so a weight whose
+    // gradient is rounding noise may move either way on either engine; the norm weighs those
+    // few against all the others. The key biases are all such weights: a softmax row does not
+    // change when every score moves alike, and q . bk moves a row's scores alike, so their
+    // gradient is 0 but for rounding (measured: their updates differ by 1.4-2.7x their size,
+    // every other parameter's within 6e-4)
+    let names = params::vars(&cpu_task.varmap).into_iter().map(|v| v.0);
+    let (mut worst, mut moved) = ((0f64, String::new()), 0usize);
+    for (((g, c), s), name) in gv.iter().zip(&cv).zip(&start).zip(names) {
+        let norm = |t: candle_core::Tensor| {
+            let sq = t
+                .sqr()
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            (sq as f64).sqrt()
+        };
+        let g = g.as_tensor().to_device(&candle_core::Device::Cpu).unwrap();
+        let (du_gpu, du_cpu) = ((g - s).unwrap(), (c.as_tensor() - s).unwrap());
+        let (d, n) = (norm((&du_gpu - &du_cpu).unwrap()), norm(du_cpu));
+        if n > 0.0 && !name.ends_with("attention.self.key.bias") {
+            moved += 1;
+            if d / n > worst.0 {
+                worst = (d / n, name);
+            }
+        }
+    }
+    eprintln!(
+        "three steps: {moved} parameters compared; their updates' largest relative difference \
+         {:.3e} ({})",
+        worst.0, worst.1
+    );
+    assert!(moved > 90, "every parameter updated ({moved})");
+    assert!(worst.0 < 2e-3, "updates' relative difference {worst:?}");
+}
+
 /// GradCache on the engine (mini-batches of 4 over six pairs: one whole, one ragged; the
 /// emulated device): the CPU engine's whole-batch loss and gradients, as if the batch had
 /// been embedded at once.
