@@ -259,6 +259,17 @@ fn an_mnr_step_on_the_card_matches_the_cpu_engine() {
         on_cpu.enc.bert.set_precision(Precision::Bf16).unwrap();
         let (idx, drop) = step_rows(&on_card, &PARAPHRASES);
         let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
+        // the same step again, the same seed: the same bits (item 1's "reproducible")
+        let again = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
+        let gv = params::var_list(&on_card.varmap);
+        assert_eq!(
+            again.value.to_bits(),
+            got.value.to_bits(),
+            "bf16 loss again"
+        );
+        again
+            .grads
+            .assert_close_to(&got.grads, (&gv, &gv), (0.0, 0.0));
         same_step_within(&on_cpu, &on_card, got, BF16_TOL, &PARAPHRASES);
     }
 }
