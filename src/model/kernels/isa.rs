@@ -117,7 +117,9 @@ pub fn amd_zen5() -> bool {
 /// Whether condenser's own f32 kernel (`f32_gemm`) runs the frozen Linears by default over the
 /// BLAS: on the classes where it was measured faster (issue 35, issue 57, benches/README.md):
 /// AVX2 + FMA (Zen 3), AVX-512 on AMD Zen 4 and Zen 5 (Zen 5: the whole encode 4.6-8.2% faster
-/// than on OpenBLAS's SkylakeX kernel). Intel AVX-512 CPUs keep the BLAS until measured there.
+/// than on OpenBLAS's SkylakeX kernel). Intel AVX-512 CPUs keep the BLAS (oneMKL): on a Xeon
+/// with AMX (family 6 model 207) the kernel ran the layer's four products at 156-192 GFLOP/s
+/// against oneMKL's 207-289, and Cranfield's encode 10-25% slower (benches/README.md, 2026-11-29).
 pub fn own_f32_linears() -> bool {
     match active() {
         Isa::Avx2 => true,
