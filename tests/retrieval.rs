@@ -195,7 +195,15 @@ fn cached_mnr_gives_plain_mnrs_gradients() {
     assert!(worst < 1e-5, "largest gradient difference {worst}");
 
     // with dropout: masks are keyed by (example, column), so the second pass replays the first's
-    // and any chunking draws what plain MNR draws: the loss and a gradient agree again
+    // and any chunking draws what plain MNR draws: the loss and a gradient agree again. That is
+    // the engine's keying; candle's graph (CONDENSER_ENGINE=off) draws a stream a mini-batch,
+    // which its second pass replays (gradcache.rs), so its draw differs from plain MNR's by design
+    if condenser::model::engine::Engine::for_bert(&plain.enc.bert).is_none() {
+        eprintln!(
+            "cached_mnr_gives_plain_mnrs_gradients: candle's graph, no keyed masks to compare"
+        );
+        return;
+    }
     let rates = condenser::model::DropoutRates::uniform(0.1);
     let drop = condenser::model::Dropout::new(rates, 3);
     let gp = plain.gradients(&idx, 7, Some(&drop), 1.0).unwrap();
