@@ -42,16 +42,11 @@ fn a_cross_encoder_step_matches_the_cpu_engine() {
 #[cfg(feature = "cuda")]
 #[test]
 fn a_cross_encoder_step_on_the_card_matches_the_cpu_engine() {
-    if crate::model::kernels::blas::blas().is_none() {
-        return crate::runtime::skipped("the GPU step on a card", "blas", "no BLAS here");
-    }
-    let Ok(card) = candle_core::Device::new_cuda(0) else {
-        return crate::runtime::skipped("the GPU step on a card", "gpu", "no CUDA device");
+    let Some((card, ref cd)) = crate::model::engine::gpu::cuda::test_card("the GPU step on a card")
+    else {
+        return;
     };
     let (on_card, on_cpu) = (task(&card), task(&candle_core::Device::Cpu));
-    let candle_core::Device::Cuda(cd) = &card else {
-        unreachable!("new_cuda gives a CUDA device")
-    };
     let (idx, drop) = step(&on_card);
     let got = on_card.on_card(cd, &idx, Some(&drop), 1.0).unwrap();
     same_step(&on_cpu, &on_card, got);

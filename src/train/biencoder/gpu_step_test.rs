@@ -95,14 +95,10 @@ fn three_adamw_steps_match_the_cpu_engine() {
 #[cfg(feature = "cuda")]
 #[test]
 fn three_adamw_steps_on_the_card_match_the_cpu_engine() {
-    if crate::model::kernels::blas::blas().is_none() {
-        return crate::runtime::skipped("the GPU steps on a card", "blas", "no BLAS here");
-    }
-    let Ok(card) = candle_core::Device::new_cuda(0) else {
-        return crate::runtime::skipped("the GPU steps on a card", "gpu", "no CUDA device");
-    };
-    let candle_core::Device::Cuda(cd) = &card else {
-        unreachable!("new_cuda gives a CUDA device")
+    let Some((card, ref cd)) =
+        crate::model::engine::gpu::cuda::test_card("the GPU steps on a card")
+    else {
+        return;
     };
     let (on_card, on_cpu) = (mnr_task(card.clone()), mnr_task(candle_core::Device::Cpu));
     three_steps_match(&on_cpu, &on_card, |drop| {
@@ -233,16 +229,11 @@ fn a_bf16_mnr_step_matches_the_cpu_engine() {
 #[cfg(feature = "cuda")]
 #[test]
 fn an_mnr_step_on_the_card_matches_the_cpu_engine() {
-    if crate::model::kernels::blas::blas().is_none() {
-        return crate::runtime::skipped("the GPU step on a card", "blas", "no BLAS here");
-    }
-    let Ok(card) = candle_core::Device::new_cuda(0) else {
-        return crate::runtime::skipped("the GPU step on a card", "gpu", "no CUDA device");
+    let Some((card, ref cd)) = crate::model::engine::gpu::cuda::test_card("the GPU step on a card")
+    else {
+        return;
     };
     let (on_card, on_cpu) = (mnr_task(card.clone()), mnr_task(candle_core::Device::Cpu));
-    let candle_core::Device::Cuda(cd) = &card else {
-        unreachable!("new_cuda gives a CUDA device")
-    };
     let (idx, drop) = step_rows(&on_card, &MUSIC);
     let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
     same_step(&on_cpu, &on_card, got);
@@ -278,14 +269,9 @@ fn an_mnr_step_on_the_card_matches_the_cpu_engine() {
 #[cfg(feature = "cuda")]
 #[test]
 fn a_candle_loss_step_on_the_card_matches_the_cpu_engine() {
-    if crate::model::kernels::blas::blas().is_none() {
-        return crate::runtime::skipped("the GPU step on a card", "blas", "no BLAS here");
-    }
-    let Ok(card) = candle_core::Device::new_cuda(0) else {
-        return crate::runtime::skipped("the GPU step on a card", "gpu", "no CUDA device");
-    };
-    let candle_core::Device::Cuda(cd) = &card else {
-        unreachable!("new_cuda gives a CUDA device")
+    let Some((card, ref cd)) = crate::model::engine::gpu::cuda::test_card("the GPU step on a card")
+    else {
+        return;
     };
     let on_card = loss_task("softmax", "mrpc/train", None, card.clone());
     let on_cpu = loss_task("softmax", "mrpc/train", None, candle_core::Device::Cpu);

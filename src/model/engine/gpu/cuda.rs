@@ -55,6 +55,23 @@ impl Cuda {
     }
 }
 
+/// A card test's device (candle's handle and the CUDA device), or None after saying why
+/// `check` was skipped: no BLAS for its CPU side, or no CUDA device (runtime::skipped).
+#[cfg(test)]
+pub(crate) fn test_card(check: &str) -> Option<(candle_core::Device, CudaDevice)> {
+    if crate::model::kernels::blas::blas().is_none() {
+        crate::runtime::skipped(check, "blas", "no BLAS here");
+        return None;
+    }
+    match candle_core::Device::new_cuda(0) {
+        Ok(candle_core::Device::Cuda(cd)) => Some((candle_core::Device::Cuda(cd.clone()), cd)),
+        _ => {
+            crate::runtime::skipped(check, "gpu", "no CUDA device");
+            None
+        }
+    }
+}
+
 /// The card `bert` lives on when the GPU engine trains it: asked for with
 /// CONDENSER_GPU_ENGINE=1 (opt-in until its tests have passed on a lent card: written and
 /// tested on the CPU's emulation only, docs/gpu.md), f32 weights on a CUDA device, BERT's GELU,

@@ -82,14 +82,8 @@ fn a_whole_bert_matches_the_cpu_engine() {
 #[cfg(feature = "cuda")]
 #[test]
 fn a_whole_bert_on_the_card_matches_the_cpu_engine() {
-    if crate::model::kernels::blas::blas().is_none() {
-        return crate::runtime::skipped("the GPU stack on a card", "blas", "no BLAS here");
-    }
-    let Ok(card) = Candle::new_cuda(0) else {
-        return crate::runtime::skipped("the GPU stack on a card", "gpu", "no CUDA device");
-    };
-    let Candle::Cuda(cd) = &card else {
-        unreachable!("new_cuda gives a CUDA device")
+    let Some((card, ref cd)) = super::cuda::test_card("the GPU stack on a card") else {
+        return;
     };
     let dev = super::cuda::Cuda::new(cd).unwrap();
     let (on_card, on_cpu) = (
