@@ -60,9 +60,10 @@ impl TrainOpts {
             if self.device != DeviceSpec::Cpu {
                 if !task.card_precision(self.precision) {
                     return Err(condenser::error::Error::msg(format!(
-                        "--precision {} on a GPU: only a bi-encoder training through the GPU \
-                         engine (CONDENSER_GPU_ENGINE=1, a cuda build, bf16) runs below f32 \
-                         there, and this run trains through candle's graph, in f32; use f32",
+                        "--precision {} on a GPU: only a bi-encoder or cross-encoder training \
+                         through the GPU engine (CONDENSER_GPU_ENGINE=1, a cuda build, bf16) \
+                         runs below f32 there, and this run trains through candle's graph, in \
+                         f32; use f32",
                         self.precision.name()
                     )));
                 }

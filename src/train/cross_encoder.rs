@@ -150,7 +150,20 @@ impl TrainTask for CrossEncoderTask {
 
     fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
         self.model.set_precision(p)?;
+        if p != crate::model::kernels::precision::Precision::F32 && !self.device.is_cpu() {
+            // the GPU engine trains BERT in p; candle's ops on a card (the pooler, the
+            // classifier, dev evaluation) run f32
+            self.notes.push(format!(
+                "--precision {}: BERT's products on the GPU engine run in it; the pooler, the \
+                 classifier and dev evaluation on the GPU run f32",
+                p.name()
+            ));
+        }
         Ok(())
+    }
+
+    fn card_precision(&self, p: crate::model::kernels::precision::Precision) -> bool {
+        super::task::engine_card_precision(&self.model.bert, p)
     }
 
     fn num_examples(&self) -> usize {

@@ -196,3 +196,15 @@ pub trait TrainTask: Sync {
     /// Write the model folder.
     fn save(&self, dir: &Path) -> Result<()>;
 }
+
+/// `TrainTask::card_precision` of a task whose BERT, `bert`, trains through the GPU engine
+/// wherever a card's engine takes it (gpu/cuda.rs's `card_for`): f32 and bf16 there (bf16
+/// products, f32 master weights and accumulation), f32 only through candle's graph.
+pub fn engine_card_precision(bert: &crate::model::Bert, p: Precision) -> bool {
+    #[cfg(feature = "cuda")]
+    if crate::model::engine::gpu::cuda::card_for(bert).is_some() {
+        return matches!(p, Precision::F32 | Precision::Bf16);
+    }
+    let _ = bert;
+    p == Precision::F32
+}

@@ -32,11 +32,7 @@ impl TrainTask for BiEncoderTask {
     }
 
     fn card_precision(&self, p: Precision) -> bool {
-        #[cfg(feature = "cuda")]
-        if super::gpu_step::card(self).is_some() {
-            return matches!(p, Precision::F32 | Precision::Bf16);
-        }
-        p == Precision::F32
+        task::engine_card_precision(&self.enc.bert, p)
     }
 
     fn set_threads(&mut self, n: usize) {
