@@ -12,9 +12,12 @@ default --dtype is bf16, so every call names its dtype):
   2. STSb test Spearman on the device vs 0.820325 (f32 within 1e-3; bf16 reported);
   3. encode throughput, every STSb sentence (all splits, both columns), batch 128: condenser vs
      sentence-transformers in the same dtype, with the GFLOP/s of the real (unpadded) tokens;
-  4. bi-encoder training throughput, MNR loss, batch 64, seq 128: condenser vs sentence-transformers
-     (f32: condenser's GPU training is f32 only);
-  5. the STSb cross-encoder of the training-engine issue (both orders, 1 epoch, batch 16, lr 2e-5):
+  4. bi-encoder training throughput, MNR loss, batch 64, seq 128: condenser vs sentence-transformers,
+     f32 and bf16 (condenser --precision bf16, which a GPU runs on the GPU engine only:
+     CONDENSER_GPU_ENGINE=1; sentence-transformers under torch.autocast), peak GPU memory each;
+  5. the cross-encoder's training step (STSb train, both orders, batch 16): condenser vs the same
+     step in PyTorch, f32 and bf16 as in 4;
+  6. the STSb cross-encoder of the training-engine issue (both orders, 1 epoch, batch 16, lr 2e-5):
      dev Spearman and wall time.
 """
 import argparse, json, os, re, signal, subprocess, sys, tempfile, time
@@ -193,51 +196,136 @@ def torch_peak(device):
     return {"used": torch.cuda.max_memory_allocated() / 2**20, "reserved": torch.cuda.max_memory_reserved() / 2**20}
 
 
+def amp(device, dt):
+    """sentence-transformers' mixed precision for `dt`: torch.autocast in bf16 (its AMP: bf16
+    products, f32 master weights), nothing in f32."""
+    import contextlib
+    import torch
+    if dt != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
+
+
+def condenser_rate(args, steps, batch):
+    """condenser's training examples/s from `args(n)` (a command training n steps of `batch`):
+    the first steps load and compile kernels, so the rate is taken between a 2-step and a
+    (2 + steps)-step run (sentence-transformers' side leaves its first two steps untimed too),
+    each run's time in its steps read back from its examples/s (four digits, where the seconds
+    it prints have one decimal); with the long run's own rate and its peaks (RSS, GPU pool)."""
+    def seconds(n):
+        out, _ = sh(args(n))
+        rate = float(re.search(r"s in training steps: ([0-9.]+) examples/s", out).group(1))
+        return n * batch / rate, rate
+    (short, _), (long, whole) = seconds(2), seconds(2 + steps)
+    return steps * batch / max(long - short, 1e-9), whole, LAST_PEAK_MB, LAST_GPU_MB
+
+
+def timed_steps(device, steps, step):
+    """sentence-transformers' side: `step(s)` for s in 0..steps + 2, the first two untimed;
+    seconds of the timed ones."""
+    elapsed = 0.0
+    for s in range(steps + 2):
+        sync(device)
+        t0 = time.perf_counter()
+        step(s)
+        sync(device)
+        if s >= 2:
+            elapsed += time.perf_counter() - t0
+    return elapsed
+
+
 def train_throughput(a, d):
+    """Issue 57 item 2: MNR at batch 64, 128 tokens, in f32 and bf16 (condenser --precision bf16
+    against sentence-transformers under autocast), examples/s and peak GPU memory each. The GPU
+    engine trains condenser's side where CONDENSER_GPU_ENGINE=1 is set (recorded in the
+    results' machine line)."""
     steps = 5 if a.quick else 50
     t = pq.read_table(f"{STSB}/train.parquet").to_pydict()
     src = os.path.join(d, "mnr.parquet")
     pq.write_table(pa.table({"anchor": t["sentence1"], "positive": t["sentence2"]}), src)
-    def run(n):
-        out, _ = sh([a.bin, "train-biencoder", "--init", MODEL, "--train", src, "--loss", "mnr", "--batch-size",
-                     "64", "--max-seq-length", "128", "--max-steps", str(n), "--checkpoint-steps", "1000000",
-                     "--out", os.path.join(d, f"bi-{n}"), "--device", a.device])
-        return float(re.search(r"\(([0-9.]+) s in training steps", out).group(1)), \
-            float(re.search(r"([0-9.]+) examples/s", out).group(1))
-    # the first steps load and compile kernels: condenser's rate is taken between a short and a
-    # long run, as sentence-transformers' below leaves its first two steps untimed
-    (short, _), (long, whole) = run(2), run(2 + steps)
-    peak, gpu = LAST_PEAK_MB, LAST_GPU_MB
-    ours = steps * 64 / max(long - short, 1e-9)
-    import torch
-    from sentence_transformers import SentenceTransformer, losses
-    torch_peak_reset(a.device)
-    m = SentenceTransformer(MODEL, device=a.device)
-    m.max_seq_length = 128
-    loss = losses.MultipleNegativesRankingLoss(m)
-    opt = torch.optim.AdamW(m.parameters(), lr=2e-5)
-    m.train()
     pairs = list(zip(t["sentence1"], t["sentence2"]))
-    done, elapsed = 0, 0.0
-    for s in range(steps + 2):
-        batch = pairs[s * 64:(s + 1) * 64]
-        feats = [m.tokenize([p[0] for p in batch]), m.tokenize([p[1] for p in batch])]
-        feats = [{k: v.to(m.device) for k, v in f.items() if hasattr(v, "to")} for f in feats]
-        sync(a.device)
-        t0 = time.perf_counter()
-        l = loss(feats, None)
-        l.backward()
-        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad()
-        sync(a.device)
-        if s >= 2:  # warm-up steps not timed
-            elapsed += time.perf_counter() - t0
-            done += len(batch)
-    st = done / elapsed
-    return {"steps": steps, "condenser_examples_per_s": ours, "condenser_examples_per_s_with_warmup": whole,
-            "st_examples_per_s": st, "ratio": ours / st, "condenser_peak_rss_mb": peak,
-            "condenser_gpu_mb": gpu, "st_gpu_mb": torch_peak(a.device)}
+
+    def one(dt):
+        ours, whole, peak, gpu = condenser_rate(lambda n: [
+            a.bin, "train-biencoder", "--init", MODEL, "--train", src, "--loss", "mnr", "--batch-size", "64",
+            "--max-seq-length", "128", "--max-steps", str(n), "--checkpoint-steps", "1000000", "--precision", dt,
+            "--out", os.path.join(d, f"bi-{dt}-{n}"), "--device", a.device], steps, 64)
+        import torch
+        from sentence_transformers import SentenceTransformer, losses
+        torch_peak_reset(a.device)
+        m = SentenceTransformer(MODEL, device=a.device)
+        m.max_seq_length = 128
+        loss = losses.MultipleNegativesRankingLoss(m)
+        opt = torch.optim.AdamW(m.parameters(), lr=2e-5)
+        m.train()
+
+        def step(s):
+            batch = pairs[s * 64:(s + 1) * 64]
+            feats = [m.tokenize([p[0] for p in batch]), m.tokenize([p[1] for p in batch])]
+            feats = [{k: v.to(m.device) for k, v in f.items() if hasattr(v, "to")} for f in feats]
+            with amp(a.device, dt):
+                l = loss(feats, None)
+            l.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad()
+        st = steps * 64 / timed_steps(a.device, steps, step)
+        st_gpu = torch_peak(a.device)
+        del m, opt
+        return {"steps": steps, "condenser_examples_per_s": ours, "condenser_examples_per_s_with_warmup": whole,
+                "st_examples_per_s": st, "ratio": ours / st, "target": 1.5, "condenser_peak_rss_mb": peak,
+                "condenser_gpu_mb": gpu, "st_gpu_mb": st_gpu}
+    return each_dtype(one)
+
+
+def cross_encoder_step(a, d):
+    """Issue 57 item 2: the cross-encoder's training step (MiniLM with a fresh one-label head,
+    STSb train's pairs in both orders, batch 16, 128 tokens, BCE, AdamW, clipping at 1.0) in f32
+    and bf16: condenser train-cross-encoder against the same step in PyTorch (sentence-
+    transformers' CrossEncoder is this model; its fit loop is the step below), examples/s and
+    peak GPU memory."""
+    steps = 5 if a.quick else 50
+    t = pq.read_table(f"{STSB}/train.parquet").to_pydict()
+    rows = list(zip(t["sentence1"], t["sentence2"], t["label"]))
+    rows += [(b, a_, y) for a_, b, y in rows]
+    import random
+    random.Random(42).shuffle(rows)
+
+    def one(dt):
+        ours, whole, peak, gpu = condenser_rate(lambda n: [
+            a.bin, "train-cross-encoder", "--model", MODEL, "--train", f"{STSB}/train.parquet",
+            "--both-orders", "--batch-size", "16", "--lr", "2e-5", "--max-steps", str(n),
+            "--checkpoint-steps", "1000000", "--precision", dt, "--out", os.path.join(d, f"ce-{dt}-{n}"),
+            "--device", a.device], steps, 16)
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        torch_peak_reset(a.device)
+        torch.manual_seed(0)
+        m = AutoModelForSequenceClassification.from_pretrained(MODEL, num_labels=1).to(a.device)
+        tok = AutoTokenizer.from_pretrained(MODEL)
+        opt = torch.optim.AdamW(m.parameters(), lr=2e-5)
+        bce = torch.nn.BCEWithLogitsLoss()
+        m.train()
+
+        def step(s):
+            batch = rows[s * 16:(s + 1) * 16]
+            enc = tok([r[0] for r in batch], [r[1] for r in batch], padding=True, truncation="longest_first",
+                      max_length=128, return_tensors="pt").to(a.device)
+            y = torch.tensor([float(r[2]) for r in batch], device=a.device)
+            with amp(a.device, dt):
+                logits = m(**enc).logits.squeeze(-1)
+            l = bce(logits.float(), y)
+            l.backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad()
+        st = steps * 16 / timed_steps(a.device, steps, step)
+        st_gpu = torch_peak(a.device)
+        del m, opt
+        return {"steps": steps, "condenser_examples_per_s": ours, "condenser_examples_per_s_with_warmup": whole,
+                "torch_examples_per_s": st, "ratio": ours / st, "target": 1.5, "condenser_peak_rss_mb": peak,
+                "condenser_gpu_mb": gpu, "torch_gpu_mb": st_gpu}
+    return each_dtype(one)
 
 
 def cross_encoder(a, d):
@@ -266,12 +354,14 @@ def main():
     results = {}
     import torch
     results["machine"] = {"torch": torch.__version__,
-                          "gpu": torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu"}
+                          "gpu": torch.cuda.get_device_name() if a.device.startswith("cuda") else "cpu",
+                          # whether condenser's training ran on its GPU engine (opt-in, docs/gpu.md)
+                          "condenser_gpu_engine": os.environ.get("CONDENSER_GPU_ENGINE", "")}
     print("machine", json.dumps(results["machine"]), flush=True)
     with tempfile.TemporaryDirectory() as d:
         for name, f in [("fixture_parity", fixture_parity), ("stsb_test", stsb_spearman),
                         ("encode_throughput", encode_throughput), ("train_throughput", train_throughput),
-                        ("cross_encoder", cross_encoder)]:
+                        ("cross_encoder_step", cross_encoder_step), ("cross_encoder", cross_encoder)]:
             if a.only and name not in a.only:
                 continue
             try:
