@@ -220,18 +220,23 @@ def condenser_rate(args, steps, batch):
     return steps * batch / max(long - short, 1e-9), whole, LAST_PEAK_MB, LAST_GPU_MB
 
 
-def timed_steps(device, steps, step):
-    """sentence-transformers' side: `step(s)` for s in 0..steps + 2, the first two untimed;
-    seconds of the timed ones."""
+def reference_rate(device, steps, batch, model, opt, loss_of):
+    """The reference's training examples/s and GPU peak: a step is `loss_of(s)` (batch s's loss,
+    under autocast where asked), its backward, clipping at 1.0 and the optimizer's step; steps
+    0..steps + 2, the first two untimed (condenser's side drops its first steps too)."""
+    import torch
     elapsed = 0.0
     for s in range(steps + 2):
         sync(device)
         t0 = time.perf_counter()
-        step(s)
+        loss_of(s).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
         sync(device)
         if s >= 2:
             elapsed += time.perf_counter() - t0
-    return elapsed
+    return steps * batch / elapsed, torch_peak(device)
 
 
 def train_throughput(a, d):
@@ -259,18 +264,13 @@ def train_throughput(a, d):
         opt = torch.optim.AdamW(m.parameters(), lr=2e-5)
         m.train()
 
-        def step(s):
+        def loss_of(s):
             batch = pairs[s * 64:(s + 1) * 64]
             feats = [m.tokenize([p[0] for p in batch]), m.tokenize([p[1] for p in batch])]
             feats = [{k: v.to(m.device) for k, v in f.items() if hasattr(v, "to")} for f in feats]
             with amp(a.device, dt):
-                l = loss(feats, None)
-            l.backward()
-            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad()
-        st = steps * 64 / timed_steps(a.device, steps, step)
-        st_gpu = torch_peak(a.device)
+                return loss(feats, None)
+        st, st_gpu = reference_rate(a.device, steps, 64, m, opt, loss_of)
         del m, opt
         return {"steps": steps, "condenser_examples_per_s": ours, "condenser_examples_per_s_with_warmup": whole,
                 "st_examples_per_s": st, "ratio": ours / st, "target": 1.5, "condenser_peak_rss_mb": peak,
@@ -307,20 +307,15 @@ def cross_encoder_step(a, d):
         bce = torch.nn.BCEWithLogitsLoss()
         m.train()
 
-        def step(s):
+        def loss_of(s):
             batch = rows[s * 16:(s + 1) * 16]
             enc = tok([r[0] for r in batch], [r[1] for r in batch], padding=True, truncation="longest_first",
                       max_length=128, return_tensors="pt").to(a.device)
             y = torch.tensor([float(r[2]) for r in batch], device=a.device)
             with amp(a.device, dt):
                 logits = m(**enc).logits.squeeze(-1)
-            l = bce(logits.float(), y)
-            l.backward()
-            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad()
-        st = steps * 16 / timed_steps(a.device, steps, step)
-        st_gpu = torch_peak(a.device)
+            return bce(logits.float(), y)
+        st, st_gpu = reference_rate(a.device, steps, 16, m, opt, loss_of)
         del m, opt
         return {"steps": steps, "condenser_examples_per_s": ours, "condenser_examples_per_s_with_warmup": whole,
                 "torch_examples_per_s": st, "ratio": ours / st, "target": 1.5, "condenser_peak_rss_mb": peak,
