@@ -80,6 +80,80 @@ __device__ void attention_forward(float* qkv, const float* bias, const int* off,
     }
 }
 
+// A staged value (as[i][d]) read from shared memory again where a sweep uses it a second time.
+// For head widths over 32 the compiler otherwise keeps the staged row in registers between the
+// two uses, beside the thread's own three rows of D, and spilled; a shared read (a broadcast,
+// every thread the same address) costs less than the local memory a spill goes to.
+template <int D>
+__device__ __forceinline__ float again(const float (*a)[D], int i, int d) {
+    if constexpr (D > 32) return ((const volatile float(*)[D])a)[i][d];
+    else return a[i][d];
+}
+
+// attention_backward's dK and/or dV (DK, DV) for one (item, head): a key row j a thread, the
+// query rows and their context gradients staged a chunk at a time in as and bs; writes the
+// head's K and/or V columns of dqkv. With DK alone, dV's terms are not formed; with DV alone,
+// neither are dP's products.
+template <int D, bool DK, bool DV>
+__device__ void key_rows(const float* qkv, const float* dctx, int r0, int n, int H, int hd,
+        float scale, Mask m, float (*as)[D], float (*bs)[D], const float* l2, const float* dsum,
+        const u64* keys, float* dqkv) {
+    int H3 = 3 * H;
+    float scale2 = scale * LOG2E;
+    int turns = (n + ATT_THREADS - 1) / ATT_THREADS;
+    for (int turn = 0; turn < turns; turn++) {
+        int j = turn * ATT_THREADS + threadIdx.x;
+        bool mine = j < n;
+        int jj = mine ? j : 0;
+        float k[D], v[DK ? D : 1], dk[DK ? D : 1], dv[DV ? D : 1];
+        const float* kj = qkv + (u64)(r0 + jj) * H3 + H + hd * D;
+#pragma unroll
+        for (int d = 0; d < D; d++) {
+            k[d] = kj[d];
+            if constexpr (DK) {
+                v[d] = kj[H + d];
+                dk[d] = 0.0f;
+            }
+            if constexpr (DV) dv[d] = 0.0f;
+        }
+        for (int i0 = 0; i0 < n; i0 += CHUNK) {
+            int cn = min(CHUNK, n - i0);
+            for (int e = threadIdx.x; e < cn * D; e += blockDim.x) {
+                int i = e / D, d = e % D;
+                as[i][d] = qkv[(u64)(r0 + i0 + i) * H3 + hd * D + d];
+                bs[i][d] = dctx[(u64)(r0 + i0 + i) * H + hd * D + d];
+            }
+            __syncthreads();
+            for (int i = 0; i < cn; i++) {
+                float s = 0.0f, dp = 0.0f;
+#pragma unroll
+                for (int d = 0; d < D; d++) {
+                    s = fmaf(as[i][d], k[d], s);
+                    if constexpr (DK) dp = fmaf(bs[i][d], v[d], dp);
+                }
+                float p = exp2f(s * scale2 - l2[i0 + i]);
+                float f = m.on ? factor(m, keys[i0 + i], jj) : 1.0f;
+                float ds = scale * p * (dp * f - dsum[i0 + i]);
+                float pd = p * f;
+#pragma unroll
+                for (int d = 0; d < D; d++) {
+                    if constexpr (DV) dv[d] = fmaf(pd, again<D>(bs, i, d), dv[d]);
+                    if constexpr (DK) dk[d] = fmaf(ds, again<D>(as, i, d), dk[d]);
+                }
+            }
+            __syncthreads();
+        }
+        if (mine) {
+            float* out = dqkv + (u64)(r0 + j) * H3 + hd * D;
+#pragma unroll
+            for (int d = 0; d < D; d++) {
+                if constexpr (DK) out[H + d] = dk[d];
+                if constexpr (DV) out[2 * H + d] = dv[d];
+            }
+        }
+    }
+}
+
 // Backward of `attention_forward` for one (item, head), as packed_attention.rs's: P rebuilt
 // from the scores and lse, D_i = dC_i . C_i, dPd = dC V^T, dP = dPd * mask,
 // dS = scale P (dP - D), dQ = dS K, dK = dS^T Q, dV = (P * mask)^T dC. Writes the head's
@@ -149,7 +223,7 @@ __device__ void attention_backward(const float* qkv, const float* ctx, const flo
                 if (m.on) dp *= factor(m, keys[ii], j0 + j);
                 float ds = scale * p * (dp - dsum[ii]);
 #pragma unroll
-                for (int d = 0; d < D; d++) dq[d] = fmaf(ds, as[j][d], dq[d]);
+                for (int d = 0; d < D; d++) dq[d] = fmaf(ds, again<D>(as, j, d), dq[d]);
             }
             __syncthreads();
         }
@@ -159,54 +233,14 @@ __device__ void attention_backward(const float* qkv, const float* ctx, const flo
             for (int d = 0; d < D; d++) out[d] = dq[d];
         }
     }
-    // dK and dV: a key row a thread, queries and their context gradients staged
-    for (int turn = 0; turn < turns; turn++) {
-        int j = turn * ATT_THREADS + threadIdx.x;
-        bool mine = j < n;
-        int jj = mine ? j : 0;
-        float k[D], v[D], dk[D], dv[D];
-        const float* kj = qkv + (u64)(r0 + jj) * H3 + H + hd * D;
-#pragma unroll
-        for (int d = 0; d < D; d++) {
-            k[d] = kj[d];
-            v[d] = kj[H + d];
-            dk[d] = dv[d] = 0.0f;
-        }
-        for (int i0 = 0; i0 < n; i0 += CHUNK) {
-            int cn = min(CHUNK, n - i0);
-            for (int e = threadIdx.x; e < cn * D; e += blockDim.x) {
-                int i = e / D, d = e % D;
-                as[i][d] = qkv[(u64)(r0 + i0 + i) * H3 + hd * D + d];
-                bs[i][d] = dctx[(u64)(r0 + i0 + i) * H + hd * D + d];
-            }
-            __syncthreads();
-            for (int i = 0; i < cn; i++) {
-                float s = 0.0f, dp = 0.0f;
-#pragma unroll
-                for (int d = 0; d < D; d++) {
-                    s = fmaf(as[i][d], k[d], s);
-                    dp = fmaf(bs[i][d], v[d], dp);
-                }
-                float p = exp2f(s * scale2 - l2[i0 + i]);
-                float f = m.on ? factor(m, keys[i0 + i], jj) : 1.0f;
-                float ds = scale * p * (dp * f - dsum[i0 + i]);
-                float pd = p * f;
-#pragma unroll
-                for (int d = 0; d < D; d++) {
-                    dv[d] = fmaf(pd, bs[i][d], dv[d]);
-                    dk[d] = fmaf(ds, as[i][d], dk[d]);
-                }
-            }
-            __syncthreads();
-        }
-        if (mine) {
-            float* out = dqkv + (u64)(r0 + j) * H3 + hd * D;
-#pragma unroll
-            for (int d = 0; d < D; d++) {
-                out[H + d] = dk[d];
-                out[2 * H + d] = dv[d];
-            }
-        }
+    // dK and dV: a key row a thread. Head widths over 32 take them in two sweeps: a thread's k,
+    // v, dk and dv rows (4 x 64 values) in one sweep spilled 704 bytes to local memory (ptxas,
+    // sm_90); the second sweep recomputes the scores instead
+    if constexpr (D <= 32) {
+        key_rows<D, true, true>(qkv, dctx, r0, n, H, hd, scale, m, as, bs, l2, dsum, keys, dqkv);
+    } else {
+        key_rows<D, false, true>(qkv, dctx, r0, n, H, hd, scale, m, as, bs, l2, dsum, keys, dqkv);
+        key_rows<D, true, false>(qkv, dctx, r0, n, H, hd, scale, m, as, bs, l2, dsum, keys, dqkv);
     }
     __syncthreads();
     // the bias's gradient: this block's rows of its 3D columns, summed in row order
