@@ -80,10 +80,11 @@ __device__ void attention_forward(float* qkv, const float* bias, const int* off,
     }
 }
 
-// A staged value (as[i][d]) read from shared memory again where a sweep uses it a second time.
-// For head widths over 32 the compiler otherwise keeps the staged row in registers between the
-// two uses, beside the thread's own three rows of D, and spilled; a shared read (a broadcast,
-// every thread the same address) costs less than the local memory a spill goes to.
+// A staged value (as[i][d]) read from shared memory again at its second use in a sweep where a
+// thread holds three rows of its own (dQ's q, dc, dq; dK's k, v, dk). For head widths over 32
+// the compiler otherwise keeps the staged row in registers between the two uses and spills; a
+// shared read (a broadcast, every thread the same address) is cheaper than local memory. The
+// volatile read also keeps it from merging loads (LDS.128), so it is used only there.
 template <int D>
 __device__ __forceinline__ float again(const float (*a)[D], int i, int d) {
     if constexpr (D > 32) return ((const volatile float(*)[D])a)[i][d];
@@ -137,7 +138,7 @@ __device__ void key_rows(const float* qkv, const float* dctx, int r0, int n, int
                 float pd = p * f;
 #pragma unroll
                 for (int d = 0; d < D; d++) {
-                    if constexpr (DV) dv[d] = fmaf(pd, again<D>(bs, i, d), dv[d]);
+                    if constexpr (DV) dv[d] = fmaf(pd, bs[i][d], dv[d]);
                     if constexpr (DK) dk[d] = fmaf(ds, again<D>(as, i, d), dk[d]);
                 }
             }
