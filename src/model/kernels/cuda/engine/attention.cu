@@ -1,6 +1,20 @@
 // The GPU engine's attention kernels (after common.cuh): forward and backward of one (item,
 // head) over packed rows, instantiated for the head widths ATTENTION_WIDTH names.
 
+// Stage a chunk of cn rows into shared memory, the block's threads together, then wait for all:
+// a[j] = the D values at pa + j sa, b[j] = those at pb + j sb (two column blocks of the packed
+// rows: a head's keys and values, or its queries and their context gradients).
+template <int D>
+__device__ void stage(float (*a)[D], float (*b)[D], const float* pa, const float* pb, u64 sa,
+        u64 sb, int cn) {
+    for (int e = threadIdx.x; e < cn * D; e += blockDim.x) {
+        int j = e / D, d = e % D;
+        a[j][d] = pa[j * sa + d];
+        b[j][d] = pb[j * sb + d];
+    }
+    __syncthreads();
+}
+
 // Self-attention of one (item, head) over packed rows, as packed_attention.rs's forward: qkv is
 // t x 3H (q, k, v of head hd at columns hd D, H + hd D, 2H + hd D), bias (3H) is added to the
 // block's columns in place first where not null (the Linear's bias, folded in: backward reads qkv
@@ -39,13 +53,8 @@ __device__ void attention_forward(float* qkv, const float* bias, const int* off,
         float mx = NEG_INF, total = 0.0f;
         for (int j0 = 0; j0 < n; j0 += CHUNK) {
             int cn = min(CHUNK, n - j0);
-            for (int e = threadIdx.x; e < cn * D; e += blockDim.x) {
-                int j = e / D, d = e % D;
-                const float* row = qkv + (u64)(r0 + j0 + j) * H3 + hd * D + d;
-                ks[j][d] = row[H];
-                vs[j][d] = row[2 * H];
-            }
-            __syncthreads();
+            const float* kv = qkv + (u64)(r0 + j0) * H3 + hd * D;
+            stage<D>(ks, vs, kv + H, kv + 2 * H, H3, H3, cn);
             float s[CHUNK];
             float cm = mx;
             for (int j = 0; j < cn; j++) {
@@ -119,12 +128,8 @@ __device__ void key_rows(const float* qkv, const float* dctx, int r0, int n, int
         }
         for (int i0 = 0; i0 < n; i0 += CHUNK) {
             int cn = min(CHUNK, n - i0);
-            for (int e = threadIdx.x; e < cn * D; e += blockDim.x) {
-                int i = e / D, d = e % D;
-                as[i][d] = qkv[(u64)(r0 + i0 + i) * H3 + hd * D + d];
-                bs[i][d] = dctx[(u64)(r0 + i0 + i) * H + hd * D + d];
-            }
-            __syncthreads();
+            stage<D>(as, bs, qkv + (u64)(r0 + i0) * H3 + hd * D,
+                     dctx + (u64)(r0 + i0) * H + hd * D, H3, H, cn);
             for (int i = 0; i < cn; i++) {
                 float s = 0.0f, dp = 0.0f;
 #pragma unroll
@@ -206,13 +211,8 @@ __device__ void attention_backward(const float* qkv, const float* ctx, const flo
         }
         for (int j0 = 0; j0 < n; j0 += CHUNK) {
             int cn = min(CHUNK, n - j0);
-            for (int e = threadIdx.x; e < cn * D; e += blockDim.x) {
-                int j = e / D, d = e % D;
-                const float* row = qkv + (u64)(r0 + j0 + j) * H3 + hd * D + d;
-                as[j][d] = row[H];
-                bs[j][d] = row[2 * H];
-            }
-            __syncthreads();
+            const float* kv = qkv + (u64)(r0 + j0) * H3 + hd * D;
+            stage<D>(as, bs, kv + H, kv + 2 * H, H3, H3, cn);
             for (int j = 0; j < cn; j++) {
                 float s = 0.0f, dp = 0.0f;
 #pragma unroll
