@@ -4,8 +4,7 @@
 # and a whole BERT against the CPU engine: src/model/engine/gpu), then the training step against
 # candle's graph (benches/gpu_engine.rs). Needs, beside this checkout: $STAGE/lib-tests.xz and
 # $STAGE/gpu-engine-bench.xz (ENGINE_CHECKS=1 bash scripts/build-cuda.sh, here), the MiniLM
-# folder and STSb train (carried as scripts/README.md plans). Writes to $OUT (default out/); its
-# minilm-6x64/ is links to the model and a config of 6 heads.
+# folder and STSb train (carried as scripts/README.md plans). Writes to $OUT (default out/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage=${STAGE:-.cuda/dist}
@@ -29,9 +28,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 /tmp/gpu-engine-bench "${MODEL:-datasets/model/all-MiniLM-L6-v2}" \
   "${STSB:-datasets/data/stsb/train.parquet}" "${STEPS:-20}" 2>&1 | tee "$out/gpu-engine-bench.log"
 # the width-64 attention kernels (BERT-base's heads) timed too: MiniLM's weights read as 6 heads
-# of 64 (the same shapes; a timing, not a model), so nothing more is carried
+# of 64 (the same shapes; a timing, not a model), so nothing more is carried. The folder (links
+# and a config) is made in /tmp: links under $OUT do not come back
 minilm=${MODEL:-datasets/model/all-MiniLM-L6-v2}
-wide="$out/minilm-6x64"
+wide=/tmp/minilm-6x64
 mkdir -p "$wide"
 for f in "$minilm"/*; do [ "$(basename "$f")" = config.json ] || ln -sf "$(realpath "$f")" "$wide/"; done
 python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["num_attention_heads"] = 6
