@@ -91,9 +91,10 @@ __device__ void attention_forward(float* qkv, const float* bias, const int* off,
 
 // A staged value (as[i][d]) read from shared memory again at its second use in a sweep where a
 // thread holds three rows of its own (dQ's q, dc, dq; dK's k, v, dk). For head widths over 32
-// the compiler otherwise keeps the staged row in registers between the two uses and spills; a
-// shared read (a broadcast, every thread the same address) is cheaper than local memory. The
-// volatile read also keeps it from merging loads (LDS.128), so it is used only there.
+// the compiler otherwise keeps the staged row in registers between the two uses and spills. A
+// shared read is a broadcast (every thread the same address) where a spill goes to local
+// memory; which costs less is for a card to measure (docs/gpu.md). The volatile read also keeps
+// it from merging loads (LDS.128), so it is used only there.
 template <int D>
 __device__ __forceinline__ float again(const float (*a)[D], int i, int d) {
     if constexpr (D > 32) return ((const volatile float(*)[D])a)[i][d];
