@@ -86,9 +86,46 @@ fn three_adamw_steps_match_the_cpu_engine() {
     let cpu = candle_core::Device::Cpu;
     let (gpu_task, cpu_task) = (mnr_task(cpu.clone()), mnr_task(cpu.clone()));
     let mut card = Card::new(dev, &gpu_task.enc.bert, &cpu).unwrap();
+    let mut counts = Vec::new();
     three_steps_match(&cpu_task, &gpu_task, |drop| {
-        super::gradients(&gpu_task, &mut card, &MUSIC, Some(drop), 1.0).unwrap()
+        let (got, n) = counted(&mut card, |c| {
+            super::gradients(&gpu_task, c, &MUSIC, Some(drop), 1.0).unwrap()
+        });
+        counts.push(n);
+        got
     });
+    step_anatomy(&counts, "f32");
+}
+
+/// `step`'s result, and what it asked of the device: (launches, allocations).
+fn counted<T>(
+    card: &mut Card<Emulated>,
+    step: impl FnOnce(&mut Card<Emulated>) -> T,
+) -> (T, (u64, u64)) {
+    use crate::model::engine::gpu::device::Device;
+    let before = card.stack.device().counts();
+    let got = step(card);
+    let after = card.stack.device().counts();
+    let n = (
+        after.launches - before.launches,
+        after.allocations - before.allocations,
+    );
+    (got, n)
+}
+
+/// Item 1's step anatomy, the engine's part (every launch and allocation the device was asked
+/// for; a card adds AdamW's three launches and whatever candle runs): under 400 launches a step
+/// with room for those three, and nothing allocated after the first step (a same-shaped batch
+/// reuses every buffer).
+fn step_anatomy(counts: &[(u64, u64)], what: &str) {
+    eprintln!("{what} steps' (launches, allocations): {counts:?}");
+    for (k, &(launches, allocations)) in counts.iter().enumerate() {
+        assert!(launches + 3 < 400, "{what} step {k}: {launches} launches");
+        assert!(
+            k == 0 || allocations == 0,
+            "{what} step {k} allocated {allocations} times"
+        );
+    }
 }
 
 /// The same three steps on a card, as the trainer runs them (`on_card`, AdamW's one launch).
@@ -210,18 +247,18 @@ fn a_bf16_mnr_step_matches_the_cpu_engine() {
     task.enc.bert.set_precision(Precision::Bf16).unwrap();
     let mut card = Card::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step_rows(&task, &PARAPHRASES);
-    let got = super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
-    same_step_within(&task, &task, got, BF16_TOL, &PARAPHRASES);
-    // the bf16 weights and operand rooms are made once: a second step allocates nothing
-    use crate::model::engine::gpu::device::Device;
-    let before = card.stack.device().counts();
-    super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
-    let after = card.stack.device().counts();
-    assert_eq!(
-        after.allocations, before.allocations,
-        "a second bf16 step allocated"
-    );
-    eprintln!("a bf16 step: {} launches", after.launches - before.launches);
+    // two steps, counted: the bf16 weights and operand rooms are made at the first, once
+    let mut counts = Vec::new();
+    for step in 0..2 {
+        let (got, n) = counted(&mut card, |c| {
+            super::gradients(&task, c, &idx, Some(&drop), 1.0).unwrap()
+        });
+        counts.push(n);
+        if step == 0 {
+            same_step_within(&task, &task, got, BF16_TOL, &PARAPHRASES);
+        }
+    }
+    step_anatomy(&counts, "bf16");
 }
 
 /// The same step on a card (a `cuda` build's test binary on the lent machine): the task

@@ -36,12 +36,6 @@ impl Cuda {
         })
     }
 
-    fn count(&self, f: impl FnOnce(&mut Counts)) {
-        let mut c = self.counts.get();
-        f(&mut c);
-        self.counts.set(c);
-    }
-
     fn function(&self, name: &str) -> Result<CudaFunction> {
         if let Some(f) = self.functions.borrow().get(name) {
             return Ok(f.clone());
@@ -228,7 +222,7 @@ impl Device for Cuda {
         Ok(())
     }
 
-    fn counts(&self) -> Counts {
-        self.counts.get()
+    fn counter(&self) -> &Cell<Counts> {
+        &self.counts
     }
 }

@@ -5,7 +5,7 @@
 //! every CI against the CPU engine, and a card has only the device calls left to prove.
 use crate::model::kernels::cuda::KernelMask;
 use candle_core::{Result, Tensor};
-
+use std::cell::Cell;
 use std::marker::PhantomData;
 
 /// A device address, in bytes.
@@ -74,11 +74,27 @@ pub trait Device {
     ) -> Result<()>;
     /// the CUDA kernels' `kernel` on `grid` blocks of `threads`.
     fn launch(&self, kernel: &str, grid: (u32, u32), threads: u32, args: &[Arg]) -> Result<()>;
-    fn counts(&self) -> Counts;
+    /// The device's launches and allocations so far, kept by its calls.
+    fn counter(&self) -> &Cell<Counts>;
+
+    fn counts(&self) -> Counts {
+        self.counter().get()
+    }
+
+    fn count(&self, f: impl FnOnce(&mut Counts)) {
+        let mut c = self.counter().get();
+        f(&mut c);
+        self.counter().set(c);
+    }
 
     /// A new f32 tensor of zeros on `on` (candle's handle on this device) and its address: where
-    /// the engine hands candle its rows and gradients.
+    /// the engine hands candle its rows and gradients. An allocation and a fill, counted as
+    /// `alloc` and `zero` are (on a card candle takes it from the same pool and zeroes it).
     fn new_tensor(&self, shape: &[usize], on: &candle_core::Device) -> Result<(Tensor, Addr)> {
+        self.count(|c| {
+            c.allocations += 1;
+            c.launches += 1;
+        });
         let t = Tensor::zeros(shape, candle_core::DType::F32, on)?;
         let a = self.tensor_addr(&t)?;
         Ok((t, a))
