@@ -117,8 +117,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "engine launches a step (kernels, GEMMs, copies, fills): {:.1}; device allocations after the warm-up: {}",
-        (after.launches - before.launches) as f64 / steps as f64,
-        after.allocations - before.allocations
+        (after - before).launches as f64 / steps as f64,
+        (after - before).allocations
     );
 
     // --precision bf16: the engine's products on bf16 operands (candle's graph on a card is f32)
@@ -141,8 +141,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "gpu engine step in bf16: {b:.2} ms ({:.2}x candle's f32 graph, {:.2}x the engine's f32); launches a step {:.1}; allocations after the warm-up: {}",
         c / b,
         o / b,
-        (after.launches - before.launches) as f64 / steps as f64,
-        after.allocations - before.allocations
+        (after - before).launches as f64 / steps as f64,
+        (after - before).allocations
     );
     Ok(())
 }

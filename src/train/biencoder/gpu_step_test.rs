@@ -2,6 +2,7 @@
 //! where one answers) against the CPU engine's step, plain, by GradCache and in bf16.
 use super::super::card::Card;
 use super::super::{engine_step, BiData, BiEncoderOptions, BiEncoderTask};
+use crate::model::engine::gpu::device::{Counts, Device};
 use crate::model::engine::gpu::emulated::Emulated;
 use crate::model::engine::Engine;
 use crate::model::Dropout;
@@ -88,38 +89,28 @@ fn three_adamw_steps_match_the_cpu_engine() {
     let mut card = Card::new(dev, &gpu_task.enc.bert, &cpu).unwrap();
     let mut counts = Vec::new();
     three_steps_match(&cpu_task, &gpu_task, |drop| {
-        let (got, n) = counted(&mut card, |c| {
-            super::gradients(&gpu_task, c, &MUSIC, Some(drop), 1.0).unwrap()
-        });
-        counts.push(n);
+        let before = card.stack.device().counts();
+        let got = super::gradients(&gpu_task, &mut card, &MUSIC, Some(drop), 1.0).unwrap();
+        counts.push(card.stack.device().counts() - before);
         got
     });
     step_anatomy(&counts, "f32");
-}
-
-/// `step`'s result, and what it asked of the device: (launches, allocations).
-fn counted<T>(
-    card: &mut Card<Emulated>,
-    step: impl FnOnce(&mut Card<Emulated>) -> T,
-) -> (T, (u64, u64)) {
-    use crate::model::engine::gpu::device::Device;
-    let before = card.stack.device().counts();
-    let got = step(card);
-    let after = card.stack.device().counts();
-    let n = (
-        after.launches - before.launches,
-        after.allocations - before.allocations,
-    );
-    (got, n)
 }
 
 /// Item 1's step anatomy, the engine's part (every launch and allocation the device was asked
 /// for; a card adds AdamW's three launches and whatever candle runs): under 400 launches a step
 /// with room for those three, and nothing allocated after the first step (a same-shaped batch
 /// reuses every buffer).
-fn step_anatomy(counts: &[(u64, u64)], what: &str) {
-    eprintln!("{what} steps' (launches, allocations): {counts:?}");
-    for (k, &(launches, allocations)) in counts.iter().enumerate() {
+fn step_anatomy(counts: &[Counts], what: &str) {
+    eprintln!("{what} steps: {counts:?}");
+    for (
+        k,
+        &Counts {
+            launches,
+            allocations,
+        },
+    ) in counts.iter().enumerate()
+    {
         assert!(launches + 3 < 400, "{what} step {k}: {launches} launches");
         assert!(
             k == 0 || allocations == 0,
@@ -250,10 +241,9 @@ fn a_bf16_mnr_step_matches_the_cpu_engine() {
     // two steps, counted: the bf16 weights and operand rooms are made at the first, once
     let mut counts = Vec::new();
     for step in 0..2 {
-        let (got, n) = counted(&mut card, |c| {
-            super::gradients(&task, c, &idx, Some(&drop), 1.0).unwrap()
-        });
-        counts.push(n);
+        let before = card.stack.device().counts();
+        let got = super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
+        counts.push(card.stack.device().counts() - before);
         if step == 0 {
             same_step_within(&task, &task, got, BF16_TOL, &PARAPHRASES);
         }

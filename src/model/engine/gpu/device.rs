@@ -43,6 +43,17 @@ pub struct Counts {
     pub allocations: u64,
 }
 
+/// What was counted between two readings (`after - before`).
+impl std::ops::Sub for Counts {
+    type Output = Counts;
+    fn sub(self, before: Counts) -> Counts {
+        Counts {
+            launches: self.launches - before.launches,
+            allocations: self.allocations - before.allocations,
+        }
+    }
+}
+
 pub trait Device {
     /// An allocation, freed when dropped.
     type Mem;
