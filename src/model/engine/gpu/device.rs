@@ -4,7 +4,7 @@
 //! the engine does between kernels (which buffer, which transposes, which strides) is tested on
 //! every CI against the CPU engine, and a card has only the device calls left to prove.
 use crate::model::kernels::cuda::KernelMask;
-use candle_core::{Result, Tensor};
+use candle_core::{Result, Tensor, Var};
 use std::cell::Cell;
 use std::marker::PhantomData;
 
@@ -41,6 +41,12 @@ pub enum Operands {
 pub struct Counts {
     pub launches: u64,
     pub allocations: u64,
+}
+
+/// A tensor made for the engine: an allocation and its fill.
+fn made(c: &mut Counts) {
+    c.allocations += 1;
+    c.launches += 1;
 }
 
 /// What was counted between two readings (`after - before`).
@@ -99,16 +105,23 @@ pub trait Device {
     }
 
     /// A new f32 tensor of zeros on `on` (candle's handle on this device) and its address: where
-    /// the engine hands candle its rows and gradients. An allocation and a fill, counted as
-    /// `alloc` and `zero` are (on a card candle takes it from the same pool and zeroes it).
+    /// the engine hands candle its gradients. An allocation and a fill, counted as `alloc` and
+    /// `zero` are (on a card candle takes it from the same pool and zeroes it).
     fn new_tensor(&self, shape: &[usize], on: &candle_core::Device) -> Result<(Tensor, Addr)> {
-        self.count(|c| {
-            c.allocations += 1;
-            c.launches += 1;
-        });
+        self.count(made);
         let t = Tensor::zeros(shape, candle_core::DType::F32, on)?;
         let a = self.tensor_addr(&t)?;
         Ok((t, a))
+    }
+
+    /// As `new_tensor`, a variable: a leaf whose gradient candle's backward computes, where the
+    /// engine hands candle its rows (Var::from_tensor of a plain tensor would allocate and copy
+    /// it once more, uncounted).
+    fn new_var(&self, shape: &[usize], on: &candle_core::Device) -> Result<(Var, Addr)> {
+        self.count(made);
+        let v = Var::zeros(shape, candle_core::DType::F32, on)?;
+        let a = self.tensor_addr(v.as_tensor())?;
+        Ok((v, a))
     }
 }
 

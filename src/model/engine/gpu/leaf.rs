@@ -31,10 +31,7 @@ impl GpuLeaf {
     ) -> Result<GpuLeaf> {
         let hidden = stack.forward(bert, ids, types, Some(keys), drop)?;
         let (states, mask, _) = stack.padded(hidden, on)?;
-        Ok(GpuLeaf {
-            states: Var::from_tensor(&states)?,
-            mask,
-        })
+        Ok(GpuLeaf { states, mask })
     }
 
     /// The engine's backward from the leaf's gradient in `store` (none: the loss did not reach
@@ -83,11 +80,9 @@ impl PooledLeaf {
         (n, width): (usize, usize),
         on: &candle_core::Device,
     ) -> Result<PooledLeaf> {
-        let (emb, to) = dev.new_tensor(&[n, width], on)?;
+        let (emb, to) = dev.new_var(&[n, width], on)?;
         dev.copy(to, at, 4 * n * width)?;
-        Ok(PooledLeaf {
-            emb: Var::from_tensor(&emb)?,
-        })
+        Ok(PooledLeaf { emb })
     }
 
     /// The engine's backward from the leaf's gradient in `store` (none: the loss did not reach

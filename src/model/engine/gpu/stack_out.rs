@@ -6,7 +6,7 @@ use super::super::device::{Addr, Arg, Device};
 use super::super::grads::Grads;
 use super::Stack;
 use crate::model::{Bert, Dropout};
-use candle_core::{bail, Result, Tensor};
+use candle_core::{bail, Result, Tensor, Var};
 
 /// A forward's last rows, packed on the device (`Stack::last_rows`).
 pub struct LastRows {
@@ -43,18 +43,14 @@ impl<D: Device> Stack<D> {
 
     /// The last forward's rows (at `hidden`) as candle's heads take them: a (b, len, h) tensor
     /// on `on` (zeros where padded), its (b, len) 0/1 mask, and len.
-    pub fn padded(
-        &self,
-        hidden: Addr,
-        on: &candle_core::Device,
-    ) -> Result<(Tensor, Tensor, usize)> {
+    pub fn padded(&self, hidden: Addr, on: &candle_core::Device) -> Result<(Var, Tensor, usize)> {
         let (Some(batch), Some(ws)) = (&self.batch, &self.ws) else {
             bail!("gpu engine: no forward to pad")
         };
         let p = &batch.packed;
         let (b, h) = (p.lens().len(), self.dims.hidden);
         let len = p.lens().iter().copied().max().unwrap_or(0).max(1);
-        let (states, at) = self.dev.new_tensor(&[b, len, h], on)?;
+        let (states, at) = self.dev.new_var(&[b, len, h], on)?;
         let rows = ws.rows_of(p);
         let args = [
             Arg::Addr(hidden),
