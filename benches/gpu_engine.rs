@@ -108,7 +108,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         candle_step()?;
         theirs.push(s.elapsed().as_secs_f64() * 1e3);
     }
-    let after = stack.device().counts();
+    let spent = stack.device().counts() - before;
     let (o, c) = (median(ours), median(theirs));
     println!(
         "gpu engine step: {o:.2} ms; candle's graph {c:.2} ms; {:.2}x ({} sequences, {rows} tokens, {steps} steps each)",
@@ -117,8 +117,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "engine launches a step (kernels, GEMMs, copies, fills): {:.1}; device allocations after the warm-up: {}",
-        (after - before).launches as f64 / steps as f64,
-        (after - before).allocations
+        spent.launches as f64 / steps as f64,
+        spent.allocations
     );
 
     // --precision bf16: the engine's products on bf16 operands (candle's graph on a card is f32)
@@ -135,14 +135,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         engine_step(&mut stack, bert)?;
         bf16.push(s.elapsed().as_secs_f64() * 1e3);
     }
-    let after = stack.device().counts();
+    let spent = stack.device().counts() - before;
     let b = median(bf16);
     println!(
         "gpu engine step in bf16: {b:.2} ms ({:.2}x candle's f32 graph, {:.2}x the engine's f32); launches a step {:.1}; allocations after the warm-up: {}",
         c / b,
         o / b,
-        (after - before).launches as f64 / steps as f64,
-        (after - before).allocations
+        spent.launches as f64 / steps as f64,
+        spent.allocations
     );
     Ok(())
 }

@@ -103,18 +103,11 @@ fn three_adamw_steps_match_the_cpu_engine() {
 /// reuses every buffer).
 fn step_anatomy(counts: &[Counts], what: &str) {
     eprintln!("{what} steps: {counts:?}");
-    for (
-        k,
-        &Counts {
-            launches,
-            allocations,
-        },
-    ) in counts.iter().enumerate()
-    {
-        assert!(launches + 3 < 400, "{what} step {k}: {launches} launches");
+    for (k, c) in counts.iter().enumerate() {
+        assert!(c.launches + 3 < 400, "{what} step {k}: {c:?}");
         assert!(
-            k == 0 || allocations == 0,
-            "{what} step {k} allocated {allocations} times"
+            k == 0 || c.allocations == 0,
+            "{what} step {k} allocated: {c:?}"
         );
     }
 }

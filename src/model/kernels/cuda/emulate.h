@@ -144,9 +144,7 @@ void run(uint3 grid, unsigned threads, F body) {
                 for (unsigned t = 0; t < threads; t++) {
                     Fiber& f = b.fibers[t];
                     f = Fiber{};
-                    size_t size;
-                    char* base = fiber::stack(t, size);
-                    fiber::prepare(f.ctx, base, size, entry);
+                    fiber::prepare(f.ctx, fiber::stack(t), fiber::STACK_BYTES, entry);
                 }
                 bool reverse = (x + y + z) % 2 == 1;
                 for (unsigned live = threads; live > 0;) {

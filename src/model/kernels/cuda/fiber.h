@@ -89,14 +89,17 @@ inline void prepare(Context& c, char* base, size_t size, void (*entry)()) {
 inline void swap(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
 #endif
 
-// Stack `t` (256 KB), made at its first use and kept for the process (launches run one at a
-// time: emulate.cpp's lock), above a guard page: an overflow faults instead of writing into
-// another fiber's stack.
-inline char* stack(unsigned t, size_t& size) {
+// A fiber's stack: 256 KB.
+inline constexpr size_t STACK_BYTES = 256 * 1024;
+
+// Stack `t` (its lowest address), made at its first use and kept for the process (launches run
+// one at a time: emulate.cpp's lock), above a guard page: an overflow faults instead of writing
+// into another fiber's stack.
+inline char* stack(unsigned t) {
     static std::vector<char*> stacks;
-    const size_t page = 4096, usable = 256 * 1024;
+    const size_t page = 4096;
     while (stacks.size() <= t) {
-        void* m = mmap(nullptr, usable + page, PROT_READ | PROT_WRITE,
+        void* m = mmap(nullptr, STACK_BYTES + page, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (m == MAP_FAILED || mprotect(m, page, PROT_NONE) != 0) {
             std::perror("fiber.h: a fiber's stack");
@@ -104,7 +107,6 @@ inline char* stack(unsigned t, size_t& size) {
         }
         stacks.push_back(static_cast<char*>(m) + page);
     }
-    size = usable;
     return stacks[t];
 }
 }  // namespace fiber
