@@ -132,7 +132,8 @@ pub fn own_f32_linears() -> bool {
 /// route (a GEMM a head's scores, a fused softmax, a GEMM its context): AVX2 + FMA (Zen 3) and
 /// AVX-512 on Zen 4. Not on Zen 5: with the own Linears, Cranfield's encode ran 84.9 documents/s
 /// through the kernel and 103.9 through the BLAS route, and since the kernel's exp vectorises
-/// (8d28368) 95.1-96.8 against 97.4 (2026-11-28, benches/README.md): a tie, not a win.
+/// (8d28368) 95.1-96.8 against 97.4 (2026-11-28, benches/README.md): a tie, not a win. On Zen 4
+/// after 8d28368 the kernel still led: 46.3 / 46.3 against 44.8 / 46.0 (2026-11-29).
 pub fn own_f32_attention() -> bool {
     match active() {
         Isa::Avx2 => true,
