@@ -98,10 +98,15 @@ fn same_step(cpu_task: &CrossEncoderTask, card_task: &CrossEncoderTask, got: Gra
 /// How far a bf16 step may be from the CPU engine's bf16 step (each parameter of its largest
 /// value, all of their norm): the two engines' f32 values differ in their last bits, and some
 /// of them round to neighbouring bf16 values. Measured (six MRPC pairs, dropout on): 1.03e-2
-/// and 4.2e-3. This step cannot tell the card's products in bf16 from f32 ones (5.2e-3 with
-/// them in f32: the head, bf16 on both sides, weighs more than BERT's rounding here); the
-/// bi-encoder's bf16 step test does (gpu_step_test.rs), on the same stack.
-const BF16_TOL: (f32, f64) = (2e-2, 1e-2);
+/// and 4.2e-3 on an AMX Xeon (the CPU's products on oneMKL); 4.16e-2 and 4.24e-3 on a Zen 4
+/// (condenser's AVX512-BF16 kernel), the worst parameter layer 1's output LayerNorm weight (a
+/// sum over the batch's tokens that cancels: its largest value 1.7e-3), where the CPU's bf16
+/// step is itself 4.0e-2 from the f32 step and the emulated card's 1.5e-2. So the bound on each
+/// parameter is the reference's own bf16 noise; the norm's catches a wrong product. This step
+/// cannot tell the card's products in bf16 from f32 ones (5.2e-3 with them in f32: the head,
+/// bf16 on both sides, weighs more than BERT's rounding here); the bi-encoder's bf16 step test
+/// does (gpu_step_test.rs), on the same stack.
+const BF16_TOL: (f32, f64) = (6e-2, 1e-2);
 
 /// `same_step` with each gradient within `tol.0` of its largest value, all within `tol.1` of
 /// their norm, the loss within `tol.0` / 20 of its value.
