@@ -67,8 +67,20 @@ fn stsb_dev_and_test_match_fixture_to_its_six_decimals() {
                 .as_f64()
                 .unwrap_or_else(|| panic!("fixture lacks {name}"));
             // the fixture keeps 6 decimals: equal to them is within half a unit of the last (README's
-            // 2e-7 is against sentence-transformers' evaluators run live, benches/st_eval_reference.py)
-            assert!((value - w).abs() <= 5e-7, "{key} {name}: {value} vs {w}");
+            // 2e-7 is against sentence-transformers' evaluators run live, benches/st_eval_reference.py).
+            // A Spearman coefficient is a rank statistic: two pairs whose scores differ by less
+            // than the encode's rounding (embeddings within 3e-7 of sentence-transformers' on every
+            // CPU class, above) may trade ranks, which moves it by up to 12 / (n^2 - 1) for n pairs
+            // (5.3e-6 at STSb dev's 1,500). On a Zen 4 (2026-11-29) dev's spearman_euclidean read
+            // 0.8671644 against 0.867163, one such trade: spearman_cosine on the same embeddings,
+            // the same order in exact arithmetic for unit vectors, matched to 1.2e-7. So a
+            // Spearman metric may be one trade away; the Pearson ones, continuous, may not.
+            let tol = if name.starts_with("spearman") {
+                5e-7 + 6e-6
+            } else {
+                5e-7
+            };
+            assert!((value - w).abs() <= tol, "{key} {name}: {value} vs {w}");
         }
     }
 }
