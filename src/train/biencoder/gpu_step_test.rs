@@ -337,10 +337,14 @@ impl Tol {
 /// How far a bf16 step's gradients may be from the CPU's, of the largest: the two sides
 /// round f32 values that differ in their last bits (other kernels, other sums) and so now
 /// and then to neighbouring bf16 values.
-/// Measured (MiniLM, PARAPHRASES, dropout on): 6.4e-3 and 7.9e-3; with the card's products
-/// left in f32 against the CPU's bf16 ones, 1.9e-2 (each).
+/// Measured (MiniLM, PARAPHRASES, dropout on), emulated: 6.4e-3 of the norm, each within
+/// 7.9e-3; with the card's products left in f32 against the CPU's bf16 ones, 1.9e-2 of the norm.
+/// On an H200 (2026-11-29) one parameter whose gradients all lie under the 1e-3 floor (a loss
+/// of 2e-4) was 1.14e-5 off, 1.14e-2 of the floor: cuBLAS sums in another order than either
+/// CPU side, so each parameter's bound is wider; the norm's (which tells f32 products from
+/// bf16 ones) is kept.
 const BF16_TOL: Tol = Tol {
-    each: 1e-2,
+    each: 2.5e-2,
     all: 1.2e-2,
 };
 

@@ -74,7 +74,7 @@ fn a_whole_bert_matches_the_cpu_engine() {
         return;
     };
     let bert = tiny_bert(2, 2, 32, &Candle::Cpu);
-    stack_matches(dev, &bert, &bert);
+    stack_matches(dev, &bert, &bert, &Candle::Cpu);
 }
 
 /// The same on a card (a `cuda` build's test binary on the lent machine): the model's weights
@@ -90,11 +90,12 @@ fn a_whole_bert_on_the_card_matches_the_cpu_engine() {
         tiny_bert(2, 2, 32, &card),
         tiny_bert(2, 2, 32, &Candle::Cpu),
     );
-    stack_matches(dev, &on_card, &on_cpu);
+    stack_matches(dev, &on_card, &on_cpu, &card);
 }
 
-/// `gpu_bert` on `dev` against the CPU engine on `cpu_bert` (the same weights): two steps.
-fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert) {
+/// `gpu_bert` on `dev` against the CPU engine on `cpu_bert` (the same weights): two steps. The
+/// gradient arena lives where `gpu_bert`'s weights do (`arena`: the card's device on a card).
+fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert, arena: &Candle) {
     let h = 64;
     let seqs: Vec<Vec<u32>> = vec![
         vec![1, 7, 7, 9, 3, 2],
@@ -132,7 +133,7 @@ fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert) {
     let want = eng.export(grads).unwrap();
 
     let mut stack = Stack::new(dev, gpu_bert).unwrap();
-    let mut g = stack.zero_grads(&candle_core::Device::Cpu).unwrap();
+    let mut g = stack.zero_grads(arena).unwrap();
     let dbuf = Buf::of(stack.device(), &dh).unwrap();
     let mut allocated = Vec::new();
     for step in 0..2 {
