@@ -61,9 +61,9 @@ impl TrainOpts {
                 if !task.card_precision(self.precision) {
                     return Err(condenser::error::Error::msg(format!(
                         "--precision {} on a GPU: only a bi-encoder or cross-encoder training \
-                         through the GPU engine (CONDENSER_GPU_ENGINE=1, a cuda build, bf16) \
-                         runs below f32 there, and this run trains through candle's graph, in \
-                         f32; use f32",
+                         through the GPU engine (a cuda build's default on a card, unless \
+                         CONDENSER_GPU_ENGINE=off; bf16) runs below f32 there, and this run \
+                         trains through candle's graph, in f32; use f32",
                         self.precision.name()
                     )));
                 }
@@ -120,6 +120,10 @@ impl TrainOpts {
             if r.threads == 1 { "" } else { "s" },
             matmuls(self.device),
             match self.precision {
+                // off the CPU, bf16 runs only on the GPU engine (refused above otherwise)
+                Precision::Bf16 if self.device != DeviceSpec::Cpu => {
+                    "bf16 on cuBLAS's bf16 GEMM (the GPU engine)".to_string()
+                }
                 Precision::Bf16 => format!(
                     "bf16 on {}",
                     condenser::model::kernels::precision::bf16_backend()

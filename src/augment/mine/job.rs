@@ -2,7 +2,7 @@
 //! find and rescore candidates, the mining options and the output; run whole or as one shard.
 use super::{mine, write_mined, Candidates, MineOptions, MineSource, Miners};
 use crate::error::{Error, Result};
-use crate::model::{CrossEncoderModel, InferenceOptions};
+use crate::model::InferenceOptions;
 use crate::search::StoredEmbeddings;
 use crate::shard::{self, Settings, ShardRun};
 use indicatif::ProgressBar;
@@ -74,13 +74,7 @@ impl MineJob {
         let ce = self
             .cross_encoder
             .as_ref()
-            .map(|c| -> Result<CrossEncoderModel> {
-                // as `evaluate` loads one: its products in the options' precision (on AVX2 in
-                // f32, the frozen Linears on condenser's kernel)
-                let mut ce = CrossEncoderModel::load(c, &inference.device)?;
-                ce.model.set_precision(inference.precision()?)?;
-                Ok(ce)
-            })
+            .map(|c| inference.cross_encoder(c))
             .transpose()?;
         let stored = match (&self.corpus_embeddings, &encoder, &self.model) {
             (None, ..) => None,

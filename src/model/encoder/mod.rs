@@ -1,8 +1,10 @@
 //! Sentence embeddings as sentence-transformers computes them: tokens with `[CLS]`/`[SEP]`, truncated
 //! to max_seq_length, BERT, pooling, optional L2 normalisation. Texts are sorted by length so that
 //! batches carry little padding; results come back in input order. On the CPU the engine runs
-//! it (packed batches to a token budget, on every thread: `engine::batches`); elsewhere candle.
+//! it (packed batches to a token budget, on every thread: `engine::batches`); on a card the GPU
+//! engine where it takes the model (on_card.rs); elsewhere candle.
 mod cross;
+mod on_card;
 
 pub use cross::CrossEncoderModel;
 
@@ -145,14 +147,18 @@ impl SentenceEncoder {
                     })
                     .doing("model forward")??
             }
-            None => by_length(&lens, batch_size, progress, |chunk| {
-                let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].as_slice()).collect();
-                let rows: Vec<Vec<f32>> = self
-                    .embed(&batch)
-                    .and_then(|t| t.to_dtype(DType::F32)?.to_vec2())
-                    .doing("model forward")?;
-                Ok(rows)
-            })?,
+            // on a card, the GPU engine where it takes the model (on_card.rs), else candle
+            None => match self.on_card(&seqs, batch_size, progress) {
+                Some(rows) => rows?,
+                None => by_length(&lens, batch_size, progress, |chunk| {
+                    let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].as_slice()).collect();
+                    let rows: Vec<Vec<f32>> = self
+                        .embed(&batch)
+                        .and_then(|t| t.to_dtype(DType::F32)?.to_vec2())
+                        .doing("model forward")?;
+                    Ok(rows)
+                })?,
+            },
         };
         let data = rows.concat();
         Ok(Embeddings { dim, data })

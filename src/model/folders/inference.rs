@@ -54,42 +54,88 @@ impl Default for InferenceOptions {
 }
 
 impl InferenceOptions {
-    /// The weights' dtype: the compute type on a GPU; on the CPU always f32, a lower --dtype
-    /// running the Linears' products in it instead (`precision`).
+    /// The weights' dtype: the compute type on a GPU (f32 where the GPU engine is to run the
+    /// encoder: `engine_card`); on the CPU always f32, a lower --dtype running the Linears'
+    /// products in it instead (`precision`).
     pub fn dtype(&self) -> DType {
-        if self.device.is_cpu() {
+        if self.device.is_cpu() || self.engine_card() {
             return DType::F32;
         }
-        ComputeType::or_default(self.dtype, &self.device).dtype()
+        self.compute().dtype()
     }
 
-    /// The Linears' precision on the CPU (f32 elsewhere), refused where this CPU lacks it.
+    /// The compute type asked for, or the device's default.
+    fn compute(&self) -> ComputeType {
+        ComputeType::or_default(self.dtype, &self.device)
+    }
+
+    /// Whether the GPU engine is to run an encoder on this device: a card, the engine on (a
+    /// `cuda` build, not turned off) and f32 or bf16 compute, the two precisions of its
+    /// products. Its weights then load in f32 (the engine's master copy) and bf16 runs as its
+    /// bf16 products with f32 sums, attention and norms. A model the engine does not take is
+    /// loaded again for candle at the compute dtype (`encoder`).
+    fn engine_card(&self) -> bool {
+        self.device.is_cuda()
+            && crate::model::engine::gpu::on()
+            && matches!(self.compute(), ComputeType::F32 | ComputeType::Bf16)
+    }
+
+    /// The Linears' precision on the CPU and on the GPU engine (f32 elsewhere), refused where
+    /// this CPU lacks it.
     pub fn precision(&self) -> Result<Precision> {
-        if !self.device.is_cpu() {
+        if !self.device.is_cpu() && !self.engine_card() {
             return Ok(Precision::F32);
         }
-        let p = match ComputeType::or_default(self.dtype, &self.device) {
+        let p = match self.compute() {
             ComputeType::F32 => Precision::F32,
             ComputeType::Bf16 => Precision::Bf16,
             ComputeType::F16 => Precision::F16,
         };
-        p.check_cpu("--dtype")?;
+        if self.device.is_cpu() {
+            p.check_cpu("--dtype")?;
+        }
         Ok(p)
     }
 
     /// A sentence encoder from `dir` with these options applied.
     pub fn encoder(&self, dir: &Path) -> Result<SentenceEncoder> {
-        let precision = self.precision()?;
-        let mut enc = SentenceEncoder::load_as(dir, &self.device, self.dtype())?;
-        enc.bert.set_precision(precision)?;
-        match self.pooling {
-            Some(p) => enc.pooling = Pooling::from(p),
-            None => {
-                // a folder without a Pooling module is pooled by a default: say which
-                if let Some(n) = super::folder::ModelFolder::open(dir)?.pooling_note() {
-                    eprintln!("note: {n}");
-                }
+        let mut enc = self.encoder_as(dir, self.dtype(), self.precision()?)?;
+        if self.engine_card() && !enc.on_card_takes() {
+            // the GPU engine does not run this model (its activation, head width or pooling):
+            // candle's graph does, at the compute dtype, as without the engine
+            enc = self.encoder_as(dir, self.compute().dtype(), Precision::F32)?;
+        }
+        if self.pooling.is_none() {
+            // a folder without a Pooling module is pooled by a default: say which
+            if let Some(n) = super::folder::ModelFolder::open(dir)?.pooling_note() {
+                eprintln!("note: {n}");
             }
+        }
+        Ok(enc)
+    }
+
+    /// A cross-encoder from `dir`, its products in the options' precision on the CPU (on AVX2 in
+    /// f32, the frozen Linears on condenser's kernel); on a GPU candle's graph scores the pairs,
+    /// in f32 (the cross-encoder's weights load in f32).
+    pub fn cross_encoder(&self, dir: &Path) -> Result<CrossEncoderModel> {
+        let mut ce = CrossEncoderModel::load(dir, &self.device)?;
+        if self.device.is_cpu() {
+            ce.model.set_precision(self.precision()?)?;
+        }
+        Ok(ce)
+    }
+
+    /// `encoder` with its weights in `dtype` and its Linears in `precision`.
+    fn encoder_as(
+        &self,
+        dir: &Path,
+        dtype: DType,
+        precision: Precision,
+    ) -> Result<SentenceEncoder> {
+        let mut enc = SentenceEncoder::load_as(dir, &self.device, dtype)?;
+        enc.bert.set_precision(precision)?;
+        if let Some(p) = self.pooling {
+            enc.pooling = Pooling::from(p);
         }
         if let Some(m) = self.max_seq_length {
             enc.max_seq_length = fits_positions(m, enc.bert.config.max_position_embeddings, dir)?;
@@ -111,8 +157,7 @@ impl Loaded {
     pub fn load(dir: &Path, o: &InferenceOptions) -> Result<Loaded> {
         let folder = ModelFolder::open(dir)?;
         if is_cross_encoder(&folder) {
-            let mut ce = CrossEncoderModel::load(dir, &o.device)?;
-            ce.model.set_precision(o.precision()?)?;
+            let mut ce = o.cross_encoder(dir)?;
             if let Some(m) = o.max_seq_length {
                 // a pair's tokens, both texts and three special tokens, as the folder's max_length
                 ce.tok.max_seq_length =

@@ -66,28 +66,14 @@ pub(crate) fn test_card(check: &str) -> Option<(candle_core::Device, CudaDevice)
     }
 }
 
-/// The card `bert` lives on when the GPU engine trains it: asked for with
-/// CONDENSER_GPU_ENGINE=1 (opt-in until its tests have passed on a lent card: written and
-/// tested on the CPU's emulation only, docs/gpu.md), f32 weights on a CUDA device, BERT's GELU,
-/// heads of width 32 or 64 (the CUDA kernels'), the engine not turned off
-/// (CONDENSER_ENGINE=off). None: candle's graph trains it. The one place a training task asks.
+/// The card `bert` lives on when the GPU engine trains or encodes it: f32 weights on a CUDA
+/// device, BERT's GELU, heads of width 32 or 64 (the CUDA kernels'), the engine on (`gpu::on`).
+/// None: candle's graph runs it. The default since its card tests passed on an H200
+/// (2026-11-29, docs/gpu.md); opt-in before. The one place a task asks.
 pub fn card_for(bert: &crate::model::Bert) -> Option<CudaDevice> {
     use crate::model::Activation;
-    let value = std::env::var("CONDENSER_GPU_ENGINE").unwrap_or_default();
-    let asked = matches!(value.as_str(), "1" | "on");
-    if !matches!(value.as_str(), "" | "0" | "off" | "1" | "on") {
-        // a typo must not pass for "off" unseen: said once a process
-        static SAID: std::sync::Once = std::sync::Once::new();
-        SAID.call_once(|| {
-            eprintln!(
-                "warning: CONDENSER_GPU_ENGINE={value:?} is not 1, on, 0 or off; \
-                 training through candle's graph"
-            )
-        });
-    }
     let w = bert.embeddings.word.embeddings();
-    let fits = asked
-        && crate::model::engine::enabled()
+    let fits = super::on()
         && w.dtype() == candle_core::DType::F32
         && bert
             .layers

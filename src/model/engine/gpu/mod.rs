@@ -25,6 +25,24 @@ pub mod stack;
 mod stack_test;
 mod workspace;
 
+/// Whether the GPU engine may run a model on a card: a `cuda` build, the engines not turned off
+/// (CONDENSER_ENGINE=off, or CONDENSER_GPU_ENGINE=off for the card alone). Which models it takes
+/// is `cuda::card_for`'s to say.
+pub fn on() -> bool {
+    let value = std::env::var("CONDENSER_GPU_ENGINE").unwrap_or_default();
+    if !matches!(value.as_str(), "" | "0" | "off" | "1" | "on") {
+        // a typo must not pass for either choice unseen: said once a process
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "warning: CONDENSER_GPU_ENGINE={value:?} is not 1, on, 0 or off; \
+                 the GPU engine runs (the default)"
+            )
+        });
+    }
+    cfg!(feature = "cuda") && !matches!(value.as_str(), "0" | "off") && super::enabled()
+}
+
 /// Every element of `got` within `tol` x max(1, max |want|) of `want`: the GPU engine's tests'
 /// agreement with the CPU engine to f32 rounding (sums run in another order); `what` names the
 /// buffer when it fails.
