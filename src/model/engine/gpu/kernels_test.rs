@@ -348,7 +348,7 @@ fn gelu_matches_the_cpu_engine() {
 /// `to_bf16` (the bf16 products' operands) gives bf16/matrix.rs's bits exactly: ties to even
 /// both ways, values that round up into the next exponent and to infinity, zeros, subnormals,
 /// infinities and NaNs, then a spread of ordinary values; over several blocks of a grid-stride
-/// loop (more values than threads).
+/// loop (more values than threads); the padding past them zeros.
 #[test]
 fn to_bf16_rounds_as_the_cpu() {
     use crate::model::kernels::bf16::to_bf16;
@@ -370,14 +370,19 @@ fn to_bf16_rounds_as_the_cpu() {
     .map(f32::from_bits)
     .to_vec();
     x.extend(test_data(1000, 9).iter().map(|v| v * 37.0));
-    let want: Vec<u16> = x.iter().map(|&v| to_bf16(v)).collect();
-    let mut got = vec![0u16; x.len()];
+    let mut want: Vec<u16> = x.iter().map(|&v| to_bf16(v)).collect();
+    // and 37 values past n, a padded product's rows: zeros
+    let padded = x.len() + 37;
+    want.resize(padded, 0);
+    let mut got = vec![0xffffu16; padded];
     let args = Args::default()
         .inp(Some(&x))
         .out(&mut got)
-        .arg(x.len() as i32);
+        .arg(x.len() as i32)
+        .arg(padded as i32);
     e.launch("to_bf16", (2, 1), 128, args);
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(g, w, "value {k} ({:#010x})", x[k].to_bits());
+        let bits = x.get(k).map_or(0, |v| v.to_bits());
+        assert_eq!(g, w, "value {k} ({bits:#010x})");
     }
 }

@@ -121,7 +121,8 @@ fn layer_matches<D: Device>(dev: &D, blas: &Blas, precision: Precision) {
             .iter()
             .map(|&k| {
                 let b = Buf::zeros(dev, values[k].len()).unwrap();
-                products::to_bf16(dev, bufs[k].at(0), values[k].len(), b.at(0)).unwrap();
+                let n = values[k].len();
+                products::to_bf16(dev, bufs[k].at(0), (n, n), b.at(0)).unwrap();
                 b
             })
             .collect();

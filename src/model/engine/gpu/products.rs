@@ -7,14 +7,30 @@ use crate::model::engine::weights::layer_tensors;
 use crate::model::Bert;
 use candle_core::{bail, Result};
 
-/// y (n bf16 bits) = x (n f32 values) rounded to nearest even: one launch.
-pub(super) fn to_bf16<D: Device>(dev: &D, x: Addr, n: usize, y: Addr) -> Result<()> {
-    let Ok(count) = i32::try_from(n) else {
-        bail!("gpu engine: {n} values past a kernel's i32 count")
+/// y (n bf16 bits) = x (n f32 values) rounded to nearest even, then zeros up to `padded`
+/// values: one launch.
+pub(super) fn to_bf16<D: Device>(
+    dev: &D,
+    x: Addr,
+    (n, padded): (usize, usize),
+    y: Addr,
+) -> Result<()> {
+    let (Ok(count), Ok(all)) = (i32::try_from(n), i32::try_from(padded.max(n))) else {
+        bail!("gpu engine: {padded} values past a kernel's i32 count")
     };
-    let blocks = (n as u32).div_ceil(THREADS).clamp(1, 4096);
-    let args = [Arg::Addr(x), Arg::Addr(y), Arg::I32(count)];
+    let blocks = (all as u32).div_ceil(THREADS).clamp(1, 4096);
+    let args = [Arg::Addr(x), Arg::Addr(y), Arg::I32(count), Arg::I32(all)];
     dev.launch("to_bf16", (blocks, 1), THREADS, &args)
+}
+
+/// The rows a bf16 product runs on for `t` rows: t rounded up to a multiple of 64 or of an
+/// eighth of t's power of two, whichever is larger (at most 1/8 more rows), the added rows'
+/// operands zeros. cuBLAS chooses a bf16 GEMM's kernel afresh for each new shape, which on an
+/// H200 cost a batch of new token counts more than its products (bf16 encode and training
+/// ran at half f32's rate, 2026-11-29); buckets make the shapes repeat. f32 products keep t.
+pub(super) fn padded_rows(t: usize) -> usize {
+    let q = (t.next_power_of_two() / 8).max(64);
+    t.div_ceil(q) * q
 }
 
 /// A layer's products: on f32 operands, or (--precision bf16, `LayerParams::bf16`) on bf16
@@ -25,6 +41,8 @@ pub(super) struct Gemms<'a, D: Device> {
     dev: &'a D,
     /// the rooms for an input's and an output gradient's bf16 copies (bf16 only)
     rooms: Option<(Addr, Addr)>,
+    /// the rows every buffer has room for (a bf16 product's padded rows must fit)
+    capacity: usize,
 }
 
 /// A product's weight (out x inp): the f32 values, and their bf16 copy where the products
@@ -40,21 +58,46 @@ impl<'a, D: Device> Gemms<'a, D> {
         Ok(Gemms {
             dev,
             rooms: p.bf16.and(rooms),
+            capacity: s.rows,
         })
     }
 
-    /// `x` (n values) as bf16 bits in `room` (one launch): its address there.
-    fn to_bf16(&self, x: Addr, n: usize, room: Addr) -> Result<Addr> {
-        to_bf16(self.dev, x, n, room)?;
+    /// The rows the products of a batch of `t` rows run on: t in f32, `padded_rows(t)` in bf16
+    /// (within the buffers' capacity, which the stack sizes for it).
+    fn rows(&self, t: usize) -> Result<usize> {
+        if self.rooms.is_none() {
+            return Ok(t);
+        }
+        let tp = padded_rows(t);
+        if tp > self.capacity {
+            bail!(
+                "gpu engine: {tp} padded rows past the buffers' {}",
+                self.capacity
+            )
+        }
+        Ok(tp)
+    }
+
+    /// `x` (`rows` of `width` values, t of them real) as bf16 bits in `room`, the padded rows
+    /// zeros (one launch): its address there.
+    fn to_bf16(&self, x: Addr, (t, tp): (usize, usize), width: usize, room: Addr) -> Result<Addr> {
+        to_bf16(self.dev, x, (t * width, tp * width), room)?;
         Ok(room)
     }
 
-    /// The input `x` (n values) and the weight `w` as the product takes them: as they are
-    /// (f32), or bf16 (x's copy made in `room`, w's made by the stack).
-    fn operands(&self, x: Addr, n: usize, room: Addr, w: Weight) -> Result<(Operands, Addr, Addr)> {
+    /// The input `x` (t rows of `width`) and the weight `w` as the product takes them: as they
+    /// are (f32), or bf16 (x's copy made in `room` on the padded rows, w's made by the stack).
+    fn operands(
+        &self,
+        x: Addr,
+        (t, tp): (usize, usize),
+        width: usize,
+        room: Addr,
+        w: Weight,
+    ) -> Result<(Operands, Addr, Addr)> {
         match (self.rooms, w.1) {
             (None, _) => Ok((Operands::F32, x, w.0)),
-            (Some(_), Some(wb)) => Ok((Operands::Bf16, self.to_bf16(x, n, room)?, wb)),
+            (Some(_), Some(wb)) => Ok((Operands::Bf16, self.to_bf16(x, (t, tp), width, room)?, wb)),
             (Some(_), None) => bail!("gpu engine: a bf16 product without the weight's bf16 copy"),
         }
     }
@@ -68,11 +111,13 @@ impl<'a, D: Device> Gemms<'a, D> {
         y: Addr,
     ) -> Result<()> {
         let room = self.rooms.map_or(0, |r| r.0);
-        let (ty, x, w) = self.operands(x, t * inp, room, w)?;
+        let tp = self.rows(t)?;
+        let (ty, x, w) = self.operands(x, (t, tp), inp, room, w)?;
+        // (bf16: y's padded rows are written too, zeros: every buffer has room for them)
         self.dev.gemm(
             ty,
             (Op::N, Op::T),
-            (t, out, inp),
+            (tp, out, inp),
             (x, inp),
             (w, inp),
             0.0,
@@ -94,16 +139,18 @@ impl<'a, D: Device> Gemms<'a, D> {
         add: bool,
     ) -> Result<()> {
         let (rx, rdy) = self.rooms.unwrap_or((0, 0));
-        let (ty, dy, w) = self.operands(dy, t * out, rdy, w)?;
+        let tp = self.rows(t)?;
+        let (ty, dy, w) = self.operands(dy, (t, tp), out, rdy, w)?;
         let x = match ty {
             Operands::F32 => x,
-            Operands::Bf16 => self.to_bf16(x, t * inp, rx)?,
+            Operands::Bf16 => self.to_bf16(x, (t, tp), inp, rx)?,
         };
         let dev = self.dev;
+        // (bf16: the padded rows of dy and x are zeros, so they add nothing to dW)
         dev.gemm(
             ty,
             (Op::T, Op::N),
-            (out, inp, t),
+            (out, inp, tp),
             (dy, out),
             (x, inp),
             1.0,
@@ -113,7 +160,7 @@ impl<'a, D: Device> Gemms<'a, D> {
         dev.gemm(
             ty,
             (Op::N, Op::N),
-            (t, inp, out),
+            (tp, inp, out),
             (dy, out),
             (w, inp),
             beta,
@@ -153,7 +200,7 @@ impl<D: Device> RoundedWeights<D> {
                 (dev.tensor_addr(ts[12])?, h * i, b.wd),
             ];
             for (x, n, y) in from {
-                to_bf16(dev, x, n, y)?;
+                to_bf16(dev, x, (n, n), y)?;
             }
         }
         Ok(())

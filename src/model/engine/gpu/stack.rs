@@ -9,7 +9,7 @@ use super::buffers::{Dims, LayerAddrs, LayerParams, ROW_WARPS};
 use super::device::{Addr, Arg, Buf, Device};
 use super::grads::{Grads, Layout};
 use super::layer::{self, parts, row_blocks};
-use super::products::RoundedWeights;
+use super::products::{padded_rows, RoundedWeights};
 use super::workspace::{batch_meta, Workspace};
 use crate::model::engine::embeddings::check_tables;
 use crate::model::engine::packed::Packed;
@@ -197,7 +197,9 @@ impl<D: Device> Stack<D> {
         let dims = self.dims;
         let dev = &self.dev;
         let layers = bert.layers.len();
-        let ws = Workspace::grow(&mut self.ws, dev, (t, items), dims, layers, bf16)?;
+        // bf16 products run on padded rows (products::padded_rows): room for them
+        let room = if bf16 { padded_rows(t) } else { t };
+        let ws = Workspace::grow(&mut self.ws, dev, (room, items), dims, layers, bf16)?;
         ws.meta.write(dev, 0, &meta)?;
         ws.items_meta.write(dev, 0, &im)?;
         ws.row_ids.write(dev, 0, packed.row_ids())?;

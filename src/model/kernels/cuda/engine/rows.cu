@@ -219,10 +219,15 @@ extern "C" __global__ void unpad_rows(const float* g, const int* off, const int*
 // f32 values into bf16 bits, round to nearest even (a NaN stays a quiet NaN), as
 // kernels/bf16/matrix.rs's `to_bf16`: the operands of a product under --precision bf16 (cuBLAS
 // multiplies bf16 A and B into an f32 C, as the CPU's bf16 GEMM does), so that both round the
-// same f32 values to the same bits. A grid-stride loop over n values.
-extern "C" __global__ void to_bf16(const float* x, unsigned short* y, int n) {
-    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < (u64)n;
+// same f32 values to the same bits. A grid-stride loop over n values; y[n..padded) are zeros
+// (the rows a product's padded shape adds: products.rs's `padded_rows`).
+extern "C" __global__ void to_bf16(const float* x, unsigned short* y, int n, int padded) {
+    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < (u64)padded;
          k += (u64)gridDim.x * blockDim.x) {
+        if (k >= (u64)n) {
+            y[k] = 0;
+            continue;
+        }
         u32 b = __float_as_uint(x[k]);
         bool nan = (b & 0x7fffffffu) > 0x7f800000u;
         u32 bits = nan ? ((b >> 16) | 0x40u) : ((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
