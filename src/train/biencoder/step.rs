@@ -21,10 +21,15 @@ impl TrainTask for BiEncoderTask {
         self.enc.bert.set_precision(p)?;
         let on_cpu = self.enc.bert.embeddings.word.embeddings().device().is_cpu();
         if p != Precision::F32 && !on_cpu {
-            // the GPU engine trains in p; candle's forward on a card (dev evaluation) is f32
+            // the GPU engine trains in p and encodes the dev set in p too (encoder/on_card.rs);
+            // where it declines the pooling (max), candle encodes, in f32
+            let dev = if self.enc.on_card_takes() {
+                "so do dev evaluation's, on the engine too"
+            } else {
+                "dev evaluation runs f32 on candle's graph (the engine does not pool max)"
+            };
             self.notes.push(format!(
-                "--precision {}: training's products on the GPU engine run in it; dev \
-                 evaluation on the GPU runs f32",
+                "--precision {}: training's products on the GPU engine run in it; {dev}",
                 p.name()
             ));
         }
