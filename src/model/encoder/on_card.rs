@@ -64,7 +64,7 @@ pub(super) fn encode<D: Device>(
     batch_size: usize,
     progress: &ProgressBar,
 ) -> Result<Vec<Vec<f32>>> {
-    let mut stack = Stack::new(dev, &enc.bert).doing("the GPU engine")?;
+    let mut stack = Stack::for_inference(dev, &enc.bert).doing("the GPU engine")?;
     let mut head = EmbedHead::new(pooling, enc.normalize, enc.bert.config.hidden_size);
     let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
     by_length(&lens, batch_size, progress, |chunk| {

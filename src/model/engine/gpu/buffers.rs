@@ -163,22 +163,31 @@ pub struct Scratch<D: Device> {
 }
 
 impl<D: Device> Scratch<D> {
-    /// Room for `rows` rows and `items` items, and for bf16 operands where `bf16`.
-    pub fn new(dev: &D, (rows, items): (usize, usize), d: Dims, bf16: bool) -> Result<Scratch<D>> {
+    /// Room for `rows` rows and `items` items, and for bf16 operands where `bf16`; the
+    /// backward's buffers a row wide where the stack runs forward alone (`backward` false:
+    /// inference, which never reads them).
+    pub fn new(
+        dev: &D,
+        (rows, items): (usize, usize),
+        d: Dims,
+        bf16: bool,
+        backward: bool,
+    ) -> Result<Scratch<D>> {
         let (h, i) = (d.hidden, d.intermediate);
         let partial = (PARTS * 3 * h).max(PARTS * i).max(items * 3 * h);
         let room = |n: usize| if bf16 { rows * n } else { 0 };
+        let back = |n: usize| if backward { rows * n } else { n };
         Ok(Scratch {
             th: Buf::zeros(dev, rows * h)?,
             ti: Buf::zeros(dev, rows * i)?,
-            du: Buf::zeros(dev, rows * i)?,
-            da: Buf::zeros(dev, rows * h)?,
-            df: Buf::zeros(dev, rows * h)?,
-            dctx: Buf::zeros(dev, rows * h)?,
-            dqkv: Buf::zeros(dev, rows * 3 * h)?,
-            partial: Buf::zeros(dev, partial)?,
+            du: Buf::zeros(dev, back(i))?,
+            da: Buf::zeros(dev, back(h))?,
+            df: Buf::zeros(dev, back(h))?,
+            dctx: Buf::zeros(dev, back(h))?,
+            dqkv: Buf::zeros(dev, back(3 * h))?,
+            partial: Buf::zeros(dev, if backward { partial } else { 1 })?,
             xb: Buf::zeros(dev, room(h.max(i)))?,
-            dyb: Buf::zeros(dev, room((3 * h).max(i)))?,
+            dyb: Buf::zeros(dev, if bf16 { back((3 * h).max(i)) } else { 0 })?,
             rows,
             items,
         })

@@ -89,7 +89,10 @@ impl Device for Cuda {
     type Mem = CudaSlice<u8>;
 
     fn alloc(&self, bytes: usize) -> Result<CudaSlice<u8>> {
-        self.count(|c| c.allocations += 1);
+        self.count(|c| {
+            c.allocations += 1;
+            c.bytes += bytes as u64;
+        });
         self.stream.alloc_zeros::<u8>(bytes).w()
     }
 

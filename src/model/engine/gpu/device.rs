@@ -41,6 +41,8 @@ pub enum Operands {
 pub struct Counts {
     pub launches: u64,
     pub allocations: u64,
+    /// bytes of the device's own allocations (`alloc`; tensors made for candle not counted)
+    pub bytes: u64,
 }
 
 /// A tensor made for the engine: an allocation and its fill.
@@ -56,6 +58,7 @@ impl std::ops::Sub for Counts {
         Counts {
             launches: self.launches - before.launches,
             allocations: self.allocations - before.allocations,
+            bytes: self.bytes - before.bytes,
         }
     }
 }

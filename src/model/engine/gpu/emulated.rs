@@ -58,7 +58,10 @@ impl Device for Emulated {
     type Mem = Vec<u64>;
 
     fn alloc(&self, bytes: usize) -> Result<Vec<u64>> {
-        self.count(|c| c.allocations += 1);
+        self.count(|c| {
+            c.allocations += 1;
+            c.bytes += bytes as u64;
+        });
         Ok(vec![0u64; bytes.div_ceil(8)])
     }
 

@@ -204,7 +204,9 @@ impl<D: Device> EmbedHead<D> {
             candle_core::bail!("gpu engine: a head's backward before its forward")
         };
         let (n, w) = (self.items, self.width);
-        // checked before any launch: a stale head must not touch the gradient's room
+        // checked before any launch: a stale head, or a stack without a tape, must not touch
+        // the gradient's room
+        stack.can_backward()?;
         let last = stack.last_rows()?;
         if last.rows.items != n {
             candle_core::bail!("gpu engine: a head's backward after another forward")

@@ -201,7 +201,7 @@ fn layer_matches<D: Device>(dev: &D, blas: &Blas, precision: Precision) {
 
             // the GPU engine's, with room for more rows than the batch has
             let gtape = LayerTape::new(dev, t + 7, d).unwrap();
-            let scratch = Scratch::new(dev, (t + 7, lens.len() + 1), d, bf16).unwrap();
+            let scratch = Scratch::new(dev, (t + 7, lens.len() + 1), d, bf16, true).unwrap();
             gtape.x.write(dev, 0, &x).unwrap();
             let gout = Buf::<D, f32>::zeros(dev, (t + 7) * h).unwrap();
             layer::forward(dev, &params, d, &rows, &sites, &gtape, &scratch, gout.at(0)).unwrap();

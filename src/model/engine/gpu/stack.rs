@@ -45,6 +45,8 @@ pub struct Stack<D: Device> {
     ws: Option<Workspace<D>>,
     batch: Option<Batch>,
     layout: Layout,
+    /// false: forward alone (`for_inference`), on two tapes, no backward buffers
+    backward: bool,
 }
 
 fn dims_of(l: &BertLayer) -> Dims {
@@ -78,6 +80,16 @@ impl<D: Device> Stack<D> {
             ws: None,
             batch: None,
             layout: Layout::of(bert, h, d.intermediate),
+            backward: true,
+        })
+    }
+
+    /// The stack for inference: forward alone, its workspace two layers' tapes instead of one
+    /// a layer and no room for gradients (encoder/on_card.rs); `backward` refuses.
+    pub fn for_inference(dev: D, bert: &Bert) -> Result<Stack<D>> {
+        Ok(Stack {
+            backward: false,
+            ..Stack::new(dev, bert)?
         })
     }
 
@@ -133,6 +145,15 @@ impl<D: Device> Stack<D> {
     /// Err unless `bert` is the model the stack was made for.
     fn check(&self, bert: &Bert) -> Result<()> {
         self.layout.check(bert)
+    }
+
+    /// Err where the stack runs forward alone (`for_inference`): no tape for a backward and no
+    /// room for gradients, so nothing may write one.
+    pub fn can_backward(&self) -> Result<()> {
+        if !self.backward {
+            bail!("gpu engine: a backward on a stack made for inference (no tape kept)")
+        }
+        Ok(())
     }
 
     /// Forward of token sequences through the embeddings and every layer, keeping the tape;
@@ -199,7 +220,8 @@ impl<D: Device> Stack<D> {
         let layers = bert.layers.len();
         // bf16 products run on padded rows (products::padded_rows): room for them
         let room = if bf16 { padded_rows(t) } else { t };
-        let ws = Workspace::grow(&mut self.ws, dev, (room, items), dims, layers, bf16)?;
+        let shape = (layers, self.backward);
+        let ws = Workspace::grow(&mut self.ws, dev, (room, items), dims, shape, bf16)?;
         ws.meta.write(dev, 0, &meta)?;
         ws.items_meta.write(dev, 0, &im)?;
         ws.row_ids.write(dev, 0, packed.row_ids())?;
@@ -226,15 +248,25 @@ impl<D: Device> Stack<D> {
             Arg::Addr(ws.rstd.at(0)),
         ];
         dev.launch("embed_forward", (row_blocks(t), 1), 32 * ROW_WARPS, &args)?;
+        // (one tape a layer; for inference two, in turn: tape l % 2's rows are layer l's)
         let n = ws.tapes.len();
         for (l, p) in params.iter().enumerate() {
-            let out = if l + 1 < n {
-                ws.tapes[l + 1].x.at(0)
+            let out = if l + 1 < layers {
+                ws.tapes[(l + 1) % n].x.at(0)
             } else {
                 ws.hidden.at(0)
             };
             let sites = Engine::sites(drop, l);
-            layer::forward(dev, p, dims, &rows, &sites, &ws.tapes[l], &ws.scratch, out)?;
+            layer::forward(
+                dev,
+                p,
+                dims,
+                &rows,
+                &sites,
+                &ws.tapes[l % n],
+                &ws.scratch,
+                out,
+            )?;
         }
         let hidden = ws.hidden.at(0);
         self.batch = Some(Batch {
@@ -255,6 +287,7 @@ impl<D: Device> Stack<D> {
         grads: &Grads<D>,
     ) -> Result<()> {
         self.check(bert)?;
+        self.can_backward()?;
         let Some(batch) = self.batch.take() else {
             bail!("gpu engine: backward without a forward before it")
         };

@@ -76,6 +76,7 @@ impl<D: Device> Stack<D> {
         drop: Option<&Dropout>,
         grads: &Grads<D>,
     ) -> Result<()> {
+        self.can_backward()?;
         let (Some(batch), Some(ws)) = (&self.batch, &self.ws) else {
             bail!("gpu engine: backward without a forward before it")
         };

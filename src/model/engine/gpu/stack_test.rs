@@ -295,3 +295,56 @@ fn exported_gradients_are_views_kept_while_held() {
         "the reused arena kept the last batch's gradients"
     );
 }
+
+/// A stack for inference (`Stack::for_inference`: two tapes in turn, no backward buffers)
+/// forwards the same bits as the training stack on a three-layer BERT (an odd count, so the
+/// last layer writes from the first tape again), in f32 and bf16, allocates less, and refuses a
+/// backward before it writes anything.
+#[test]
+fn an_inference_stack_forwards_the_same_bits_in_less_memory() {
+    use crate::model::kernels::precision::Precision;
+    let check = "the emulated GPU stack for inference";
+    if Emulated::for_test(check).is_none() {
+        return;
+    }
+    let mut bert = tiny_bert(3, 2, 32, &Candle::Cpu);
+    let seqs: Vec<Vec<u32>> = vec![vec![1, 7, 7, 9, 3, 2], (0..29).map(|j| j % 40).collect()];
+    let ids: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let rows = 4 * 64 * 35;
+    for p in [Precision::F32, Precision::Bf16] {
+        bert.set_precision(p).unwrap();
+        let mut hidden = Vec::new();
+        let mut bytes = Vec::new();
+        for inference in [false, true] {
+            let dev = Emulated::for_test(check).expect("found above");
+            let mut stack = if inference {
+                Stack::for_inference(dev, &bert).unwrap()
+            } else {
+                Stack::new(dev, &bert).unwrap()
+            };
+            let before = stack.device().counts();
+            let at = stack.forward(&bert, &ids, None, None, None).unwrap();
+            bytes.push((stack.device().counts() - before).bytes);
+            let mut got = vec![0u8; rows];
+            stack.device().download(at, &mut got).unwrap();
+            hidden.push(got);
+            let g = stack.zero_grads(&Candle::Cpu).unwrap();
+            let dh = Buf::of(stack.device(), &vec![1f32; rows / 4]).unwrap();
+            let back = stack.backward(&bert, dh.at(0), None, &g);
+            assert_eq!(
+                back.is_err(),
+                inference,
+                "{p:?}: a backward on inference: {back:?}"
+            );
+        }
+        assert!(
+            hidden[0] == hidden[1],
+            "{p:?}: the inference stack's rows differ"
+        );
+        eprintln!(
+            "{p:?}: one forward allocated {} bytes (inference {})",
+            bytes[0], bytes[1]
+        );
+        assert!(bytes[1] * 10 < bytes[0] * 7, "{p:?}: {bytes:?}");
+    }
+}

@@ -12,6 +12,8 @@ use candle_core::Result;
 pub(super) struct Workspace<D: Device> {
     pub(super) rows: usize,
     pub(super) items: usize,
+    /// a tape a layer for a backward; two for a forward alone (inference), each layer's rows
+    /// in turn, since no backward reads them (layer l's tape is `tapes[l % tapes.len()]`)
     pub(super) tapes: Vec<LayerTape<D>>,
     pub(super) hidden: Buf<D, f32>,
     pub(super) xhat: Buf<D, f32>,
@@ -33,22 +35,24 @@ impl<D: Device> Workspace<D> {
         dev: &D,
         (rows, items): (usize, usize),
         d: Dims,
-        layers: usize,
+        (layers, backward): (usize, bool),
         bf16: bool,
     ) -> Result<Workspace<D>> {
         let h = d.hidden;
+        let tapes = if backward { layers } else { layers.min(2) };
+        let back = if backward { rows } else { 1 };
         Ok(Workspace {
             rows,
             items,
-            tapes: (0..layers)
+            tapes: (0..tapes)
                 .map(|_| LayerTape::new(dev, rows, d))
                 .collect::<Result<_>>()?,
             hidden: Buf::zeros(dev, rows * h)?,
             xhat: Buf::zeros(dev, rows * h)?,
             rstd: Buf::zeros(dev, rows)?,
-            de: Buf::zeros(dev, rows * h)?,
-            dh: Buf::zeros(dev, rows * h)?,
-            scratch: Scratch::new(dev, (rows, items), d, bf16)?,
+            de: Buf::zeros(dev, back * h)?,
+            dh: Buf::zeros(dev, back * h)?,
+            scratch: Scratch::new(dev, (rows, items), d, bf16, backward)?,
             meta: Buf::zeros(dev, 12 * rows + 3)?,
             items_meta: Buf::zeros(dev, 2 * items)?,
             row_ids: Buf::zeros(dev, rows)?,
@@ -56,13 +60,14 @@ impl<D: Device> Workspace<D> {
     }
 
     /// The workspace `ws`, grown to hold `rows` rows and `items` items (and bf16 operands where
-    /// `bf16`) if it does not.
+    /// `bf16`) if it does not: for `layers` layers and their backward, or (`backward` false)
+    /// for a forward alone. A stack is one or the other for its life (`Stack::for_inference`).
     pub(super) fn grow<'w>(
         ws: &'w mut Option<Workspace<D>>,
         dev: &D,
         (rows, items): (usize, usize),
         d: Dims,
-        layers: usize,
+        layers: (usize, bool),
         bf16: bool,
     ) -> Result<&'w Workspace<D>> {
         let fits = ws.as_ref().is_some_and(|w| {
