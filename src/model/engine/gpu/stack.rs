@@ -156,7 +156,8 @@ impl<D: Device> Stack<D> {
         Ok(())
     }
 
-    /// Forward of token sequences through the embeddings and every layer, keeping the tape;
+    /// Forward of token sequences through the embeddings and every layer, keeping the tape (a
+    /// stack for inference keeps none);
     /// `keys` name each sequence for its dropout masks (by place where None), as the CPU engine.
     /// Returns the address of the last layer's rows (rows x hidden, packed), valid until the
     /// next forward.
