@@ -1,8 +1,10 @@
 //! A trained cross-encoder ready to score pairs. On the CPU the engine runs BERT (packed batches
 //! to a token budget, on every thread, as the sentence encoder does; its last layer at the
 //! `[CLS]` rows only, all the head reads) and candle the small head (pooler, tanh, classifier)
-//! on those rows; elsewhere candle's padded graph runs it all.
+//! on those rows; on a card the GPU engine where it takes the model (`[CLS]` pooled on the
+//! device, on_card.rs), the head in candle there; elsewhere candle's padded graph runs it all.
 use crate::error::{Context, Error, Result};
+use crate::model::engine::gpu::heads::DevicePooling;
 use crate::model::engine::{run_batches, Engine};
 use crate::model::layers::batch::by_length;
 use crate::model::layers::cross_encoder::activate;
@@ -47,6 +49,10 @@ impl CrossEncoderModel {
                 })
                 .doing("cross-encoder forward")?;
         }
+        // on a card, the GPU engine where it takes the model: [CLS] pooled on the device
+        if let Some(scores) = self.on_card(&enc, batch, progress) {
+            return scores;
+        }
         by_length(&lens, batch, progress, |chunk| {
             let items: Vec<(Vec<u32>, Vec<u32>)> = chunk.iter().map(|&i| enc[i].clone()).collect();
             let scores: Vec<Vec<f32>> = self
@@ -58,11 +64,76 @@ impl CrossEncoderModel {
         })
     }
 
-    /// Scores from the engine's `[CLS]` rows (items x hidden) through the head.
+    /// Scores from the engine's `[CLS]` rows (items x hidden) through the head, on the model's
+    /// device (the CPU's engine or a card's).
     fn head_scores(&self, cls: Vec<f32>, items: usize) -> candle_core::Result<Vec<Vec<f32>>> {
         let h = cls.len() / items.max(1);
-        let cls = Tensor::from_vec(cls, (items, h), &Device::Cpu)?;
+        let cls = Tensor::from_vec(cls, (items, h), &self.device)?;
         activate(&self.model.head(&cls, None)?)?.to_vec2()
+    }
+
+    /// On a card, the scores of the tokenized pairs `enc` from the GPU engine where it takes
+    /// the model (`card_for`); None: candle's padded graph scores them.
+    #[cfg(feature = "cuda")]
+    fn on_card(
+        &self,
+        enc: &[(Vec<u32>, Vec<u32>)],
+        batch: usize,
+        progress: &indicatif::ProgressBar,
+    ) -> Option<Result<Vec<Vec<f32>>>> {
+        use crate::model::engine::gpu::cuda::{card_for, Cuda};
+        let card = card_for(&self.model.bert)?;
+        Some(
+            Cuda::new(&card)
+                .doing("the GPU engine")
+                .and_then(|dev| self.scores_on(dev, enc, batch, progress)),
+        )
+    }
+
+    /// Without the `cuda` feature there is no card.
+    #[cfg(not(feature = "cuda"))]
+    fn on_card(
+        &self,
+        _: &[(Vec<u32>, Vec<u32>)],
+        _: usize,
+        _: &indicatif::ProgressBar,
+    ) -> Option<Result<Vec<Vec<f32>>>> {
+        None
+    }
+
+    /// The scores of `enc` on `dev`'s GPU engine: `[CLS]` rows pooled on the device, the head
+    /// (pooler, tanh, classifier) in candle on the model's device, a batch at a time.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    fn scores_on<D: crate::model::engine::gpu::device::Device>(
+        &self,
+        dev: D,
+        enc: &[(Vec<u32>, Vec<u32>)],
+        batch: usize,
+        progress: &indicatif::ProgressBar,
+    ) -> Result<Vec<Vec<f32>>> {
+        let cls = crate::model::Pooling {
+            cls: true,
+            max: false,
+            mean: false,
+            mean_sqrt_len: false,
+        };
+        let Some(cls) = DevicePooling::of(cls) else {
+            return Err(Error::msg("the GPU engine pools no [CLS]"));
+        };
+        let ids: Vec<&[u32]> = enc.iter().map(|e| e.0.as_slice()).collect();
+        let types: Vec<&[u32]> = enc.iter().map(|e| e.1.as_slice()).collect();
+        let bert = &self.model.bert;
+        super::on_card::on_engine(
+            bert,
+            dev,
+            (cls, false),
+            (&ids, Some(&types)),
+            (batch, progress),
+            |rows, w| {
+                let items = rows.len() / w.max(1);
+                self.head_scores(rows, items).doing("cross-encoder head")
+            },
+        )
     }
 
     /// One score per pair: needs a one-label cross-encoder.
@@ -85,3 +156,7 @@ impl CrossEncoderModel {
             .collect())
     }
 }
+
+#[cfg(test)]
+#[path = "cross_test.rs"]
+mod tests;

@@ -1,15 +1,17 @@
-//! Encoding on a card through the GPU engine (model/engine/gpu): each length-sorted batch packed
-//! into one forward of a stack for inference (no padding, no tape; about 90 launches a batch
-//! for MiniLM in f32, 140 in bf16, and no allocation after the first batch, the longest, where
-//! candle's graph makes hundreds of each), pooled and normalised on the device (heads.cu), only
-//! the embeddings copied back. A card's encode was bound by the host's calls, not by the
-//! products (docs/gpu.md): this cuts the calls.
+//! Encoding (and a cross-encoder's scoring, cross.rs) on a card through the GPU engine
+//! (model/engine/gpu): each length-sorted batch packed into one forward of a stack for
+//! inference (no padding, no tape; about 90 launches a batch for MiniLM in f32, 140 in bf16,
+//! and no allocation after the first batch, the longest, where candle's graph makes hundreds of
+//! each), pooled and normalised on the device (heads.cu), only the pooled rows copied back. A
+//! card's encode was bound by the host's calls, not by the products (docs/gpu.md): this cuts
+//! the calls.
 use super::SentenceEncoder;
 use crate::error::{Context, Result};
 use crate::model::engine::gpu::device::Device;
 use crate::model::engine::gpu::heads::{DevicePooling, EmbedHead};
 use crate::model::engine::gpu::stack::Stack;
 use crate::model::layers::batch::by_length;
+use crate::model::Bert;
 use indicatif::ProgressBar;
 
 impl SentenceEncoder {
@@ -65,13 +67,40 @@ pub(super) fn encode<D: Device>(
     batch_size: usize,
     progress: &ProgressBar,
 ) -> Result<Vec<Vec<f32>>> {
-    let mut stack = Stack::for_inference(dev, &enc.bert).doing("the GPU engine")?;
-    let mut head = EmbedHead::new(pooling, enc.normalize, enc.bert.config.hidden_size);
-    let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
+    let ids: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let head = (pooling, enc.normalize);
+    on_engine(
+        &enc.bert,
+        dev,
+        head,
+        (&ids, None),
+        (batch_size, progress),
+        |flat, w| Ok(flat.chunks_exact(w).map(<[f32]>::to_vec).collect()),
+    )
+}
+
+/// `bert` on `dev`'s GPU engine (a stack for inference) over `ids` (with token `types` where
+/// given), in length-sorted batches of `batch_size` sequences, longest first: each batch's rows
+/// pooled (and normalised) on the device as `head` says, copied back (items x width, flat) and
+/// handed to `finish` with the width, which makes one output an item; outputs in input order.
+/// The sentence encoder's and the cross-encoder's (cross.rs) route on a card.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub(super) fn on_engine<D: Device, R>(
+    bert: &Bert,
+    dev: D,
+    (pooling, normalize): (DevicePooling, bool),
+    (ids, types): (&[&[u32]], Option<&[&[u32]]>),
+    (batch_size, progress): (usize, &ProgressBar),
+    mut finish: impl FnMut(Vec<f32>, usize) -> Result<Vec<R>>,
+) -> Result<Vec<R>> {
+    let mut stack = Stack::for_inference(dev, bert).doing("the GPU engine")?;
+    let mut head = EmbedHead::new(pooling, normalize, bert.config.hidden_size);
+    let lens: Vec<usize> = ids.iter().map(|s| s.len()).collect();
     by_length(&lens, batch_size, progress, |chunk| {
-        let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].as_slice()).collect();
+        let batch: Vec<&[u32]> = chunk.iter().map(|&i| ids[i]).collect();
+        let batch_types: Option<Vec<&[u32]>> = types.map(|t| chunk.iter().map(|&i| t[i]).collect());
         let at = stack
-            .forward(&enc.bert, &batch, None, None, None)
+            .forward(bert, &batch, batch_types.as_deref(), None, None)
             .and_then(|_| head.forward(&stack))
             .doing("model forward")?;
         let w = head.width;
@@ -79,8 +108,8 @@ pub(super) fn encode<D: Device>(
         stack
             .device()
             .download(at, bytemuck::cast_slice_mut(&mut flat))
-            .doing("the embeddings from the card")?;
-        Ok(flat.chunks_exact(w).map(<[f32]>::to_vec).collect())
+            .doing("the rows from the card")?;
+        finish(flat, w)
     })
 }
 
