@@ -5,7 +5,7 @@ use super::CrossEncoderModel;
 use crate::model::engine::gpu::assert_close as close;
 use crate::model::engine::gpu::emulated::Emulated;
 use crate::model::kernels::test_data;
-use crate::model::{CrossEncoder, ModelFolder, PairTokenizer};
+use crate::model::{CrossEncoder, PairTokenizer, SentenceEncoder};
 use candle_core::{DType, Device, Tensor};
 use indicatif::ProgressBar;
 
@@ -31,14 +31,15 @@ const PAIRS: [(&str, &str); 7] = [
 /// MiniLM's weights as a cross-encoder's `bert.*`, and a head of fixed values.
 fn model(labels: usize) -> CrossEncoderModel {
     let dir = crate::runtime::test_root().join("datasets/model/all-MiniLM-L6-v2");
-    let folder = ModelFolder::open(&dir).unwrap();
+    // its config and tokenizer as the sentence encoder loads them
+    let enc = SentenceEncoder::load(&dir, &Device::Cpu).unwrap();
     let mut w: std::collections::HashMap<String, Tensor> =
-        candle_core::safetensors::load(&folder.weights, &Device::Cpu)
+        candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu)
             .unwrap()
             .into_iter()
             .map(|(k, v)| (format!("bert.{}", k.trim_start_matches("bert.")), v))
             .collect();
-    let h = folder.config.hidden_size;
+    let h = enc.bert.config.hidden_size;
     let t = |shape: &[usize], seed: u32| {
         let n = shape.iter().product();
         let v: Vec<f32> = test_data(n, seed).iter().map(|x| 0.1 * x).collect();
@@ -50,8 +51,8 @@ fn model(labels: usize) -> CrossEncoderModel {
     w.insert("classifier.bias".into(), t(&[labels], 4));
     let vb = candle_nn::VarBuilder::from_tensors(w, DType::F32, &Device::Cpu);
     CrossEncoderModel {
-        model: CrossEncoder::load(vb, &folder.config, labels).unwrap(),
-        tok: PairTokenizer::new(folder.tokenizer().unwrap(), 128).unwrap(),
+        model: CrossEncoder::load(vb, &enc.bert.config, labels).unwrap(),
+        tok: PairTokenizer::new(enc.tokenizer.clone(), 128).unwrap(),
         device: Device::Cpu,
     }
 }
