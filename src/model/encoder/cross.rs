@@ -111,15 +111,7 @@ impl CrossEncoderModel {
         batch: usize,
         progress: &indicatif::ProgressBar,
     ) -> Result<Vec<Vec<f32>>> {
-        let cls = crate::model::Pooling {
-            cls: true,
-            max: false,
-            mean: false,
-            mean_sqrt_len: false,
-        };
-        let Some(cls) = DevicePooling::of(cls) else {
-            return Err(Error::msg("the GPU engine pools no [CLS]"));
-        };
+        let cls = DevicePooling::of(crate::model::Pooling::CLS).expect("the device pools [CLS]");
         let ids: Vec<&[u32]> = enc.iter().map(|e| e.0.as_slice()).collect();
         let types: Vec<&[u32]> = enc.iter().map(|e| e.1.as_slice()).collect();
         let bert = &self.model.bert;

@@ -20,10 +20,17 @@ impl SentenceEncoder {
     /// device runs (not max).
     pub fn on_card_takes(&self) -> bool {
         #[cfg(feature = "cuda")]
-        return crate::model::engine::gpu::cuda::card_for(&self.bert).is_some()
-            && DevicePooling::of(self.pooling).is_some();
+        return self.card_route().is_some();
         #[cfg(not(feature = "cuda"))]
         false
+    }
+
+    /// The card and the device's pooling where the GPU engine runs this encoder: the one
+    /// condition `on_card_takes` reports and `on_card` acts on.
+    #[cfg(feature = "cuda")]
+    fn card_route(&self) -> Option<(candle_core::cuda::CudaDevice, DevicePooling)> {
+        let card = crate::model::engine::gpu::cuda::card_for(&self.bert)?;
+        Some((card, DevicePooling::of(self.pooling)?))
     }
 
     /// On a card, the embeddings of `seqs` from the GPU engine where it takes this encoder
@@ -35,8 +42,7 @@ impl SentenceEncoder {
         batch_size: usize,
         progress: &ProgressBar,
     ) -> Option<Result<Vec<Vec<f32>>>> {
-        let card = crate::model::engine::gpu::cuda::card_for(&self.bert)?;
-        let pooling = DevicePooling::of(self.pooling)?;
+        let (card, pooling) = self.card_route()?;
         Some(
             crate::model::engine::gpu::cuda::Cuda::new(&card)
                 .doing("the GPU engine")
