@@ -34,4 +34,6 @@ pub use pairs::{PairColumns, Pairs};
 pub use reader::{column_names, count_rows, open, BatchReader};
 pub use source::BATCH_ROWS;
 pub use split::{hash_order, split_file, split_retrieval, FileSplit, QueryParts, RetrievalSplit};
-pub use write::{stream_to_parquet, write_atomic, write_parquet, write_with, ParquetSink};
+pub use write::{
+    stream_to_parquet, write_atomic, write_parquet, write_with, write_with_path, ParquetSink,
+};

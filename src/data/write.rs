@@ -73,6 +73,18 @@ pub fn write_with(dest: &Path, fill: impl FnOnce(&mut File) -> std::io::Result<(
     Ok(())
 }
 
+/// Write `dest` by `fill`, which writes the file at the path it is given (a library that opens
+/// its own file: safetensors' streaming writer), via a temporary file in the same folder and a
+/// rename, as `write_with`.
+pub fn write_with_path(dest: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let tmp = temp_beside(dest)?;
+    fill(tmp.path())?;
+    // the same inode `fill` wrote (it truncates the file in place rather than replacing it)
+    tmp.as_file().sync_all().in_file(dest)?;
+    tmp.persist(dest).map_err(|e| Error::file(dest, e.error))?;
+    Ok(())
+}
+
 /// A temporary file in `dest`'s folder (so the final rename stays on one file system), created
 /// with the usual 0644 mode rather than tempfile's private 0600.
 fn temp_beside(dest: &Path) -> Result<tempfile::NamedTempFile> {

@@ -3,7 +3,7 @@
 //! sentence_bert_config.json; a cross-encoder as BertForSequenceClassification; a Condenser as a
 //! plain BERT backbone plus its head. Every file is written atomically.
 use super::folder::ModelFolder;
-use crate::data::write_atomic;
+use crate::data::{write_atomic, write_with_path};
 use crate::error::{Context, Error, Result};
 use crate::model::Pooling;
 use candle_core::Tensor;
@@ -50,11 +50,14 @@ pub struct EncoderLayout {
 /// Named tensors, as a model folder or checkpoint stores them.
 pub type Weights = HashMap<String, Tensor>;
 
-/// Save named tensors as safetensors, atomically.
+/// Save named tensors as safetensors, atomically, a tensor at a time: each is copied to the
+/// host as it is written (a card's tensors too), so the host never holds the whole file (a
+/// checkpoint's optimizer moments are twice the model).
 pub fn save_tensors(tensors: &Weights, path: &Path) -> Result<()> {
-    let bytes = safetensors::serialize(tensors.iter().map(|(k, v)| (k.as_str(), v)), None)
-        .map_err(|e| Error::file(path, e))?;
-    write_atomic(path, &bytes)
+    write_with_path(path, |tmp| {
+        safetensors::serialize_to_file(tensors.iter().map(|(k, v)| (k.as_str(), v)), None, tmp)
+            .map_err(|e| Error::file(path, e))
+    })
 }
 
 /// Tensors of the source checkpoint that training never touches (BERT's pooler) are carried
