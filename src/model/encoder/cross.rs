@@ -72,6 +72,15 @@ impl CrossEncoderModel {
         activate(&self.model.head(&cls, None)?)?.to_vec2()
     }
 
+    /// Whether `on_card` scores with the GPU engine: the model on a card the engine takes
+    /// (`card_for`: f32 weights, BERT's GELU, heads of width 32 or 64).
+    pub fn on_card_takes(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        return crate::model::engine::gpu::cuda::card_for(&self.model.bert).is_some();
+        #[cfg(not(feature = "cuda"))]
+        false
+    }
+
     /// On a card, the scores of the tokenized pairs `enc` from the GPU engine where it takes
     /// the model (`card_for`); None: candle's padded graph scores them.
     #[cfg(feature = "cuda")]

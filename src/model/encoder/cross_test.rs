@@ -81,3 +81,37 @@ fn scoring_on_the_engine_matches_the_cpu_engine() {
         assert!(want.windows(2).any(|p| (p[0][0] - p[1][0]).abs() > 1e-4));
     }
 }
+
+/// --dtype bf16 on a card (folders/inference.rs sets the cross-encoder's precision where the
+/// engine takes it): the engine's bf16 products with f32 sums, within bf16's rounding of the
+/// f32 scores and not equal to them (the precision reached the products).
+#[test]
+fn scoring_on_the_engine_in_bf16() {
+    let Some(dev) = Emulated::for_test("cross-encoder bf16 scoring on the emulated GPU engine")
+    else {
+        return;
+    };
+    let mut ce = model(3);
+    let hidden = ProgressBar::hidden();
+    let want = ce.predict(&PAIRS, 3, &hidden).unwrap();
+    ce.model
+        .set_precision(crate::model::kernels::precision::Precision::Bf16)
+        .unwrap();
+    let enc: Vec<(Vec<u32>, Vec<u32>)> = PAIRS
+        .iter()
+        .map(|(a, b)| ce.tok.encode(a, b).unwrap())
+        .collect();
+    let got = ce.scores_on(dev, &enc, 3, &hidden).unwrap();
+    let mut worst = 0f32;
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        close(&format!("bf16, pair {i}"), g, w, 2e-2);
+        worst = g
+            .iter()
+            .zip(w)
+            .fold(worst, |m, (a, b)| m.max((a - b).abs()));
+    }
+    assert!(
+        worst > 1e-6,
+        "bf16 scores equal f32's: the products ran in f32"
+    );
+}

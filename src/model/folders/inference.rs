@@ -114,13 +114,22 @@ impl InferenceOptions {
         Ok(enc)
     }
 
-    /// A cross-encoder from `dir`, its products in the options' precision on the CPU (on AVX2 in
-    /// f32, the frozen Linears on condenser's kernel); on a GPU candle's graph scores the pairs,
-    /// in f32 (the cross-encoder's weights load in f32).
+    /// A cross-encoder from `dir` (its weights in f32), its products in the options' precision
+    /// on the CPU (on AVX2 in f32, the frozen Linears on condenser's kernel) and on a card's GPU
+    /// engine (f32 or bf16, as the encoder's: bf16 unless --dtype says otherwise). Where the
+    /// engine does not take the model, candle's graph scores in f32, and a --dtype asking for
+    /// less is told so.
     pub fn cross_encoder(&self, dir: &Path) -> Result<CrossEncoderModel> {
         let mut ce = CrossEncoderModel::load(dir, &self.device)?;
-        if self.device.is_cpu() {
+        if self.device.is_cpu() || (self.engine_card() && ce.on_card_takes()) {
             ce.model.set_precision(self.precision()?)?;
+        } else if let Some(asked) = self.dtype.filter(|d| *d != ComputeType::F32) {
+            eprintln!(
+                "note: the cross-encoder scores in f32 on this GPU (candle's graph: the GPU \
+                 engine is off or does not take this model); --dtype {} applies on the CPU and \
+                 on the GPU engine",
+                asked.dtype().as_str()
+            );
         }
         Ok(ce)
     }
