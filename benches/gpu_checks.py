@@ -216,8 +216,19 @@ def condenser_rate(args, steps, batch):
         out, _ = sh(args(n))
         rate = float(re.search(r"s in training steps: ([0-9.]+) examples/s", out).group(1))
         return n * batch / rate, rate
-    (short, _), (long, whole) = seconds(2), seconds(2 + steps)
-    return steps * batch / max(long - short, 1e-9), whole, LAST_PEAK_MB, LAST_GPU_MB
+    short, _ = seconds(2)
+    # the 2-step run's warm-up moves by a few tenths of a second between processes: where the
+    # long run's steps take not much more than that (the cross-encoder's 50 steps on an H200,
+    # ~0.15 s), the difference can come out near 0 or below (one run read 8e11 examples/s), so
+    # the long run is lengthened until its steps clearly outlast the short run, else no rate
+    # (the callers pass enough --epochs that --max-steps, not the data, ends every run)
+    for n in (steps, 4 * steps, 16 * steps):
+        long, whole = seconds(2 + n)
+        if long - short > 0.5 * long:
+            return n * batch / (long - short), whole, LAST_PEAK_MB, LAST_GPU_MB
+    print(f"condenser_rate: {16 * steps} steps took {long:.2f} s against the 2-step run's {short:.2f} s: "
+          "no rate by difference", flush=True)
+    return float("nan"), whole, LAST_PEAK_MB, LAST_GPU_MB
 
 
 def reference_rate(device, steps, batch, model, opt, loss_of):
@@ -253,7 +264,7 @@ def train_throughput(a, d):
     def one(dt):
         ours, whole, peak, gpu = condenser_rate(lambda n: [
             a.bin, "train-biencoder", "--init", MODEL, "--train", src, "--loss", "mnr", "--batch-size", "64",
-            "--max-seq-length", "128", "--max-steps", str(n), "--checkpoint-steps", "1000000", "--precision", dt,
+            "--max-seq-length", "128", "--epochs", "20", "--max-steps", str(n), "--checkpoint-steps", "1000000", "--precision", dt,
             "--out", os.path.join(d, f"bi-{dt}-{n}"), "--device", a.device], steps, 64)
         import torch
         from sentence_transformers import SentenceTransformer, losses
@@ -294,7 +305,7 @@ def cross_encoder_step(a, d):
     def one(dt):
         ours, whole, peak, gpu = condenser_rate(lambda n: [
             a.bin, "train-cross-encoder", "--model", MODEL, "--train", f"{STSB}/train.parquet",
-            "--both-orders", "--batch-size", "16", "--lr", "2e-5", "--max-steps", str(n),
+            "--both-orders", "--batch-size", "16", "--lr", "2e-5", "--epochs", "2", "--max-steps", str(n),
             "--checkpoint-steps", "1000000", "--precision", dt, "--out", os.path.join(d, f"ce-{dt}-{n}"),
             "--device", a.device], steps, 16)
         import torch
