@@ -240,6 +240,7 @@ impl TrainTask for CrossEncoderTask {
         let Some(dev) = &self.dev else {
             return Ok(None);
         };
+        self.release_card();
         let frozen = CrossEncoderModel {
             model: CrossEncoder::load(
                 params::frozen(&self.varmap, &self.device),

@@ -57,6 +57,16 @@ impl CrossEncoderTask {
         self.card_gradients(slot.as_mut().expect("made above"), idx, drop, weight)
     }
 
+    /// Before a dev evaluation: the engine's workspace freed (the evaluation's stack for
+    /// inference makes its own; the next step allocates it again), so that the card's peak is
+    /// the larger of the two, not their sum.
+    pub(super) fn release_card(&self) {
+        #[cfg(feature = "cuda")]
+        if let Some(card) = self.gpu.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            card.stack.release();
+        }
+    }
+
     /// The step's loss and gradients for rows `idx` on `card` (its arena restarted first),
     /// `weight` x the batch's mean loss; the backbone's gradients are views of the arena, held
     /// by the result's lease.

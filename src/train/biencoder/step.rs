@@ -139,6 +139,12 @@ impl TrainTask for BiEncoderTask {
         let Some(dev) = &self.dev else {
             return Ok(None);
         };
+        // the engine's workspace is not held through the evaluation's own (the cross-encoder's
+        // release_card says why)
+        #[cfg(feature = "cuda")]
+        if let Some(card) = self.gpu.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            card.stack.release();
+        }
         let (enc, head) = self.frozen()?;
         let model = Model::Encoder {
             enc: &enc,

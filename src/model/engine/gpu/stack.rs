@@ -93,6 +93,14 @@ impl<D: Device> Stack<D> {
         })
     }
 
+    /// Free the workspace and forget the last forward (a backward now refuses; the next forward
+    /// allocates the workspace again): a training's dev evaluation runs a stack for inference
+    /// of its own, and the card need not hold both workspaces at once.
+    pub fn release(&mut self) {
+        self.batch = None;
+        self.ws = None;
+    }
+
     /// A zeroed gradient arena for this stack's parameters, on `on` (candle's handle on the
     /// stack's device: the exported gradients are its views).
     pub fn zero_grads(&self, on: &candle_core::Device) -> Result<Grads<D>> {

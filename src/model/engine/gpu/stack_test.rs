@@ -348,3 +348,39 @@ fn an_inference_stack_forwards_the_same_bits_in_less_memory() {
         assert!(bytes[1] * 10 < bytes[0] * 7, "{p:?}: {bytes:?}");
     }
 }
+
+/// `release` (before a training's dev evaluation): the workspace freed, a backward refused until
+/// the next forward, which allocates it again and gives the same bits.
+#[test]
+fn a_released_stack_forwards_the_same_bits_again() {
+    let Some(dev) = Emulated::for_test("the emulated GPU stack released") else {
+        return;
+    };
+    let bert = tiny_bert(2, 2, 32, &Candle::Cpu);
+    let seqs: Vec<Vec<u32>> = vec![vec![1, 7, 7, 9, 3, 2], (0..19).map(|j| j % 40).collect()];
+    let ids: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+    let bytes = 4 * 64 * 25;
+    let mut stack = Stack::new(dev, &bert).unwrap();
+    let mut rows = [vec![0u8; bytes], vec![0u8; bytes]];
+    let mut allocated = Vec::new();
+    for (i, got) in rows.iter_mut().enumerate() {
+        if i == 1 {
+            stack.release();
+            let g = stack.zero_grads(&Candle::Cpu).unwrap();
+            let dh = Buf::of(stack.device(), &vec![1f32; bytes / 4]).unwrap();
+            assert!(
+                stack.backward(&bert, dh.at(0), None, &g).is_err(),
+                "a backward after release"
+            );
+        }
+        let before = stack.device().counts();
+        let at = stack.forward(&bert, &ids, None, None, None).unwrap();
+        allocated.push((stack.device().counts() - before).allocations);
+        stack.device().download(at, got).unwrap();
+    }
+    assert!(rows[0] == rows[1], "the rows after release differ");
+    assert!(
+        allocated[0] > 0 && allocated[1] > 0,
+        "the workspace was not made again: {allocated:?}"
+    );
+}
