@@ -9,6 +9,8 @@
 #   call 2, carry .carry2: bash scripts/gpu-card.sh engine  # item 1: every card test, the step bench
 #   call 3, carry .carry3: bash scripts/gpu-card.sh speed   # item 2 against sentence-transformers,
 #                                                           # then the step anatomy on the engine
+# `stage` in place of small or engine carries a part and runs nothing (a round that needs only
+# speed's binary and data, or commands of its own after the three parts have arrived).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:?pack, small, engine or speed}
@@ -62,6 +64,10 @@ fi
 export CONDENSER_STRICT=gpu,blas
 
 case "$what" in
+stage) # only the staging above: a call that carries a part and runs nothing (then a later call's
+  # own commands find the model, the data and the binaries in place)
+  ls "$stage"
+  ;;
 small)
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   TESTS="a_layer_on_the_card a_whole_bert_on_the_card adamw_cuda" STAGE=$stage SKIP_BENCH=1 \
