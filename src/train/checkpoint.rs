@@ -92,16 +92,21 @@ pub fn load(
     let st: TrainState =
         serde_json::from_value(v["state"].clone()).map_err(|e| Error::file(&state_path, e))?;
     check(&st)?;
+    // read into host memory and moved a tensor at a time: read onto a card, the checkpoint's
+    // weights and moments (3x the model) sat there beside the live ones, so a resumed run
+    // could need more of the card than the run it resumes
+    let host = candle_core::Device::Cpu;
     let weights = dir.join("model.safetensors");
-    let device = params::device_of(varmap);
-    let w = read_weights(&weights, &device)?;
+    let w = read_weights(&weights, &host)?;
     for (name, var) in params::vars(varmap) {
         let t = w
             .get(&name)
             .ok_or_else(|| Error::file(&weights, format!("checkpoint lacks {name}")))?;
-        var.set(t).map_err(|e| Error::file(&weights, e))?;
+        t.to_device(var.device())
+            .and_then(|t| var.set(&t))
+            .map_err(|e| Error::file(&weights, e))?;
     }
-    let ostate = read_weights(&dir.join("optimizer.safetensors"), &device)?;
+    let ostate = read_weights(&dir.join("optimizer.safetensors"), &host)?;
     opt.load_state(&ostate, v["optimizer_steps"].as_u64().unwrap_or(st.step))
         .map_err(|e| Error::file(&dir, e))?;
     Ok(st)
