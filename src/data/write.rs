@@ -38,10 +38,7 @@ impl ParquetSink {
     pub fn finish(self) -> Result<()> {
         let ParquetSink { dest, tmp, writer } = self;
         writer.close().in_file(&dest)?;
-        tmp.as_file().sync_all().in_file(&dest)?;
-        tmp.persist(&dest)
-            .map_err(|e| Error::file(&dest, e.error))?;
-        Ok(())
+        put_in_place(tmp, &dest)
     }
 }
 
@@ -68,9 +65,7 @@ pub fn write_atomic(dest: &Path, bytes: &[u8]) -> Result<()> {
 pub fn write_with(dest: &Path, fill: impl FnOnce(&mut File) -> std::io::Result<()>) -> Result<()> {
     let mut tmp = temp_beside(dest)?;
     fill(tmp.as_file_mut()).in_file(dest)?;
-    tmp.as_file().sync_all().in_file(dest)?;
-    tmp.persist(dest).map_err(|e| Error::file(dest, e.error))?;
-    Ok(())
+    put_in_place(tmp, dest)
 }
 
 /// Write `dest` by `fill`, which writes the file at the path it is given (a library that opens
@@ -79,7 +74,13 @@ pub fn write_with(dest: &Path, fill: impl FnOnce(&mut File) -> std::io::Result<(
 pub fn write_with_path(dest: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let tmp = temp_beside(dest)?;
     fill(tmp.path())?;
-    // the same inode `fill` wrote (it truncates the file in place rather than replacing it)
+    // `tmp`'s handle is the inode `fill` wrote (it truncates the file in place, not replaces it)
+    put_in_place(tmp, dest)
+}
+
+/// A written temporary file (`temp_beside`) synced to disk and renamed to `dest`: the one way
+/// every writer here puts its output in place.
+fn put_in_place(tmp: tempfile::NamedTempFile, dest: &Path) -> Result<()> {
     tmp.as_file().sync_all().in_file(dest)?;
     tmp.persist(dest).map_err(|e| Error::file(dest, e.error))?;
     Ok(())

@@ -82,32 +82,29 @@ impl CrossEncoderModel {
     }
 
     /// On a card, the scores of the tokenized pairs `enc` from the GPU engine where it takes
-    /// the model (`card_for`); None: candle's padded graph scores them.
-    #[cfg(feature = "cuda")]
+    /// the model (`card_for`); None: candle's padded graph scores them (and without the `cuda`
+    /// feature there is no card).
     fn on_card(
         &self,
         enc: &[(Vec<u32>, Vec<u32>)],
         batch: usize,
         progress: &indicatif::ProgressBar,
     ) -> Option<Result<Vec<Vec<f32>>>> {
-        use crate::model::engine::gpu::cuda::{card_for, Cuda};
-        let card = card_for(&self.model.bert)?;
-        Some(
-            Cuda::new(&card)
-                .doing("the GPU engine")
-                .and_then(|dev| self.scores_on(dev, enc, batch, progress)),
-        )
-    }
-
-    /// Without the `cuda` feature there is no card.
-    #[cfg(not(feature = "cuda"))]
-    fn on_card(
-        &self,
-        _: &[(Vec<u32>, Vec<u32>)],
-        _: usize,
-        _: &indicatif::ProgressBar,
-    ) -> Option<Result<Vec<Vec<f32>>>> {
-        None
+        #[cfg(feature = "cuda")]
+        {
+            use crate::model::engine::gpu::cuda::{card_for, Cuda};
+            let card = card_for(&self.model.bert)?;
+            Some(
+                Cuda::new(&card)
+                    .doing("the GPU engine")
+                    .and_then(|dev| self.scores_on(dev, enc, batch, progress)),
+            )
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = (enc, batch, progress);
+            None
+        }
     }
 
     /// The scores of `enc` on `dev`'s GPU engine: `[CLS]` rows pooled on the device, the head

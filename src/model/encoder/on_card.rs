@@ -34,31 +34,28 @@ impl SentenceEncoder {
     }
 
     /// On a card, the embeddings of `seqs` from the GPU engine where it takes this encoder
-    /// (`on_card_takes`); None: candle's graph encodes them.
-    #[cfg(feature = "cuda")]
+    /// (`on_card_takes`); None: candle's graph encodes them (and without the `cuda` feature
+    /// there is no card).
     pub(super) fn on_card(
         &self,
         seqs: &[Vec<u32>],
         batch_size: usize,
         progress: &ProgressBar,
     ) -> Option<Result<Vec<Vec<f32>>>> {
-        let (card, pooling) = self.card_route()?;
-        Some(
-            crate::model::engine::gpu::cuda::Cuda::new(&card)
-                .doing("the GPU engine")
-                .and_then(|dev| encode(self, dev, pooling, seqs, batch_size, progress)),
-        )
-    }
-
-    /// Without the `cuda` feature there is no card.
-    #[cfg(not(feature = "cuda"))]
-    pub(super) fn on_card(
-        &self,
-        _: &[Vec<u32>],
-        _: usize,
-        _: &ProgressBar,
-    ) -> Option<Result<Vec<Vec<f32>>>> {
-        None
+        #[cfg(feature = "cuda")]
+        {
+            let (card, pooling) = self.card_route()?;
+            Some(
+                crate::model::engine::gpu::cuda::Cuda::new(&card)
+                    .doing("the GPU engine")
+                    .and_then(|dev| encode(self, dev, pooling, seqs, batch_size, progress)),
+            )
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = (seqs, batch_size, progress);
+            None
+        }
     }
 }
 
