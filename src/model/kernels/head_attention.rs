@@ -148,7 +148,7 @@ dispatch! {
             for (p, panel) in kt.chunks_exact(C * d).enumerate() {
                 tile(d, qa, lda, panel, &mut s[p * C..], np);
             }
-            let inv = softmax_block::<R>(s, np, n, rows, scale2, &mut lse[i0..]);
+            let inv = softmax_block::<R, WIDE>(s, np, n, rows, scale2, &mut lse[i0..]);
             for (c, panel) in vp[..n * d].chunks_exact(n * C).enumerate() {
                 tile(n, s, np, panel, &mut acc, C);
                 for (r, a) in acc.chunks_exact(C).enumerate().take(rows) {

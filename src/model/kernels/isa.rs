@@ -182,7 +182,10 @@ pub fn describe() -> String {
 /// Define `pub fn $name(args) -> R` whose body is compiled three times (AVX-512, AVX2+FMA,
 /// baseline) and runs in the copy for `active()`, and `pub mod $name { pub fn at(isa, args) }`
 /// that runs a given copy (tests compare every copy the CPU can run with the baseline one). The
-/// body must be safe Rust; a target-feature copy only runs where the CPU has its features.
+/// body must be safe Rust; a target-feature copy only runs where the CPU has its features. Inside
+/// the body the constant `WIDE` is true in the AVX-512 copy only: a body that needs AVX-512
+/// intrinsics (which the compiler does not make from portable code) calls them under `if WIDE`,
+/// the one place its `unsafe` is sound (that copy runs only where the CPU has AVX-512).
 #[macro_export]
 macro_rules! dispatch {
     ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
@@ -196,13 +199,13 @@ macro_rules! dispatch {
             #[allow(unused_imports)]
             use super::*;
             #[inline(always)]
-            fn body($($arg: $ty),*) $(-> $ret)? $body
+            fn body<const WIDE: bool>($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
-            unsafe fn wide($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+            unsafe fn wide($($arg: $ty),*) $(-> $ret)? { body::<true>($($arg),*) }
             #[cfg(target_arch = "x86_64")]
             #[target_feature(enable = "avx2,fma")]
-            unsafe fn avx2($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+            unsafe fn avx2($($arg: $ty),*) $(-> $ret)? { body::<false>($($arg),*) }
 
             /// The copy for `isa`, capped at what this CPU has.
             pub fn at(isa: $crate::model::kernels::isa::Isa, $($arg: $ty),*) $(-> $ret)? {
@@ -213,7 +216,7 @@ macro_rules! dispatch {
                     Isa::Avx512 => unsafe { wide($($arg),*) },
                     #[cfg(target_arch = "x86_64")]
                     Isa::Avx2 => unsafe { avx2($($arg),*) },
-                    _ => body($($arg),*),
+                    _ => body::<false>($($arg),*),
                 }
             }
         }

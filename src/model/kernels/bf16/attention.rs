@@ -17,7 +17,7 @@ use super::amx::ROWS;
 use super::kernel::Start;
 use super::matrix::{halves, to_bf16, LINE, NR};
 use super::panels::{pack_rows, pack_transposed, transposed_scratch};
-use crate::model::kernels::fastmath::EXP2_POLY;
+use crate::model::kernels::fastmath::exp2_small_x16;
 use crate::model::kernels::head_attention::{prefetch_now, HeadIn};
 
 /// Whether this kernel runs a head `d` wide here: AVX512-BF16, whole panels of NR head columns.
@@ -155,8 +155,8 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], amx: bool
 /// all `np` written: zeros past `n`); returns each row's 1 / sum of the f32 values.
 /// One pass a row on AVX-512, `vcvtneps2bf16` writing the bf16 values as the exp makes them: the
 /// f32 kernel's softmax in place and a conversion pass after were 38% of a 187-token head, this
-/// pass is 22-26% (one thread, Zen 4, issue 35). 2^u as `fastmath::exp2_small` makes it, vector
-/// by vector, from the same `EXP2_POLY` (a degree-4 fit of its own once: two multiply-adds less a
+/// pass is 22-26% (one thread, Zen 4, issue 35). 2^u as `fastmath::exp2_small` makes it, 16 lanes
+/// at a time (`exp2_small_x16`, the same `EXP2_POLY`) (a degree-4 fit of its own once: two multiply-adds less a
 /// vector, but a second exp to keep right for a result rounded to bf16 either way); NaN scores
 /// stay NaN; 2^u below 2^-125 is 0.
 ///
@@ -197,25 +197,13 @@ unsafe fn probabilities(
         // exponent of the row alike, which the 1 / sum undoes
         *m = _mm512_reduce_max_ps(mx) * scale2;
     }
-    let (lo, s2) = (_mm512_set1_ps(-125.0), _mm512_set1_ps(scale2));
+    let s2 = _mm512_set1_ps(scale2);
     let mut inv = [0f32; ROWS];
     for (r, (&m, inv)) in maxes.iter().zip(&mut inv).enumerate().take(rows) {
         let (neg_m, out) = (_mm512_set1_ps(-m), p.as_mut_ptr().add(r * np));
         let mut sum = _mm512_setzero_ps();
         for j in 0..vecs {
-            let u = _mm512_fmadd_ps(load(r, j), s2, neg_m);
-            // kept where not below -125, or NaN (a NaN score stays NaN: `max` returns its
-            // second operand then)
-            let keep = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(u, lo);
-            let uc = _mm512_max_ps(lo, u);
-            let whole =
-                _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(uc);
-            let f = _mm512_sub_ps(uc, whole); // exact, |f| <= 1/2
-            let mut poly = _mm512_set1_ps(EXP2_POLY[0]);
-            for &c in &EXP2_POLY[1..] {
-                poly = _mm512_fmadd_ps(poly, f, _mm512_set1_ps(c));
-            }
-            let e = _mm512_maskz_scalef_ps(keep, poly, whole);
+            let e = exp2_small_x16(_mm512_fmadd_ps(load(r, j), s2, neg_m));
             sum = _mm512_add_ps(sum, e);
             let h: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(e));
             _mm256_storeu_si256(out.add(16 * j).cast(), h);

@@ -38,8 +38,18 @@ pub fn pack_rows(b: &[f32], ld: usize, k: usize, n: usize, out: &mut [f32]) {
     for (c, panel) in out[..panels * NR * k].chunks_exact_mut(NR * k).enumerate() {
         let (j0, cols) = (c * NR, NR.min(n - c * NR));
         for (kk, dst) in panel.chunks_exact_mut(NR).enumerate() {
-            dst[..cols].copy_from_slice(&b[kk * ld + j0..kk * ld + j0 + cols]);
-            dst[cols..].fill(0.0);
+            let src = &b[kk * ld + j0..kk * ld + j0 + cols];
+            match (<&mut [f32; NR]>::try_from(dst), <&[f32; NR]>::try_from(src)) {
+                // a whole panel row as one fixed-size copy (two or four vector moves): with the
+                // length known only at run time each row was a memmove call, 5.5% of the
+                // attention kernel on 187-token texts (perf, Zen 4, issue 57)
+                (Ok(dst), Ok(src)) => *dst = *src,
+                (Err(_), _) => unreachable!("chunks of NR"),
+                (Ok(dst), Err(_)) => {
+                    dst[..cols].copy_from_slice(src);
+                    dst[cols..].fill(0.0);
+                }
+            }
         }
     }
 }
