@@ -185,11 +185,15 @@ pub fn train(
                     clip_factor(norm, cfg.max_grad_norm) / (k * scale),
                 )?;
             } else {
-                progress.println(format!(
-                    "step {}: f16 gradients overflowed; update skipped, loss scale now {}",
-                    st.step + 1,
-                    loss_scale::factor(&st)
-                ));
+                // through stderr itself, not the bar's println: a hidden bar (a library
+                // caller's) drops what it is asked to print
+                progress.suspend(|| {
+                    eprintln!(
+                        "step {}: f16 gradients overflowed; update skipped, loss scale now {}",
+                        st.step + 1,
+                        loss_scale::factor(&st)
+                    )
+                });
             }
             drop((grads, taken));
             st.step += 1;
