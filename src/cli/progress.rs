@@ -83,7 +83,11 @@ impl TermLike for LogLines {
     fn write_str(&self, s: &str) -> std::io::Result<()> {
         let s = s.trim_matches(|c: char| c == '\r' || c == '\n' || c == ' ');
         if !s.is_empty() {
-            self.state.lock().expect("not poisoned").0.push(s.to_string());
+            self.state
+                .lock()
+                .expect("not poisoned")
+                .0
+                .push(s.to_string());
         }
         Ok(())
     }
@@ -152,7 +156,10 @@ mod tests {
         let got = got.lock().unwrap().clone();
         assert_eq!(
             got,
-            ["0/10 steps", "step 3: f16 gradients overflowed; update skipped"],
+            [
+                "0/10 steps",
+                "step 3: f16 gradients overflowed; update skipped"
+            ],
             "one bar line (the period is an hour) and the printed line"
         );
         // a period of zero: every draw is a line, each the bar's state then
@@ -161,8 +168,15 @@ mod tests {
             bar.inc(1);
             std::thread::sleep(Duration::from_millis(60));
         }
+        // abandon draws the last state (finish would move it to the end) whatever the rate
+        // limiter allowed before
+        bar.abandon();
         let got = got.lock().unwrap().clone();
         assert!(got.len() >= 2, "{got:?}");
-        assert_eq!(got.last().map(String::as_str), Some("3/10 steps"), "{got:?}");
+        assert_eq!(
+            got.last().map(String::as_str),
+            Some("3/10 steps"),
+            "{got:?}"
+        );
     }
 }

@@ -97,19 +97,28 @@ pub(crate) fn softmax_block<const R: usize, const WIDE: bool>(
     // the exp up to the last vector holding a key; past it the probabilities are zeros
     let mut ne = n.next_multiple_of(EXP_LANES);
     let s = &mut s[..R * np];
+    let mut acc = [[0f32; EXP_LANES]; R];
     #[cfg(target_arch = "x86_64")]
-    let acc = if WIDE {
+    if WIDE {
         // a 16-lane step past the last 8-lane vector meets padding only (-inf: probability
         // exactly 0, and + 0 leaves a positive sum's bits alone); np is whole 16-lane vectors
         ne = n.next_multiple_of(2 * EXP_LANES);
         debug_assert!(ne <= np);
         // SAFETY: WIDE is true only in dispatch!'s AVX-512 copy, which runs where the CPU has it
-        unsafe { exp_rows_x16::<R>(s, np, ne, &m2, scale2) }
-    } else {
-        exp_rows::<R>(s, np, ne, &m2, scale2)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let acc = exp_rows::<R>(s, np, ne, &m2, scale2);
+        acc = unsafe { exp_rows_x16::<R>(s, np, ne, &m2, scale2) };
+    }
+    if !WIDE || cfg!(not(target_arch = "x86_64")) {
+        for j in (0..ne).step_by(EXP_LANES) {
+            for (i, a) in acc.iter_mut().enumerate() {
+                let m = m2[i];
+                let e = &mut s[i * np + j..i * np + j + EXP_LANES];
+                for (a, e) in a.iter_mut().zip(e.iter_mut()) {
+                    *e = prob(*e, scale2, m);
+                    *a += *e;
+                }
+            }
+        }
+    }
     for i in 0..R {
         s[i * np + ne..(i + 1) * np].fill(0.0);
     }
@@ -122,33 +131,10 @@ pub(crate) fn softmax_block<const R: usize, const WIDE: bool>(
     inv
 }
 
-/// `softmax_block`'s exp pass: each of the R rows' first `ne` scores (whole vectors) turned
-/// into `prob`, a vector column of rows at a time, and each row's sum in 8 lanes.
-#[inline(always)]
-fn exp_rows<const R: usize>(
-    s: &mut [f32],
-    np: usize,
-    ne: usize,
-    m2: &[f32; R],
-    scale2: f32,
-) -> [[f32; EXP_LANES]; R] {
-    let mut acc = [[0f32; EXP_LANES]; R];
-    for j in (0..ne).step_by(EXP_LANES) {
-        for (i, a) in acc.iter_mut().enumerate() {
-            let m = m2[i];
-            let e = &mut s[i * np + j..i * np + j + EXP_LANES];
-            for (a, e) in a.iter_mut().zip(e.iter_mut()) {
-                *e = prob(*e, scale2, m);
-                *a += *e;
-            }
-        }
-    }
-    acc
-}
-
-/// `exp_rows` 16 scores a step (`ne` a multiple of 16) by `exp2_small_x16`, the same bits: each
-/// row's 8-lane sum takes the step's low half, then its high half, as `exp_rows` adds two
-/// 8-lane steps. LLVM made scalar code of a 16-lane portable loop that kept that order.
+/// `softmax_block`'s exp pass 16 scores a step (`ne` a multiple of 16) by `exp2_small_x16`, the
+/// same bits: each row's 8-lane sum takes the step's low half, then its high half, as the
+/// portable loop adds two 8-lane steps (LLVM made scalar code of a 16-lane portable loop that
+/// kept that order).
 ///
 /// # Safety
 /// AVX512F present.
