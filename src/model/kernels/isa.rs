@@ -182,10 +182,10 @@ pub fn describe() -> String {
 /// Define `pub fn $name(args) -> R` whose body is compiled three times (AVX-512, AVX2+FMA,
 /// baseline) and runs in the copy for `active()`, and `pub mod $name { pub fn at(isa, args) }`
 /// that runs a given copy (tests compare every copy the CPU can run with the baseline one). The
-/// body must be safe Rust; a target-feature copy only runs where the CPU has its features. Inside
-/// the body the constant `WIDE` is true in the AVX-512 copy only: a body that needs AVX-512
-/// intrinsics (which the compiler does not make from portable code) calls them under `if WIDE`,
-/// the one place its `unsafe` is sound (that copy runs only where the CPU has AVX-512).
+/// body is safe Rust (a target-feature copy only runs where the CPU has its features), with one
+/// exception: the constant `WIDE`, true in the AVX-512 copy only, lets a body call AVX-512
+/// intrinsics (which the compiler does not make from portable code) in an `unsafe` block under
+/// `if WIDE`, sound because that copy runs only where the CPU has AVX-512.
 #[macro_export]
 macro_rules! dispatch {
     ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {

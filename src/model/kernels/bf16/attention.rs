@@ -155,10 +155,10 @@ unsafe fn forward(x: HeadIn<'_>, scratch: &mut [f32], ctx: &mut [f32], amx: bool
 /// all `np` written: zeros past `n`); returns each row's 1 / sum of the f32 values.
 /// One pass a row on AVX-512, `vcvtneps2bf16` writing the bf16 values as the exp makes them: the
 /// f32 kernel's softmax in place and a conversion pass after were 38% of a 187-token head, this
-/// pass is 22-26% (one thread, Zen 4, issue 35). 2^u as `fastmath::exp2_small` makes it, 16 lanes
-/// at a time (`exp2_small_x16`, the same `EXP2_POLY`) (a degree-4 fit of its own once: two multiply-adds less a
-/// vector, but a second exp to keep right for a result rounded to bf16 either way); NaN scores
-/// stay NaN; 2^u below 2^-125 is 0.
+/// pass is 22-26% (one thread, Zen 4, issue 35). 2^u is `fastmath::exp2_small`'s, 16 lanes at a
+/// time (`exp2_small_x16`: the same polynomial, where a degree-4 fit of its own was once two
+/// multiply-adds less a vector, but a second exp to keep right for a result rounded to bf16
+/// either way); NaN scores stay NaN; 2^u below 2^-125 is 0.
 ///
 /// # Safety
 /// AVX512F and AVX512-BF16 present.
