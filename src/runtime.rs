@@ -1,6 +1,8 @@
 //! Process-wide settings the `condenser` binary applies at start (a library user decides for
 //! their own process).
 
+pub mod progress;
+
 /// Keep large tensor buffers in the malloc heap. glibc serves blocks over 32 MB with fresh mmap
 /// pages and unmaps them on free, so every attention-sized temporary (100 MB at 256 tokens) costs
 /// ~25k page faults: on Cranfield that was a third of the run in system time.

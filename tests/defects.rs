@@ -414,3 +414,17 @@ fn pretrain_export_keeps_the_pooler() {
         assert_eq!(a, b.to_vec1::<f32>().unwrap(), "{k}");
     }
 }
+
+/// A log (stderr not a terminal: a Slurm job, nohup, CI) sees a training's progress as plain
+/// lines; indicatif alone draws nothing there, so a long run's log stayed silent to its end.
+#[test]
+fn a_log_shows_a_trainings_progress() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = common::tiny_bert(d.path());
+    let o = train_cosine(&tiny, &d.path().join("bi"), &["--max-steps", "2"]);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    // the bar's first state, a line of its own with the run's length
+    let line = |l: &str| l.starts_with("progress: ") && l.contains("/2 steps");
+    assert!(e.lines().any(line), "{e}");
+}
