@@ -53,13 +53,12 @@ impl TermLike for LogLines {
         self.write_str(s)
     }
     fn write_str(&self, s: &str) -> std::io::Result<()> {
-        let s = s.trim_matches(|c: char| c == '\r' || c == '\n' || c == ' ');
-        if !s.is_empty() {
-            self.state
-                .lock()
-                .expect("not poisoned")
-                .0
-                .push(s.to_string());
+        // words one space apart: an empty template field (a bar's message before it has one)
+        // left two side by side
+        let words: Vec<&str> = s.split_whitespace().collect();
+        if !words.is_empty() {
+            let mut state = self.state.lock().expect("not poisoned");
+            state.0.push(words.join(" "));
         }
         Ok(())
     }
@@ -98,7 +97,7 @@ mod tests {
             Some(10),
             ProgressDrawTarget::term_like_with_hz(Box::new(lines), 20),
         )
-        .with_style(ProgressStyle::with_template("{pos}/{len} steps").unwrap());
+        .with_style(ProgressStyle::with_template("{pos}/{len} steps {msg}").unwrap());
         (bar, got)
     }
 
