@@ -1,6 +1,6 @@
 //! What the binary shows: progress on stderr, results on stdout.
-use condenser::runtime::progress::LogLines;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use condenser::runtime::progress::{rate, LogLines};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -19,12 +19,17 @@ pub fn bar(total: Option<u64>, unit: &str) -> ProgressBar {
     };
     // a log line without the drawn bar or the spinner's glyph
     let template = match (total.is_some(), terminal) {
-        (true, true) => format!("{{bar:40}} {{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})"),
-        (false, true) => format!("{{spinner}} {{pos}} {unit} ({{per_sec}})"),
-        (true, false) => format!("{{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})"),
-        (false, false) => format!("{{pos}} {unit} ({{per_sec}})"),
+        (true, true) => format!("{{bar:40}} {{pos}}/{{len}} {unit} ({{rate}}, eta {{eta}})"),
+        (false, true) => format!("{{spinner}} {{pos}} {unit} ({{rate}})"),
+        (true, false) => format!("{{pos}}/{{len}} {unit} ({{rate}}, eta {{eta}})"),
+        (false, false) => format!("{{pos}} {unit} ({{rate}})"),
     };
-    let bar = bar.with_style(ProgressStyle::with_template(&template).expect("valid template"));
+    let style = ProgressStyle::with_template(&template)
+        .expect("valid template")
+        .with_key("rate", |s: &ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = w.write_str(&rate(s.per_sec()));
+        });
+    let bar = bar.with_style(style);
     if !terminal {
         let lines = LogLines::new(LINE_EVERY, |line| eprintln!("progress: {line}"));
         // at most one render a second: a counter of rows ticks far more often than that

@@ -83,6 +83,17 @@ impl TermLike for LogLines {
     }
 }
 
+/// A rate for a progress line: three significant figures or the whole number (indicatif's own
+/// `{per_sec}` printed four decimals, "565,440.8948/s").
+pub fn rate(per_sec: f64) -> String {
+    match per_sec {
+        r if !r.is_finite() => "-".to_string(),
+        r if r >= 100.0 => format!("{r:.0}/s"),
+        r if r >= 10.0 => format!("{r:.1}/s"),
+        r => format!("{r:.2}/s"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +110,18 @@ mod tests {
         )
         .with_style(ProgressStyle::with_template("{pos}/{len} steps {msg}").unwrap());
         (bar, got)
+    }
+
+    #[test]
+    fn rates_keep_three_figures_or_the_whole_number() {
+        let got: Vec<String> = [565_440.894_8, 123.456, 65.64, 3.869_5, 0.0, f64::NAN]
+            .into_iter()
+            .map(rate)
+            .collect();
+        assert_eq!(
+            got,
+            ["565441/s", "123/s", "65.6/s", "3.87/s", "0.00/s", "-"]
+        );
     }
 
     /// Where stderr is not a terminal a bar is a line when it starts and then at most one a
