@@ -27,8 +27,7 @@ pub fn embedding_column(c: &str, columns: usize) -> String {
 
 /// A retrieval folder's corpus as (id, text) rows, text as retrieval and mining read it.
 fn corpus_reader(dir: &Path, columns: &ColumnSpec) -> Result<(data::BatchReader, Vec<String>)> {
-    let named: Vec<&str> = columns.0.iter().map(|c| c.name.as_str()).collect();
-    if named != ["text"] {
+    if columns.to_string() != "text" {
         return Err(Error::file(
             dir,
             "a retrieval folder is encoded as its corpus's text (\"title text\"): leave --columns out",

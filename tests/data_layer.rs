@@ -579,3 +579,65 @@ fn convert_types_csv_numbers_and_keeps_the_label_type_through_invert() {
         .collect();
     assert_eq!(src, got);
 }
+
+/// A pair file's target named `score` (sentence-transformers' STSb names it so, and its trainers
+/// take `label` or else `score`) is read by the default columns as `label` would be; where the
+/// file has both, `label` wins; where it has neither, the error names both; `|` in --columns
+/// picks the first name the file has, and a name given twice is refused.
+#[test]
+fn a_score_column_stands_for_label() {
+    use condenser::data::{ColumnSpec, PairColumns, Pairs};
+    let dir = tempfile::tempdir().unwrap();
+    let src = common::data("stsb/dev.parquet");
+    let (texts, labels) = read_all(&src, &["sentence1", "sentence2"], Some("label")).unwrap();
+    let (_, scores) = read_all(&src, &[], Some("score")).unwrap();
+    assert!(
+        labels.iter().zip(&scores).any(|(l, s)| l != s),
+        "stsb's score is 0-5, label 0-1"
+    );
+    let s = |i: usize| Arc::new(StringArray::from(texts[i].clone())) as ArrayRef;
+    let only_score = parquet(
+        dir.path(),
+        "score.parquet",
+        &batch(vec![
+            ("sentence1", s(0)),
+            ("sentence2", s(1)),
+            ("score", Arc::new(Float64Array::from(labels.clone()))),
+        ]),
+    );
+    let p = Pairs::read(&only_score, &PairColumns::default()).unwrap();
+    assert_eq!(
+        (p.labels.clone(), p.label_column.as_str()),
+        (labels.clone(), "score")
+    );
+    assert_eq!(p.sentence2, texts[1]);
+    // the real file has both: label (0-1) is taken, not score (0-5)
+    let p = Pairs::read(&src, &PairColumns::default()).unwrap();
+    assert_eq!(
+        (p.labels, p.label_column.as_str()),
+        (labels.clone(), "label")
+    );
+    let neither = parquet(
+        dir.path(),
+        "neither.parquet",
+        &batch(vec![("sentence1", s(0)), ("sentence2", s(1))]),
+    );
+    let e = err(Pairs::read(&neither, &PairColumns::default()));
+    assert!(
+        e.contains("neither.parquet")
+            && e.contains("column 'label' or 'score'")
+            && e.contains("sentence1, sentence2"),
+        "{e}"
+    );
+    let spec: ColumnSpec = "sentence1,sentence2,gold|score|label".parse().unwrap();
+    assert_eq!(spec.to_string(), "sentence1,sentence2,gold|score|label");
+    assert_eq!(
+        spec.resolve(&src).unwrap(),
+        ["sentence1", "sentence2", "score"]
+    );
+    let spec: ColumnSpec = "sentence1,sentence2,gold|silver?".parse().unwrap();
+    assert_eq!(spec.resolve(&src).unwrap(), ["sentence1", "sentence2"]);
+    for bad in ["a,b,label|label", "label,b,c|label", "a,b,label|"] {
+        assert!(bad.parse::<ColumnSpec>().is_err(), "{bad}");
+    }
+}

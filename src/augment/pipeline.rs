@@ -26,8 +26,9 @@ pub struct AugmentSpec {
     #[arg(long = flags::INPUT, required_unless_present = "corpus")]
     pub input: Option<PathBuf>,
     /// Columns `sentence1,sentence2[,label]`: a named label column must exist (unless --unlabeled);
-    /// `label?` reads it only where the file has it; two names: every row is unlabelled
-    #[arg(long = flags::COLUMNS, default_value = "sentence1,sentence2,label")]
+    /// `label?` reads it only where the file has it; two names: every row is unlabelled;
+    /// `label|score`: the first of those the file has
+    #[arg(long = flags::COLUMNS, default_value = "sentence1,sentence2,label|score")]
     pub columns: ColumnSpec,
     /// How new pairs are drawn
     #[arg(long = flags::SAMPLE, value_enum, default_value = "random")]
@@ -107,15 +108,15 @@ fn label_column(spec: &AugmentSpec) -> Result<Option<String>> {
     }
     let input = spec.input()?;
     let have = data::column_names(input)?;
-    if have.contains(&label.name) {
-        return Ok(Some(label.name.clone()));
+    if let Some(name) = label.pick(&have) {
+        return Ok(Some(name.to_string()));
     }
     if label.optional {
         return Ok(None);
     }
     Err(Error::column(
         input,
-        &label.name,
+        &label.to_string(),
         format!(
             "missing label column; the file has: {}. Name the label column with --columns, or pass \
              --unlabeled to treat every row as unlabelled target data",
@@ -140,8 +141,13 @@ pub fn augment(
         }));
     }
     let label = label_column(spec)?;
-    let names = spec.columns.names();
-    let mut want = vec![names[0], names[1]];
+    let (input, cols) = (spec.input()?, &spec.columns.0);
+    let have = data::column_names(input)?;
+    let names = [
+        cols[0].require(input, &have)?,
+        cols[1].require(input, &have)?,
+    ];
+    let mut want = names.to_vec();
     want.extend(label.as_deref());
     let (mut s1, mut s2, mut gold) = (Vec::new(), Vec::new(), Vec::new());
     for b in data::open(spec.input()?, &want)? {

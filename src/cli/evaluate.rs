@@ -3,7 +3,7 @@ use super::model_opts::ModelOpts;
 use super::progress::{self, out};
 use super::search_flags::{score_fn, UseIndex};
 use condenser::data::Io;
-use condenser::data::PairColumns;
+use condenser::data::{PairColumns, DEFAULT_PAIR_COLUMNS};
 use condenser::error::{Error, Result};
 use condenser::eval::{EvalOptions, EvalReport, EVALUATORS};
 use condenser::flags::{self, CorpusEmbeddings, InferenceBatch};
@@ -17,8 +17,8 @@ pub struct Args {
     models: Vec<PathBuf>,
     #[command(flatten)]
     sets: EvalSets,
-    /// Pair columns: sentence1,sentence2,label
-    #[arg(long, default_value = "sentence1,sentence2,label")]
+    /// Pair columns: sentence1,sentence2,label (`a|b`: the first of those the file has)
+    #[arg(long, default_value = DEFAULT_PAIR_COLUMNS)]
     columns: PairColumns,
     /// Retrieval score
     #[arg(long, value_parser = score_fn(), default_value = "cosine")]

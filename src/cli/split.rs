@@ -61,7 +61,8 @@ pub fn run(a: Args) -> Result<()> {
         }
     }
     if let Some(input) = &a.input {
-        let key: Vec<&str> = a.key_columns.0.iter().map(|c| c.name.as_str()).collect();
+        let key = a.key_columns.resolve(input)?;
+        let key: Vec<&str> = key.iter().map(String::as_str).collect();
         let s = split_file(input, &a.out, &key, fraction, a.seed.seed)?;
         out(&format!(
             "{} train rows, {} test rows -> {}/{{train,test}}.parquet\n",

@@ -2,7 +2,7 @@ use super::progress::out;
 use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
 use condenser::data::Io;
-use condenser::data::{ColumnSpec, PairColumns};
+use condenser::data::{ColumnSpec, PairColumns, DEFAULT_PAIR_COLUMNS};
 use condenser::error::Result;
 use condenser::eval::{dev_evaluator, EvalOptions};
 use condenser::flags;
@@ -27,7 +27,8 @@ pub struct Args {
     /// The loss, as sentence-transformers defines it
     #[arg(long = flags::LOSS, value_enum)]
     loss: LossSpec,
-    /// Training columns, texts then the target ('?': used when the file has it) [default: the loss's]
+    /// Training columns, texts then the target ('?': used when the file has it; `a|b`: the first
+    /// of those names the file has) [default: the loss's]
     #[arg(long)]
     columns: Option<ColumnSpec>,
     /// Pooling to train with [default: the starting folder's; mean for a plain BERT folder]
@@ -40,8 +41,9 @@ pub struct Args {
     /// loss -> accuracy) or a retrieval folder (queries, corpus, qrels -> nDCG@10)
     #[arg(long = flags::DEV)]
     dev: Option<PathBuf>,
-    /// The --dev file's pair and label columns (a retrieval folder needs none)
-    #[arg(long, default_value = "sentence1,sentence2,label")]
+    /// The --dev file's pair and label columns (a retrieval folder needs none; `a|b`: the first
+    /// of those the file has)
+    #[arg(long, default_value = DEFAULT_PAIR_COLUMNS)]
     dev_columns: PairColumns,
     /// Cached losses (cached-mnr): rows embedded at once; memory is bounded by this, not by
     /// --batch-size [default: 32]

@@ -1,7 +1,7 @@
 use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
 use condenser::data::Io;
-use condenser::data::PairColumns;
+use condenser::data::{PairColumns, DEFAULT_PAIR_COLUMNS};
 use condenser::error::Result;
 use condenser::eval::{accuracy, sts, EvalOptions};
 use condenser::flags;
@@ -30,8 +30,9 @@ pub struct Args {
     /// Also train on (sentence2, sentence1) for every pair
     #[arg(long = flags::BOTH_ORDERS)]
     both_orders: bool,
-    /// The pair columns and the label column, in --train and --dev
-    #[arg(long, default_value = "sentence1,sentence2,label")]
+    /// The pair columns and the label column, in --train and --dev (`a|b`: the first of those
+    /// the file has)
+    #[arg(long, default_value = DEFAULT_PAIR_COLUMNS)]
     columns: PairColumns,
     #[command(flatten)]
     pub(super) train_opts: TrainOpts,

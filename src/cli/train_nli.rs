@@ -2,7 +2,7 @@ use super::progress::out;
 use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
 use condenser::data::Io;
-use condenser::data::{entailments, read_nli, PairColumns};
+use condenser::data::{entailments, read_nli, PairColumns, DEFAULT_PAIR_COLUMNS};
 use condenser::error::Result;
 use condenser::eval::{accuracy, dev_evaluator, EvalOptions};
 use condenser::model::folders::card::CardKind;
@@ -37,8 +37,9 @@ pub struct Args {
     /// NLI pairs scored by the softmax classifier's accuracy (softmax loss), or STS/0-1 pairs (mnr)
     #[arg(long)]
     dev: Option<PathBuf>,
-    /// The pair columns and the label column, in --train and --dev
-    #[arg(long, default_value = "sentence1,sentence2,label")]
+    /// The pair columns and the label column, in --train and --dev (`a|b`: the first of those
+    /// the file has)
+    #[arg(long, default_value = DEFAULT_PAIR_COLUMNS)]
     columns: PairColumns,
     /// Pooling of the sentence embeddings (SBERT's NLI training used mean)
     #[arg(long, value_enum, default_value = "mean")]

@@ -1,13 +1,50 @@
 //! Column specs as the `--columns` flags take them: names separated by commas, a trailing `?`
-//! marking a column that is used only when the file has it ("anchor,positive,negative?").
-//! One parser for every command; a spec is checked against a file's header before any row is read.
+//! marking a column that is used only when the file has it ("anchor,positive,negative?"), and `|`
+//! between names that may stand for one column, the first the file has ("label|score": a
+//! sentence-transformers dataset names its target `label` or `score`, and its trainer takes
+//! whichever it finds, in that order). One parser for every command; a spec is checked against a
+//! file's header before any row is read.
 use crate::error::{Error, Result};
 use std::path::Path;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Column {
+    /// The first name; `also` holds the others `|` gave, tried in order where it is missing.
     pub name: String,
+    pub also: Vec<String>,
     pub optional: bool,
+}
+
+impl Column {
+    /// Every name this column may have, in the order tried.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.name.as_str()).chain(self.also.iter().map(String::as_str))
+    }
+
+    /// The first of its names among `have` (a file's columns).
+    pub fn pick(&self, have: &[String]) -> Option<&str> {
+        self.names().find(|n| have.iter().any(|h| h == n))
+    }
+
+    /// `pick`, or an error naming each of its names, `path` and the columns it has.
+    pub fn require(&self, path: &Path, have: &[String]) -> Result<&str> {
+        self.pick(have).ok_or_else(|| {
+            let names: Vec<&str> = self.names().collect();
+            super::source::missing_column(path, &names.join("' or '"), have)
+        })
+    }
+}
+
+impl std::fmt::Display for Column {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.names().collect();
+        write!(
+            f,
+            "{}{}",
+            names.join("|"),
+            if self.optional { "?" } else { "" }
+        )
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,18 +55,23 @@ impl std::str::FromStr for ColumnSpec {
     fn from_str(spec: &str) -> std::result::Result<Self, String> {
         let mut cols: Vec<Column> = Vec::new();
         for part in spec.split(',').map(str::trim) {
-            let (name, optional) = match part.strip_suffix('?') {
+            let (names, optional) = match part.strip_suffix('?') {
                 Some(n) => (n.trim(), true),
                 None => (part, false),
             };
-            if name.is_empty() {
+            let names: Vec<String> = names.split('|').map(|n| n.trim().to_string()).collect();
+            if names.iter().any(String::is_empty) {
                 return Err(format!("'{spec}': an empty column name"));
             }
-            if cols.iter().any(|c| c.name == name) {
-                return Err(format!("'{spec}': column '{name}' named twice"));
+            for (i, name) in names.iter().enumerate() {
+                if names[..i].contains(name) || cols.iter().any(|c| c.names().any(|n| n == name)) {
+                    return Err(format!("'{spec}': column '{name}' named twice"));
+                }
             }
+            let mut names = names.into_iter();
             cols.push(Column {
-                name: name.to_string(),
+                name: names.next().expect("split yields at least one name"),
+                also: names.collect(),
                 optional,
             });
         }
@@ -37,7 +79,7 @@ impl std::str::FromStr for ColumnSpec {
     }
 }
 
-/// Serialised as written on the command line (`a,b,label?`).
+/// Serialised as written on the command line (`a,b,label|score?`).
 impl serde::Serialize for ColumnSpec {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_string())
@@ -46,11 +88,7 @@ impl serde::Serialize for ColumnSpec {
 
 impl std::fmt::Display for ColumnSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let parts: Vec<String> = self
-            .0
-            .iter()
-            .map(|c| format!("{}{}", c.name, if c.optional { "?" } else { "" }))
-            .collect();
+        let parts: Vec<String> = self.0.iter().map(Column::to_string).collect();
         write!(f, "{}", parts.join(","))
     }
 }
@@ -69,21 +107,17 @@ impl ColumnSpec {
         self.0.is_empty()
     }
 
-    /// Every name, optional or not.
-    pub fn names(&self) -> Vec<&str> {
-        self.0.iter().map(|c| c.name.as_str()).collect()
-    }
-
     /// The names to read from `path`: every required column (one missing is an error naming it
-    /// and the columns the file has) and the optional ones the file has.
+    /// and the columns the file has) and the optional ones the file has; of a column's `|`
+    /// names, the first the file has.
     pub fn resolve(&self, path: &Path) -> Result<Vec<String>> {
         let have = super::column_names(path)?;
         let mut out = Vec::with_capacity(self.0.len());
         for c in &self.0 {
-            if have.contains(&c.name) {
-                out.push(c.name.clone());
-            } else if !c.optional {
-                return Err(super::source::missing_column(path, &c.name, &have));
+            match c.pick(&have) {
+                Some(name) => out.push(name.to_string()),
+                None if c.optional => {}
+                None => return Err(c.require(path, &have).unwrap_err()),
             }
         }
         Ok(out)

@@ -31,17 +31,18 @@ pub fn entailments(p: &Pairs) -> Pairs {
 }
 
 fn read(path: &Path, cols: &PairColumns, classes: Option<usize>) -> Result<(Pairs, usize)> {
+    let [s1, s2, label] = cols.resolve(path)?;
     let mut p = Pairs::default();
     let mut dropped = 0;
-    for b in open(path, &[&cols.sentence1, &cols.sentence2, &cols.label])? {
+    for b in open(path, &[&s1, &s2, &label])? {
         let b = b?;
-        let bad = |i: usize, m: String| Error::cell(&b.path, b.first_row + i + 1, &cols.label, m);
-        let col = b.column(&cols.label)?;
+        let bad = |i: usize, m: String| Error::cell(&b.path, b.first_row + i + 1, &label, m);
+        let col = b.column(&label)?;
         let labels: Vec<Option<f64>> = if matches!(
             col.data_type(),
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
         ) {
-            let words = b.texts(&cols.label)?;
+            let words = b.texts(&label)?;
             let mut v = Vec::with_capacity(words.len());
             for (i, w) in words.iter().enumerate() {
                 let w = w.trim().to_ascii_lowercase();
@@ -54,12 +55,12 @@ fn read(path: &Path, cols: &PairColumns, classes: Option<usize>) -> Result<(Pair
             }
             v
         } else {
-            b.optional_labels(&cols.label)?
+            b.optional_labels(&label)?
                 .into_iter()
                 .map(|l| l.filter(|&x| x != -1.0))
                 .collect()
         };
-        let (s1, s2) = (b.texts(&cols.sentence1)?, b.texts(&cols.sentence2)?);
+        let (t1, t2) = (b.texts(&s1)?, b.texts(&s2)?);
         for (i, l) in labels.into_iter().enumerate() {
             let Some(l) = l else {
                 dropped += 1;
@@ -72,10 +73,11 @@ fn read(path: &Path, cols: &PairColumns, classes: Option<usize>) -> Result<(Pair
                     _ => format!("label {l}: expected a class id (0, 1, ...), or -1 for none"),
                 }));
             }
-            p.sentence1.push(s1[i].to_string());
-            p.sentence2.push(s2[i].to_string());
+            p.sentence1.push(t1[i].to_string());
+            p.sentence2.push(t2[i].to_string());
             p.labels.push(l);
         }
     }
+    p.label_column = label;
     Ok((p, dropped))
 }

@@ -1,13 +1,14 @@
-use super::open;
+use super::{open, Column};
 use crate::error::Result;
 use std::path::Path;
 
-/// Column names of a sentence-pair dataset.
+/// Column names of a sentence-pair dataset; each may give several names with `|`, the first a
+/// file has standing for it (`Column::pick`).
 #[derive(Clone, Debug)]
 pub struct PairColumns {
-    pub sentence1: String,
-    pub sentence2: String,
-    pub label: String,
+    pub sentence1: Column,
+    pub sentence2: Column,
+    pub label: Column,
 }
 
 impl std::str::FromStr for PairColumns {
@@ -15,11 +16,11 @@ impl std::str::FromStr for PairColumns {
     /// "sentence1,sentence2,label" as given to a --columns flag.
     fn from_str(spec: &str) -> std::result::Result<Self, String> {
         let cols: super::ColumnSpec = spec.parse()?;
-        match cols.0.as_slice() {
-            [a, b, l] if !(a.optional || b.optional || l.optional) => Ok(PairColumns {
-                sentence1: a.name.clone(),
-                sentence2: b.name.clone(),
-                label: l.name.clone(),
+        match <[Column; 3]>::try_from(cols.0) {
+            Ok([a, b, l]) if !(a.optional || b.optional || l.optional) => Ok(PairColumns {
+                sentence1: a,
+                sentence2: b,
+                label: l,
             }),
             _ => Err(format!(
                 "'{spec}': expected three names, sentence1,sentence2,label"
@@ -34,13 +35,27 @@ impl std::fmt::Display for PairColumns {
     }
 }
 
+/// `sentence1,sentence2,label|score`: sentence-transformers' trainers take a dataset's target
+/// from a column named `label` or else `score` (its STSb names it `score`).
+pub const DEFAULT_PAIR_COLUMNS: &str = "sentence1,sentence2,label|score";
+
 impl Default for PairColumns {
     fn default() -> Self {
-        PairColumns {
-            sentence1: "sentence1".into(),
-            sentence2: "sentence2".into(),
-            label: "label".into(),
-        }
+        DEFAULT_PAIR_COLUMNS.parse().expect("a well-formed default")
+    }
+}
+
+impl PairColumns {
+    /// The names `path` has for the three columns (sentence1, sentence2, label); a missing one
+    /// is an error naming it and the file's columns.
+    pub fn resolve(&self, path: &Path) -> Result<[String; 3]> {
+        let have = super::column_names(path)?;
+        let name = |c: &Column| c.require(path, &have).map(String::from);
+        Ok([
+            name(&self.sentence1)?,
+            name(&self.sentence2)?,
+            name(&self.label)?,
+        ])
     }
 }
 
@@ -50,19 +65,23 @@ pub struct Pairs {
     pub sentence1: Vec<String>,
     pub sentence2: Vec<String>,
     pub labels: Vec<f64>,
+    /// The file's name of the label column the labels came from (for messages).
+    pub label_column: String,
 }
 
 impl Pairs {
     pub fn read(path: &Path, cols: &PairColumns) -> Result<Pairs> {
+        let [s1, s2, label] = cols.resolve(path)?;
         let mut p = Pairs::default();
-        for b in open(path, &[&cols.sentence1, &cols.sentence2, &cols.label])? {
+        for b in open(path, &[&s1, &s2, &label])? {
             let b = b?;
             p.sentence1
-                .extend(b.texts(&cols.sentence1)?.into_iter().map(String::from));
+                .extend(b.texts(&s1)?.into_iter().map(String::from));
             p.sentence2
-                .extend(b.texts(&cols.sentence2)?.into_iter().map(String::from));
-            p.labels.extend(b.labels(&cols.label)?);
+                .extend(b.texts(&s2)?.into_iter().map(String::from));
+            p.labels.extend(b.labels(&label)?);
         }
+        p.label_column = label;
         Ok(p)
     }
 

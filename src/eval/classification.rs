@@ -34,7 +34,7 @@ impl BinaryEvaluator {
                 return Err(Error::cell(
                     path,
                     i + 1,
-                    &opts.columns.label,
+                    &pairs.label_column,
                     format!("label {l}: binary classification needs 0 or 1"),
                 ));
             }

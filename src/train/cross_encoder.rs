@@ -100,7 +100,7 @@ impl CrossEncoderTask {
         let (mut train, mut labels) = (Vec::new(), Vec::new());
         for path in data.train {
             let gold = Pairs::read(path, data.columns)?;
-            check_labels(path, &data.columns.label, &gold.labels, num_labels)?;
+            check_labels(path, &gold.label_column, &gold.labels, num_labels)?;
             for i in 0..gold.len() {
                 train.push(tok.encode(&gold.sentence1[i], &gold.sentence2[i])?);
                 labels.push(gold.labels[i] as f32);

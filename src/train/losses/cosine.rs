@@ -5,7 +5,7 @@ use candle_core::{Result, Tensor};
 pub const SPEC: LossSpec = LossSpec {
     name: "cosine",
     help: "CosineSimilarityLoss: MSE of cos(u, v) against a score in [-1, 1] (STS: 0-5 / 5)",
-    columns: "sentence1,sentence2,label",
+    columns: "sentence1,sentence2,label|score",
     target: Target::Score,
     score_range: Some((-1.0, 1.0)),
     build: |_| Ok(Box::new(Cosine)),

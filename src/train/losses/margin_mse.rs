@@ -7,7 +7,7 @@ use candle_core::{Result, Tensor};
 pub const SPEC: LossSpec = LossSpec {
     name: "margin-mse",
     help: "MarginMSELoss: dot(q,p) - dot(q,n) against the teacher's margin (as GPL)",
-    columns: "anchor,positive,negative,margin",
+    columns: "anchor,positive,negative,margin|label|score",
     texts: 3,
     target: Target::Score,
     build: |_| Ok(Box::new(MarginMse)),

@@ -9,7 +9,7 @@ pub const HEAD: &str = "softmax_head";
 pub const SPEC: LossSpec = LossSpec {
     name: "softmax",
     help: "SoftmaxLoss: Linear(3 dim, num_labels) on (u, v, |u - v|), cross-entropy",
-    columns: "sentence1,sentence2,label",
+    columns: "sentence1,sentence2,label|score",
     target: Target::Class,
     build: |cx| {
         let head = Linear::load(cx.vb.pp(HEAD), 3 * cx.dim, cx.num_labels)?;
