@@ -8,7 +8,8 @@ use crate::data::{self, retrieval, ColumnSpec};
 use crate::error::{Error, Result};
 use crate::model::SentenceEncoder;
 use crate::search::EmbeddingsMeta;
-use crate::shard::{ShardRun, BLOCK};
+use crate::shard::parts::{self, Parts};
+use crate::shard::{Settings, ShardRun, BLOCK};
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use indicatif::ProgressBar;
@@ -56,7 +57,9 @@ fn corpus_reader(dir: &Path, columns: &ColumnSpec) -> Result<(data::BatchReader,
 
 /// Encode `columns` of `input` (a dataset file, or a retrieval folder's corpus) with the model in
 /// folder `model` into `out` (Parquet), or only a shard's rows into the shard's file; returns the
-/// rows written and the file. `progress` counts rows.
+/// rows written and the file. `settings`: the run's (`shard::settings`: flags and the model's
+/// fingerprint), which an interrupted run's parts must share to be resumed (shard::parts).
+/// `progress` counts rows.
 #[allow(clippy::too_many_arguments)]
 pub fn encode_file(
     enc: &SentenceEncoder,
@@ -66,6 +69,7 @@ pub fn encode_file(
     batch_size: usize,
     out: &Path,
     shard: Option<&ShardRun>,
+    settings: &Settings,
     progress: &ProgressBar,
 ) -> Result<(usize, std::path::PathBuf)> {
     if columns.is_empty() {
@@ -81,6 +85,10 @@ pub fn encode_file(
         let cols: Vec<&str> = all.iter().map(String::as_str).collect();
         (data::open(input, &cols)?, columns.resolve(input)?)
     };
+    // the parts of an interrupted run count only for the same input, by content
+    let mut settings = settings.clone();
+    let input_hash = format!("{:016x}", data::file_xxh3(reader.path())?);
+    settings.insert("input_xxh3".into(), input_hash.into());
     let meta = EmbeddingsMeta::of(enc, model, &text_cols)?;
     // a whole run reads to the end (no counting pass); a shard needs the count for its range
     let (total, range) = match shard {
@@ -99,10 +107,20 @@ pub fn encode_file(
         }
     };
     let dest = shard.map_or(out.to_path_buf(), |s| s.shard.file(out));
-    let mut written = 0;
+    let mut parts = Parts::open(&dest, "encode", &settings, &range)?;
+    let done = parts.done(&range);
+    if done > 0 {
+        progress.suspend(|| {
+            eprintln!(
+                "resuming: {done} rows were encoded by an interrupted run ({})",
+                parts::folder(&dest).display()
+            )
+        });
+        progress.set_position(done as u64);
+    }
+    let mut written = done;
     let item = Arc::new(Field::new("item", DataType::Float32, false));
-    let mut sink: Option<data::ParquetSink> = None;
-    for batch in data::blocks(reader, range.clone(), BLOCK) {
+    for batch in data::blocks(reader, parts.resumed_at()..range.end, BLOCK) {
         let batch = batch?;
         let mut fields: Vec<Field> = batch
             .data
@@ -127,17 +145,11 @@ pub fn encode_file(
         }
         let schema = Schema::new(fields).with_metadata(meta.to_schema_metadata());
         let rb = RecordBatch::try_new(Arc::new(schema), arrays).map_err(|e| Error::file(out, e))?;
-        if sink.is_none() {
-            sink = Some(data::ParquetSink::create(&dest, rb.schema())?);
-        }
-        sink.as_mut().expect("created").write(&rb)?;
+        parts.write(&rb)?;
         progress.inc(batch.num_rows() as u64);
         written += batch.num_rows();
     }
-    let wrote = sink.is_some();
-    if let Some(s) = sink {
-        s.finish()?;
-    }
+    let wrote = parts.finish(&dest)?;
     if let Some(s) = shard {
         s.finish("encode", &dest, total, range.clone(), wrote)?;
     }

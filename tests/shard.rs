@@ -208,3 +208,82 @@ fn sharded_overlap_merges_to_the_single_run() {
         );
     }
 }
+
+/// An encode killed after some blocks (SIGKILL) resumes from the parts it left beside its
+/// output and writes the uninterrupted run's bits; a run with other settings or another input is
+/// refused, naming the difference, and leaves the parts as they are; nothing is left beside the
+/// finished file.
+#[test]
+fn an_interrupted_encode_resumes_to_the_whole_runs_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, killed) = (
+        dir.path().join("whole.parquet"),
+        dir.path().join("killed.parquet"),
+    );
+    // 5,749 rows: six blocks of 1,024 through the real model
+    let args = |out: &Path, input: &str, batch: &str| -> Vec<String> {
+        let model = common::model();
+        [
+            "encode",
+            "--model",
+            s(&model),
+            "--input",
+            input,
+            "--columns",
+            "sentence1",
+            "--batch-size",
+            batch,
+            "--out",
+            s(out),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let train = data("stsb/train.parquet");
+    let run = |a: Vec<String>| condenser(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    common::ok(run(args(&whole, s(&train), "32")));
+    let parts = dir.path().join("killed.parquet.partial");
+    let count = || {
+        std::fs::read_dir(&parts).map_or(0, |d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("part-"))
+            })
+            .count()
+        })
+    };
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"));
+    cmd.args(args(&killed, s(&train), "32"));
+    common::kill_when(cmd, || count() >= 2);
+    assert!(!killed.exists() && count() >= 2);
+    let kept = count();
+    let e = common::err(run(args(&killed, s(&train), "16")));
+    assert!(
+        e.contains("killed.parquet.partial")
+            && e.contains("interrupted run with other settings")
+            && e.contains("batch_size=32 (that run) vs batch_size=16 (this one)"),
+        "{e}"
+    );
+    let dev = data("stsb/dev.parquet");
+    let e = common::err(run(args(&killed, s(&dev), "32")));
+    assert!(e.contains("input_xxh3="), "{e}");
+    assert_eq!(count(), kept, "a refused run leaves the parts");
+    let out = common::ok(run(args(&killed, s(&train), "32")));
+    assert!(
+        out.contains(&format!(
+            "resuming: {} rows were encoded by an interrupted run",
+            kept * 1024
+        )) && out.contains("wrote 5749 rows"),
+        "{out}"
+    );
+    same_table(&whole, &killed);
+    assert!(
+        !parts.exists(),
+        "the parts folder goes once the file is whole"
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
+}

@@ -34,16 +34,16 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let inference = a.model_opts.inference()?;
-    let shard = a.shard.resolve(|| {
-        let job = serde_json::json!({
-            "model": a.model,
-            "input": a.input,
-            "columns": a.columns,
-            "batch_size": a.batch.batch_size,
-            "inference": inference,
-        });
-        shard::settings(&job, &[("model", Some(&a.model))])
-    })?;
+    let job = serde_json::json!({
+        "model": a.model,
+        "input": a.input,
+        "columns": a.columns,
+        "batch_size": a.batch.batch_size,
+        "inference": inference,
+    });
+    // a shard's manifest and an interrupted run's parts record the same settings
+    let settings = shard::settings(&job, &[("model", Some(&a.model))])?;
+    let shard = a.shard.resolve(|| Ok(settings.clone()))?;
     let enc = inference.encoder(&a.model)?;
     let bar = progress::bar(None, "rows");
     let (rows, dest) = encode_file(
@@ -54,6 +54,7 @@ pub fn run(a: Args) -> Result<()> {
         a.batch.batch_size,
         &a.out,
         shard.as_ref(),
+        &settings,
         &bar,
     )?;
     bar.finish_and_clear();

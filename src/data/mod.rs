@@ -31,7 +31,7 @@ pub use corpus_texts::{for_each_text, for_each_text_of, read_texts};
 pub use format::Format;
 pub use nli::{entailments, read_classes, read_nli, NLI_CLASSES};
 pub use pairs::{PairColumns, Pairs, DEFAULT_PAIR_COLUMNS};
-pub use reader::{column_names, count_rows, open, BatchReader};
+pub use reader::{column_names, count_rows, file_xxh3, open, BatchReader};
 pub use source::BATCH_ROWS;
 pub use split::{hash_order, split_file, split_retrieval, FileSplit, QueryParts, RetrievalSplit};
 pub use write::{

@@ -128,6 +128,21 @@ fn check_file(path: &Path) -> Result<()> {
     }
 }
 
+/// The xxh3 of a file's bytes, read a MiB at a time: a fingerprint of its content.
+pub fn file_xxh3(path: &Path) -> Result<u64> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::file(path, e))?;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| Error::file(path, e))?;
+        if n == 0 {
+            return Ok(h.digest());
+        }
+        h.update(&buf[..n]);
+    }
+}
+
 /// The number of rows of a dataset file (from Parquet/Arrow metadata where it has it).
 pub fn count_rows(path: &Path) -> Result<usize> {
     let names = column_names(path)?;

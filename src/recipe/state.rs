@@ -304,7 +304,6 @@ fn walk(
 /// rewrite within the file system's time granularity (a second, or two on FAT) would otherwise
 /// keep its old hash and a step would be skipped on changed input.
 fn content_hash(p: &Path, m: &std::fs::Metadata) -> Result<u64> {
-    use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     type Key = (PathBuf, u64, u128, u64, i64, i64);
     type Seen = std::sync::Mutex<BTreeMap<Key, u64>>;
@@ -321,17 +320,7 @@ fn content_hash(p: &Path, m: &std::fs::Metadata) -> Result<u64> {
     if let Some(&h) = seen.lock().expect("not poisoned").get(&key) {
         return Ok(h);
     }
-    let mut f = std::fs::File::open(p).map_err(|e| Error::file(p, e))?;
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| Error::file(p, e))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    let h = h.digest();
+    let h = crate::data::file_xxh3(p)?;
     let settled = m
         .modified()
         .ok()

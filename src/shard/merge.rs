@@ -173,8 +173,7 @@ fn find(out: &Path) -> Result<Vec<(PathBuf, Manifest)>> {
     Ok(found)
 }
 
-/// What differs between two manifests, setting by setting: `name=value (shard 0) vs
-/// name=value (this shard)`.
+/// What differs between two manifests: the command, the input's rows, or setting by setting.
 fn difference(a: &Manifest, b: &Manifest) -> String {
     if a.command != b.command {
         return format!("command {} vs {}", a.command, b.command);
@@ -182,22 +181,5 @@ fn difference(a: &Manifest, b: &Manifest) -> String {
     if a.total != b.total {
         return format!("an input of {} rows vs {}", a.total, b.total);
     }
-    let show = |k: &str, v: Option<&serde_json::Value>| match v {
-        Some(serde_json::Value::String(s)) => format!("{k}={s}"),
-        Some(v) => format!("{k}={v}"),
-        None => format!("no {k}"),
-    };
-    let keys: std::collections::BTreeSet<&String> =
-        a.settings.keys().chain(b.settings.keys()).collect();
-    keys.into_iter()
-        .filter(|k| a.settings.get(*k) != b.settings.get(*k))
-        .map(|k| {
-            format!(
-                "{} (shard 0) vs {} (this shard)",
-                show(k, a.settings.get(k)),
-                show(k, b.settings.get(k))
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
+    super::settings_difference(&a.settings, &b.settings, "shard 0", "this shard")
 }

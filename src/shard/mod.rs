@@ -11,6 +11,7 @@
 //! the command, its settings (flags and a fingerprint of the model), the input's row count and
 //! the shard's rows; `merge` refuses shards whose manifests disagree.
 mod merge;
+pub mod parts;
 
 pub use merge::{concat, shard_data, shards_of, MergeSummary};
 
@@ -164,6 +165,22 @@ pub fn settings(job: &impl Serialize, models: &[(&str, Option<&Path>)]) -> Resul
         }
     }
     Ok(map)
+}
+
+/// What differs between two runs' settings, setting by setting: `name=value (a) vs name=value
+/// (b)`, `a` and `b` saying whose each is.
+pub fn settings_difference(x: &Settings, y: &Settings, a: &str, b: &str) -> String {
+    let show = |k: &str, v: Option<&serde_json::Value>| match v {
+        Some(serde_json::Value::String(s)) => format!("{k}={s}"),
+        Some(v) => format!("{k}={v}"),
+        None => format!("no {k}"),
+    };
+    let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+    keys.into_iter()
+        .filter(|k| x.get(*k) != y.get(*k))
+        .map(|k| format!("{} ({a}) vs {} ({b})", show(k, x.get(k)), show(k, y.get(k))))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A shard to run and the settings its manifest records.

@@ -1,0 +1,164 @@
+//! A row-mapping stage's output kept in parts while it runs, so that a killed run resumes where it
+//! stopped instead of starting over (encoding a million documents on two cores takes hours).
+//!
+//! Beside the destination `X.parquet` the run keeps `X.parquet.partial/`: `state.json` (the stage,
+//! its settings and its row range, written first) and one `part-<first>-<end>.parquet` a block,
+//! each written atomically. A run that finds the folder with the same settings takes its parts as
+//! done and starts at the first row after them; with other settings it stops, naming each
+//! difference, and leaves the parts as they are. At the end the parts become the destination (one
+//! part is renamed, several are concatenated) and the folder goes. Blocks are the stage's global
+//! blocks (`BLOCK`), so a resumed run batches every row as an uninterrupted one does: the same
+//! bits.
+use super::{merge::concat, settings_difference, Settings};
+use crate::data::{self, write_atomic, ParquetSink};
+use crate::error::{Error, Result};
+use arrow_array::RecordBatch;
+use serde::{Deserialize, Serialize};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+/// What `state.json` records: a run's parts belong to it only with all three the same.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct State {
+    command: String,
+    settings: Settings,
+    /// The run's rows of the input (a whole run: from 0 to its end, unknown until read).
+    start: usize,
+}
+
+/// The parts folder of a run writing `dest`.
+pub struct Parts {
+    dir: PathBuf,
+    /// The row the next part starts at.
+    next: usize,
+    parts: Vec<PathBuf>,
+}
+
+impl Parts {
+    /// `dest`'s parts folder for a run of `command` with `settings` over `rows`: a new one, or
+    /// the one a killed run with the same settings left (`resumed_at` says where it stopped).
+    pub fn open(
+        dest: &Path,
+        command: &str,
+        settings: &Settings,
+        rows: &Range<usize>,
+    ) -> Result<Parts> {
+        let dir = folder(dest);
+        let state = State {
+            command: command.to_string(),
+            settings: settings.clone(),
+            start: rows.start,
+        };
+        let state_file = dir.join("state.json");
+        if !state_file.is_file() {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::file(&dir, e))?;
+            let text = serde_json::to_string_pretty(&state).expect("serializes");
+            write_atomic(&state_file, text.as_bytes())?;
+            return Ok(Parts {
+                dir,
+                next: rows.start,
+                parts: Vec::new(),
+            });
+        }
+        let text = std::fs::read_to_string(&state_file).map_err(|e| Error::file(&state_file, e))?;
+        let old: State = serde_json::from_str(&text)
+            .map_err(|e| Error::file(&state_file, format!("not a parts state: {e}")))?;
+        if old != state {
+            let why = if old.command != state.command {
+                format!("command {} vs {}", old.command, state.command)
+            } else if old.start != state.start {
+                format!("rows from {} vs {}", old.start, state.start)
+            } else {
+                settings_difference(&old.settings, &state.settings, "that run", "this one")
+            };
+            return Err(Error::file(
+                &dir,
+                format!(
+                    "holds the rows of an interrupted run with other settings ({why}): run with its \
+                     settings to resume it, or remove the folder to start over"
+                ),
+            ));
+        }
+        let mut found: Vec<(usize, usize, PathBuf)> = Vec::new();
+        for e in std::fs::read_dir(&dir).map_err(|e| Error::file(&dir, e))? {
+            let p = e.map_err(|e| Error::file(&dir, e))?.path();
+            if let Some((a, b)) = part_rows(&p) {
+                found.push((a, b, p));
+            }
+        }
+        found.sort();
+        let mut next = rows.start;
+        let mut parts = Vec::with_capacity(found.len());
+        for (a, b, p) in found {
+            if a != next || b <= a || data::count_rows(&p)? != b - a {
+                return Err(Error::file(
+                    &p,
+                    format!("a part that does not continue the rows before it (expected from row {next}): remove the folder to start over"),
+                ));
+            }
+            next = b;
+            parts.push(p);
+        }
+        Ok(Parts { dir, next, parts })
+    }
+
+    /// The first row not yet done: where a resumed run starts (the range's start for a new one).
+    pub fn resumed_at(&self) -> usize {
+        self.next
+    }
+
+    /// Rows already done by an earlier run.
+    pub fn done(&self, rows: &Range<usize>) -> usize {
+        self.next - rows.start
+    }
+
+    /// A finished block of `batch.num_rows()` rows, kept as the next part.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let end = self.next + batch.num_rows();
+        let p = self
+            .dir
+            .join(format!("part-{:012}-{:012}.parquet", self.next, end));
+        let mut sink = ParquetSink::create(&p, batch.schema())?;
+        sink.write(batch)?;
+        sink.finish()?;
+        self.parts.push(p);
+        self.next = end;
+        Ok(())
+    }
+
+    /// The parts made into `dest` and the folder removed; false where there were no rows (no file
+    /// is written then).
+    pub fn finish(self, dest: &Path) -> Result<bool> {
+        let wrote = match self.parts.as_slice() {
+            [] => false,
+            [one] => {
+                std::fs::rename(one, dest).map_err(|e| Error::file(dest, e))?;
+                true
+            }
+            many => {
+                concat(many, dest)?;
+                true
+            }
+        };
+        std::fs::remove_dir_all(&self.dir).map_err(|e| Error::file(&self.dir, e))?;
+        Ok(wrote)
+    }
+}
+
+/// `dest`'s parts folder: `X.parquet` -> `X.parquet.partial`.
+pub fn folder(dest: &Path) -> PathBuf {
+    let mut name = dest.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    dest.with_file_name(name)
+}
+
+/// A part's rows from its name, `part-<first>-<end>.parquet` (None for anything else: a killed
+/// write's temporary file).
+fn part_rows(p: &Path) -> Option<(usize, usize)> {
+    let name = p.file_name()?.to_str()?;
+    let (a, b) = name
+        .strip_prefix("part-")?
+        .strip_suffix(".parquet")?
+        .split_once('-')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
