@@ -209,81 +209,125 @@ fn sharded_overlap_merges_to_the_single_run() {
     }
 }
 
-/// An encode killed after some blocks (SIGKILL) resumes from the parts it left beside its
-/// output and writes the uninterrupted run's bits; a run with other settings or another input is
-/// refused, naming the difference, and leaves the parts as they are; nothing is left beside the
-/// finished file.
-#[test]
-fn an_interrupted_encode_resumes_to_the_whole_runs_bits() {
-    let dir = tempfile::tempdir().unwrap();
-    let (whole, killed) = (
-        dir.path().join("whole.parquet"),
-        dir.path().join("killed.parquet"),
-    );
-    // 5,749 rows: six blocks of 1,024 through the real model
-    let args = |out: &Path, input: &str, batch: &str| -> Vec<String> {
-        let model = common::model();
-        [
-            "encode",
-            "--model",
-            s(&model),
-            "--input",
-            input,
-            "--columns",
-            "sentence1",
-            "--batch-size",
-            batch,
-            "--out",
-            s(out),
-        ]
-        .map(String::from)
-        .to_vec()
-    };
-    let train = data("stsb/train.parquet");
-    let run = |a: Vec<String>| condenser(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    common::ok(run(args(&whole, s(&train), "32")));
-    let parts = dir.path().join("killed.parquet.partial");
-    let count = || {
-        std::fs::read_dir(&parts).map_or(0, |d| {
-            d.filter(|e| {
-                e.as_ref()
-                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("part-"))
-            })
-            .count()
+/// The parts (`part-*` files) in `out`'s parts folder.
+fn parts_of(out: &Path) -> usize {
+    let mut name = out.file_name().unwrap().to_os_string();
+    name.push(".partial");
+    std::fs::read_dir(out.with_file_name(name)).map_or(0, |d| {
+        d.filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("part-"))
         })
-    };
+        .count()
+    })
+}
+
+/// Run `args` + `--out` whole, then again SIGKILLed once two blocks are kept as parts: `other`
+/// (flags that change a setting) is refused naming `diff`, and leaves the parts; the same flags
+/// again say `resumed` and write the whole run's table, and nothing is left beside it. Returns the
+/// killed run's output (for further checks) and its parts when killed.
+fn check_resume(
+    dir: &Path,
+    args: &[&str],
+    other: &[&str],
+    diff: &str,
+    resumed: &str,
+) -> (PathBuf, usize) {
+    let (whole, killed) = (dir.join("whole.parquet"), dir.join("killed.parquet"));
+    ok(&[args, &["--out", s(&whole)]].concat());
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"));
-    cmd.args(args(&killed, s(&train), "32"));
-    common::kill_when(cmd, || count() >= 2);
-    assert!(!killed.exists() && count() >= 2);
-    let kept = count();
-    let e = common::err(run(args(&killed, s(&train), "16")));
+    cmd.args([args, &["--out", s(&killed)]].concat());
+    common::kill_when(cmd, || parts_of(&killed) >= 2);
+    let kept = parts_of(&killed);
+    assert!(!killed.exists() && kept >= 2);
+    let e = fails(&[args, other, &["--out", s(&killed)]].concat());
     assert!(
         e.contains("killed.parquet.partial")
             && e.contains("interrupted run with other settings")
-            && e.contains("batch_size=32 (that run) vs batch_size=16 (this one)"),
+            && e.contains(diff),
         "{e}"
     );
-    let dev = data("stsb/dev.parquet");
-    let e = common::err(run(args(&killed, s(&dev), "32")));
-    assert!(e.contains("input_xxh3="), "{e}");
-    assert_eq!(count(), kept, "a refused run leaves the parts");
-    let out = common::ok(run(args(&killed, s(&train), "32")));
+    assert_eq!(parts_of(&killed), kept, "a refused run leaves the parts");
+    let text = ok(&[args, &["--out", s(&killed)]].concat());
     assert!(
-        out.contains(&format!(
-            "resuming: {} rows were encoded by an interrupted run",
-            kept * 1024
-        )) && out.contains("wrote 5749 rows"),
-        "{out}"
+        text.contains("resuming: ") && text.contains(resumed),
+        "{text}"
     );
     same_table(&whole, &killed);
-    assert!(
-        !parts.exists(),
-        "the parts folder goes once the file is whole"
-    );
-    let left: Vec<_> = std::fs::read_dir(dir.path())
+    let left: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("whole") || n.contains("killed"))
         .collect();
-    assert_eq!(left.len(), 2, "{left:?}");
+    assert_eq!(
+        left.len(),
+        2,
+        "the parts folder goes once the file is whole: {left:?}"
+    );
+    (killed, kept)
+}
+
+/// An encode killed after some blocks (SIGKILL) resumes from the parts it left beside its output
+/// and writes the uninterrupted run's bits; other settings or another input are refused.
+#[test]
+fn an_interrupted_encode_resumes_to_the_whole_runs_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = common::model();
+    // 5,749 rows: six blocks of 1,024 through the real model
+    let train = data("stsb/train.parquet");
+    let args = [
+        "encode",
+        "--model",
+        s(&model),
+        "--input",
+        s(&train),
+        "--columns",
+        "sentence1",
+    ];
+    let (killed, _) = check_resume(
+        dir.path(),
+        &args,
+        &["--batch-size", "16"],
+        "batch_size=32 (that run) vs batch_size=16 (this one)",
+        "wrote 5749 rows",
+    );
+    // a changed input is another run's: killed again, then run on the dev split
+    std::fs::remove_file(&killed).unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_condenser"));
+    cmd.args([&args[..], &["--out", s(&killed)]].concat());
+    common::kill_when(cmd, || parts_of(&killed) >= 1);
+    let dev = data("stsb/dev.parquet");
+    let e = fails(
+        &[
+            &args[..4],
+            &[s(&dev), "--columns", "sentence1", "--out", s(&killed)],
+        ]
+        .concat(),
+    );
+    assert!(e.contains("input_xxh3="), "{e}");
+}
+
+/// Labelling killed after some chunks resumes to the whole run's pairs and labels.
+#[test]
+fn interrupted_labelling_resumes_to_the_whole_runs_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let ce = cross_encoder(dir.path());
+    // 5,749 gold pairs + ~16,000 sampled to label: 22 chunks of 1,024
+    let input = data("stsb/train.parquet");
+    let args = [
+        "augment",
+        "--cross-encoder",
+        s(&ce),
+        "--input",
+        s(&input),
+        "--top-k",
+        "3",
+    ];
+    check_resume(
+        dir.path(),
+        &args,
+        &["--seed", "7"],
+        "seed=42 (that run) vs seed=7 (this one)",
+        "labelled) were written by an interrupted run",
+    );
 }

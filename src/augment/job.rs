@@ -58,6 +58,12 @@ impl AugmentJob {
                 Ok(enc)
             })
             .transpose()?;
-        augment(&self.spec, &labeler, sampler.as_ref(), progress)
+        augment(
+            &self.spec,
+            &labeler,
+            sampler.as_ref(),
+            &self.shard_settings()?,
+            progress,
+        )
     }
 }

@@ -3,12 +3,14 @@
 //! write each labelled block as it is done, into a Parquet file renamed into place at the end.
 //! A shard draws the same sample (it is seeded) and labels only its blocks of the pair list.
 use super::{random_pairs, ranking_depth, semantic_ranking, take_ranked, Bm25, Sampling};
-use crate::data::{self, ColumnSpec, ParquetSink};
+use crate::data::{self, ColumnSpec};
 use crate::error::{Error, Result};
 use crate::eval::accuracy::argmax;
 use crate::flags;
 use crate::model::CrossEncoderModel;
 use crate::model::SentenceEncoder;
+use crate::shard::parts::{self, Parts};
+use crate::shard::Settings;
 use arrow_array::{ArrayRef, Float32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use indicatif::ProgressBar;
@@ -125,11 +127,14 @@ fn label_column(spec: &AugmentSpec) -> Result<Option<String>> {
     ))
 }
 
-/// Read, sample, label and write; `progress` counts the pairs labelled.
+/// Read, sample, label and write; `progress` counts the pairs labelled. `settings`: the run's
+/// (`AugmentJob::shard_settings`), which an interrupted run's parts must share to be resumed
+/// (shard::parts: the labelled chunks it finished are kept, the rest labelled).
 pub fn augment(
     spec: &AugmentSpec,
     labeler: &CrossEncoderModel,
     sampler: Option<&SentenceEncoder>,
+    settings: &Settings,
     progress: &ProgressBar,
 ) -> Result<AugmentSummary> {
     let semantic = matches!(spec.sampling, Sampling::Semantic | Sampling::Bm25Semantic);
@@ -220,14 +225,28 @@ pub fn augment(
     }
     summary.labelled = rows.iter().filter(|r| r.2.is_none()).count();
     progress.set_length(summary.labelled as u64);
+    let mut settings = settings.clone();
+    let input_hash = format!("{:016x}", data::file_xxh3(spec.input()?)?);
+    settings.insert("input_xxh3".into(), input_hash.into());
+    let mut parts = Parts::open(&dest, "augment", &settings, &range)?;
+    let done = parts.done(&range);
+    if done > 0 {
+        let labelled = rows[..done].iter().filter(|r| r.2.is_none()).count();
+        progress.suspend(|| {
+            eprintln!(
+                "resuming: {done} pairs ({labelled} labelled) were written by an interrupted run ({})",
+                parts::folder(&dest).display()
+            )
+        });
+        progress.set_position(labelled as u64);
+    }
     let schema = Arc::new(Schema::new(vec![
         Field::new("sentence1", DataType::Utf8, false),
         Field::new("sentence2", DataType::Utf8, false),
         Field::new("label", DataType::Float32, false),
         Field::new("origin", DataType::Utf8, false),
     ]));
-    let mut sink = ParquetSink::create(&dest, schema.clone())?;
-    for chunk in rows.chunks(CHUNK) {
+    for chunk in rows[done..].chunks(CHUNK) {
         let todo: Vec<usize> = (0..chunk.len()).filter(|&i| chunk[i].2.is_none()).collect();
         let pairs: Vec<(&str, &str)> = todo.iter().map(|&i| (chunk[i].0, chunk[i].1)).collect();
         let scores = labeler.predict(&pairs, spec.batch.batch_size, progress)?;
@@ -244,13 +263,13 @@ pub fn augment(
                 chunk.iter().map(|r| r.3.name()),
             )),
         ];
-        sink.write(
+        parts.write(
             &RecordBatch::try_new(schema.clone(), arrays).map_err(|e| Error::file(&spec.out, e))?,
         )?;
     }
-    sink.finish()?;
+    let wrote = parts.finish(&dest)?;
     if let Some(run) = &spec.shard {
-        run.finish("augment", &dest, total, range, true)?;
+        run.finish("augment", &dest, total, range, wrote)?;
     }
     Ok(summary)
 }
