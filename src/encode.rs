@@ -145,7 +145,7 @@ pub fn encode_file(
         }
         let schema = Schema::new(fields).with_metadata(meta.to_schema_metadata());
         let rb = RecordBatch::try_new(Arc::new(schema), arrays).map_err(|e| Error::file(out, e))?;
-        parts.write(&rb)?;
+        parts.write(&rb, batch.num_rows())?;
         progress.inc(batch.num_rows() as u64);
         written += batch.num_rows();
     }

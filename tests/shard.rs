@@ -331,3 +331,37 @@ fn interrupted_labelling_resumes_to_the_whole_runs_labels() {
         "labelled) were written by an interrupted run",
     );
 }
+
+/// Mining killed after some blocks of anchors resumes to the whole run's rows.
+#[test]
+fn interrupted_mining_resumes_to_the_whole_runs_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let ce = cross_encoder(dir.path());
+    let tiny = dir.path().join("tiny");
+    // STSb train as (anchor, positive): 90 blocks of 64 anchors, rescored by the cross-encoder
+    let input = data("stsb/train.parquet");
+    let args = [
+        "mine",
+        "--model",
+        s(&tiny),
+        "--cross-encoder",
+        s(&ce),
+        "--input",
+        s(&input),
+        "--columns",
+        "sentence1,sentence2",
+        "--num-negatives",
+        "2",
+        "--range-max",
+        "12",
+        "--sampling",
+        "random",
+    ];
+    check_resume(
+        dir.path(),
+        &args,
+        &["--seed", "7"],
+        "options.seed=42 (that run) vs options.seed=7 (this one)",
+        "anchors were mined by an interrupted run",
+    );
+}

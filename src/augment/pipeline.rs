@@ -265,6 +265,7 @@ pub fn augment(
         ];
         parts.write(
             &RecordBatch::try_new(schema.clone(), arrays).map_err(|e| Error::file(&spec.out, e))?,
+            chunk.len(),
         )?;
     }
     let wrote = parts.finish(&dest)?;

@@ -83,13 +83,23 @@ pub fn run(a: Args) -> Result<()> {
     let bar = progress::bar(Some(0), "texts");
     let s = job.run(shard.as_ref(), &bar)?;
     bar.finish_and_clear();
+    // negatives and filtered count the anchors this process mined
+    let mined = s.anchors - s.resumed;
+    let resumed = if s.resumed > 0 {
+        format!(
+            " (of them {mined} now: {} mined by the interrupted run)",
+            s.resumed
+        )
+    } else {
+        String::new()
+    };
     out(&format!(
-        "{} anchors, {} corpus texts; {} negatives ({:.2} per anchor, {} candidates filtered); \
+        "{} anchors{resumed}, {} corpus texts; {} negatives ({:.2} per anchor, {} candidates filtered); \
          {} rows -> {} in {:.1} s\n{}{}\n",
         s.anchors,
         s.corpus,
         s.negatives,
-        s.negatives as f64 / s.anchors.max(1) as f64,
+        s.negatives as f64 / mined.max(1) as f64,
         s.filtered,
         s.rows,
         s.dest.display(),

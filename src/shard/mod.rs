@@ -167,18 +167,37 @@ pub fn settings(job: &impl Serialize, models: &[(&str, Option<&Path>)]) -> Resul
     Ok(map)
 }
 
-/// What differs between two runs' settings, setting by setting: `name=value (a) vs name=value
-/// (b)`, `a` and `b` saying whose each is.
+/// What differs between two runs' settings, setting by setting (a nested table's by its dotted
+/// path): `name=value (a) vs name=value (b)`, `a` and `b` saying whose each is.
 pub fn settings_difference(x: &Settings, y: &Settings, a: &str, b: &str) -> String {
+    type Leaves = std::collections::BTreeMap<String, serde_json::Value>;
+    fn leaves(prefix: &str, m: &Settings, out: &mut Leaves) {
+        for (k, v) in m {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                serde_json::Value::Object(inner) => leaves(&key, inner, out),
+                v => {
+                    out.insert(key, v.clone());
+                }
+            }
+        }
+    }
+    let (mut lx, mut ly) = (Leaves::new(), Leaves::new());
+    leaves("", x, &mut lx);
+    leaves("", y, &mut ly);
     let show = |k: &str, v: Option<&serde_json::Value>| match v {
         Some(serde_json::Value::String(s)) => format!("{k}={s}"),
         Some(v) => format!("{k}={v}"),
         None => format!("no {k}"),
     };
-    let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+    let keys: std::collections::BTreeSet<&String> = lx.keys().chain(ly.keys()).collect();
     keys.into_iter()
-        .filter(|k| x.get(*k) != y.get(*k))
-        .map(|k| format!("{} ({a}) vs {} ({b})", show(k, x.get(k)), show(k, y.get(k))))
+        .filter(|k| lx.get(*k) != ly.get(*k))
+        .map(|k| format!("{} ({a}) vs {} ({b})", show(k, lx.get(k)), show(k, ly.get(k))))
         .collect::<Vec<_>>()
         .join("; ")
 }

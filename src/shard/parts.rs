@@ -2,8 +2,8 @@
 //! stopped instead of starting over (encoding a million documents on two cores takes hours).
 //!
 //! Beside the destination `X.parquet` the run keeps `X.parquet.partial/`: `state.json` (the stage,
-//! its settings and its row range, written first) and one `part-<first>-<end>.parquet` a block,
-//! each written atomically. A run that finds the folder with the same settings takes its parts as
+//! its settings and its row range, written first) and one `part-<first>-<end>.parquet` a block
+//! (its input rows, or the stage's unit: mine's anchors), each written atomically. A run that finds the folder with the same settings takes its parts as
 //! done and starts at the first row after them; with other settings it stops, naming each
 //! difference, and leaves the parts as they are. At the end the parts become the destination (one
 //! part is renamed, several are concatenated) and the folder goes. Blocks are the stage's global
@@ -90,7 +90,7 @@ impl Parts {
         let mut next = rows.start;
         let mut parts = Vec::with_capacity(found.len());
         for (a, b, p) in found {
-            if a != next || b <= a || data::count_rows(&p)? != b - a {
+            if a != next || b <= a {
                 return Err(Error::file(
                     &p,
                     format!("a part that does not continue the rows before it (expected from row {next}): remove the folder to start over"),
@@ -112,9 +112,10 @@ impl Parts {
         self.next - rows.start
     }
 
-    /// A finished block of `batch.num_rows()` rows, kept as the next part.
-    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        let end = self.next + batch.num_rows();
+    /// A finished block of `units` input rows (or anchors), its output `batch`, kept as the next
+    /// part.
+    pub fn write(&mut self, batch: &RecordBatch, units: usize) -> Result<()> {
+        let end = self.next + units;
         let p = self
             .dir
             .join(format!("part-{:012}-{:012}.parquet", self.next, end));
@@ -126,16 +127,22 @@ impl Parts {
         Ok(())
     }
 
-    /// The parts made into `dest` and the folder removed; false where there were no rows (no file
-    /// is written then).
+    /// The parts made into `dest` and the folder removed; false where no block was written (no
+    /// file is written then; blocks without output rows leave `dest` a table of none).
     pub fn finish(self, dest: &Path) -> Result<bool> {
-        let wrote = match self.parts.as_slice() {
-            [] => false,
-            [one] => {
+        let mut full = Vec::new();
+        for p in &self.parts {
+            if data::count_rows(p)? > 0 {
+                full.push(p.clone());
+            }
+        }
+        let wrote = match (full.as_slice(), self.parts.first()) {
+            (_, None) => false,
+            ([], Some(one)) | ([one], _) => {
                 std::fs::rename(one, dest).map_err(|e| Error::file(dest, e))?;
                 true
             }
-            many => {
+            (many, _) => {
                 concat(many, dest)?;
                 true
             }

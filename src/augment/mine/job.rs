@@ -1,13 +1,16 @@
 //! A `mine` run as the command describes it: where the pairs and corpus come from, which models
 //! find and rescore candidates, the mining options and the output; run whole or as one shard.
-use super::{mine, write_mined, Candidates, MineOptions, MineSource, Miners};
+use super::{mine, mined_batch, Candidates, MineOptions, MineSource, Mined, MinedBlocks, Miners};
+use crate::data;
 use crate::error::{Error, Result};
 use crate::model::InferenceOptions;
 use crate::search::StoredEmbeddings;
+use crate::shard::parts::{self, Parts};
 use crate::shard::{self, Settings, ShardRun};
 use indicatif::ProgressBar;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct MineJob {
@@ -33,6 +36,8 @@ pub struct MineJob {
 /// What a run did, for the command's summary line.
 pub struct MineSummary {
     pub anchors: usize,
+    /// Anchors an interrupted run had mined (this process mined the rest).
+    pub resumed: usize,
     pub corpus: usize,
     pub negatives: usize,
     pub filtered: usize,
@@ -96,31 +101,77 @@ impl MineJob {
             index: self.index.as_deref().map(|p| (p, self.breadth)),
         };
         let o = &self.options;
-        let mined = mine(texts.input(), &models, o, shard.map(|r| r.shard), progress)?;
-        let scores = self.output_scores || mined.rescored;
         let dest = shard.map_or(self.out.clone(), |r| r.shard.file(&self.out));
-        let rows = if mined.rows.is_empty() && shard.is_some() {
-            0 // a shard without anchors writes only its manifest
-        } else {
-            write_mined(&mined, o.format, o.num_negatives, scores, &dest)?
+        // the parts of an interrupted run count only for the same texts
+        let mut settings = self.shard_settings()?;
+        settings.insert("texts_xxh3".into(), texts.fingerprint().into());
+        let mut out = Blocks {
+            dest: &dest,
+            settings,
+            parts: None,
+            job: self,
+            scores: self.output_scores || ce.is_some(),
+            progress,
+        };
+        let stats = mine(
+            texts.input(),
+            &models,
+            o,
+            shard.map(|r| r.shard),
+            &mut out,
+            progress,
+        )?;
+        let wrote = match out.parts {
+            Some(p) => p.finish(&dest)?,
+            None => false,
         };
         if let Some(r) = shard {
-            r.finish(
-                "mine",
-                &dest,
-                mined.anchors.len(),
-                mined.range.clone(),
-                rows > 0,
-            )?;
+            r.finish("mine", &dest, stats.anchors, stats.range.clone(), wrote)?;
         }
         Ok(MineSummary {
-            anchors: mined.range.len(),
-            corpus: mined.corpus.len(),
-            negatives: mined.rows.iter().map(|r| r.negatives.len()).sum(),
-            filtered: mined.filtered,
-            rows,
+            anchors: stats.range.len(),
+            resumed: stats.from - stats.range.start,
+            corpus: stats.corpus,
+            negatives: stats.negatives,
+            filtered: stats.filtered,
+            rows: if wrote { data::count_rows(&dest)? } else { 0 },
             dest,
             seconds: t0.elapsed().as_secs_f64(),
         })
+    }
+}
+
+/// A run's output as `mine` hands it blocks: one part a block (shard::parts), so that a killed
+/// run resumes after the blocks it finished.
+struct Blocks<'r> {
+    dest: &'r Path,
+    settings: Settings,
+    parts: Option<Parts>,
+    job: &'r MineJob,
+    scores: bool,
+    progress: &'r ProgressBar,
+}
+
+impl MinedBlocks for Blocks<'_> {
+    fn begin(&mut self, range: &Range<usize>) -> Result<usize> {
+        let parts = Parts::open(self.dest, "mine", &self.settings, range)?;
+        let done = parts.done(range);
+        if done > 0 {
+            self.progress.suspend(|| {
+                eprintln!(
+                    "resuming: {done} anchors were mined by an interrupted run ({})",
+                    parts::folder(self.dest).display()
+                )
+            });
+        }
+        let from = parts.resumed_at();
+        self.parts = Some(parts);
+        Ok(from)
+    }
+
+    fn block(&mut self, m: &Mined, anchors: usize) -> Result<()> {
+        let o = &self.job.options;
+        let batch = mined_batch(m, o.format, o.num_negatives, self.scores, self.dest)?;
+        self.parts.as_mut().expect("begun").write(&batch, anchors)
     }
 }

@@ -30,16 +30,34 @@ pub struct MinedAnchor {
 /// run. Small, because an anchor costs a search and up to range-max cross-encoder pairs.
 pub const BLOCK: usize = 64;
 
-pub struct Mined<'a> {
-    pub anchors: Vec<&'a str>,
-    pub corpus: Vec<&'a str>,
+/// A finished block of anchors: their results, and the texts their indices point into.
+pub struct Mined<'a, 'b> {
+    pub anchors: &'b [&'a str],
+    pub corpus: &'b [&'a str],
     pub rows: Vec<MinedAnchor>,
-    /// Scores come from the cross-encoder (written for MarginMSE) rather than the retriever.
-    pub rescored: bool,
-    /// Candidates removed by the score and margin filters.
-    pub filtered: usize,
-    /// The (unique) anchors mined: all of them, or a shard's range.
+}
+
+/// Where `mine` puts each block of anchors as it finishes it (the run's output parts).
+pub trait MinedBlocks {
+    /// The (distinct) anchors this run mines, all or a shard's: returns the first not done yet
+    /// (past the blocks an interrupted run finished).
+    fn begin(&mut self, range: &Range<usize>) -> Result<usize>;
+    /// A finished block of `anchors` anchors.
+    fn block(&mut self, m: &Mined, anchors: usize) -> Result<()>;
+}
+
+/// What a run mined, for its summary.
+pub struct MineStats {
+    /// Distinct anchors and corpus texts of the whole input.
+    pub anchors: usize,
+    pub corpus: usize,
+    /// The anchors of this run (all, or a shard's), and the first this process mined (later than
+    /// the range's start where it resumed an interrupted run).
     pub range: Range<usize>,
+    pub from: usize,
+    /// Negatives chosen and candidates removed by the filters, in the blocks this process mined.
+    pub negatives: usize,
+    pub filtered: usize,
 }
 
 /// Distinct values in first-seen order, and each value's index.
@@ -55,13 +73,15 @@ fn index<'a>(values: impl IntoIterator<Item = &'a str>) -> (Vec<&'a str>, HashMa
     (list, at)
 }
 
-pub fn mine<'a>(
-    input: MineInput<'a>,
+/// Mine `input`'s anchors (all, or `shard`'s), handing each finished block to `out`.
+pub fn mine(
+    input: MineInput<'_>,
     models: &Miners,
     o: &MineOptions,
     shard: Option<Shard>,
+    out: &mut dyn MinedBlocks,
     progress: &ProgressBar,
-) -> Result<Mined<'a>> {
+) -> Result<MineStats> {
     o.validate(models.cross_encoder.is_some())?;
     if input.anchors.is_empty() {
         return Err(Error::msg("no (anchor, positive) pairs to mine for"));
@@ -79,25 +99,33 @@ pub fn mine<'a>(
     let k = o.range_max() + max_positives;
     let index = CorpusIndex::build(&corpus, models, o, progress)?;
     let range = shard.map_or(0..anchors.len(), |s| s.rows_in(anchors.len(), BLOCK));
-    progress.set_length(progress.length().unwrap_or(0) + range.len() as u64);
-    let mut rows = Vec::with_capacity(range.len());
-    let mut filtered = 0;
-    // global blocks of anchors: a shard embeds and rescores exactly as the whole run does
-    for start in range.clone().step_by(BLOCK) {
+    let from = out.begin(&range)?;
+    progress.set_length(progress.length().unwrap_or(0) + (range.end - from) as u64);
+    let (mut negatives, mut filtered) = (0, 0);
+    // global blocks of anchors: a shard, or a resumed run, embeds and rescores exactly as the
+    // whole run does
+    for start in (from..range.end).step_by(BLOCK) {
         let block = start..(start + BLOCK).min(range.end);
-        let (r, f) = mine_block(
+        let n = block.len();
+        let (rows, f) = mine_block(
             block, &anchors, &corpus, &positives, &index, models, o, k, progress,
         )?;
-        rows.extend(r);
+        negatives += rows.iter().map(|r| r.negatives.len()).sum::<usize>();
         filtered += f;
+        let m = Mined {
+            anchors: &anchors,
+            corpus: &corpus,
+            rows,
+        };
+        out.block(&m, n)?;
     }
-    Ok(Mined {
-        anchors,
-        corpus,
-        rows,
-        rescored: models.cross_encoder.is_some(),
-        filtered,
+    Ok(MineStats {
+        anchors: anchors.len(),
+        corpus: corpus.len(),
         range,
+        from,
+        negatives,
+        filtered,
     })
 }
 

@@ -12,7 +12,7 @@ mod output;
 mod source;
 
 pub use job::{MineJob, MineSummary};
-pub use miner::{mine, MineInput, Mined, MinedAnchor, BLOCK};
+pub use miner::{mine, MineInput, MineStats, Mined, MinedAnchor, MinedBlocks, BLOCK};
 pub use options::{Candidates, MineOptions, MinedFormat, Miners, NegativeSampling};
-pub use output::write_mined;
+pub use output::mined_batch;
 pub use source::{MineSource, MineTexts};

@@ -3,7 +3,6 @@
 //! scores, a `scores` list [positive, negatives...] per row as sentence-transformers writes it, and
 //! for triplets a `margin` (positive minus negative: MarginMSE's target).
 use super::{Mined, MinedFormat};
-use crate::data::write_parquet;
 use crate::error::Result;
 use arrow_array::builder::{Float32Builder, ListBuilder};
 use arrow_array::{Array, ArrayRef, Float32Array, RecordBatch, StringArray};
@@ -14,7 +13,7 @@ use std::sync::Arc;
 /// (anchor, positive, negatives, scores [positive, negatives...]) per output row.
 type Row<'a> = (&'a str, &'a str, Vec<&'a str>, Vec<f32>);
 
-fn rows<'a>(m: &Mined<'a>, format: MinedFormat, n: usize) -> Vec<Row<'a>> {
+fn rows<'a>(m: &Mined<'a, '_>, format: MinedFormat, n: usize) -> Vec<Row<'a>> {
     let mut out = Vec::new();
     for r in &m.rows {
         if format == MinedFormat::LabeledPair {
@@ -51,14 +50,14 @@ fn rows<'a>(m: &Mined<'a>, format: MinedFormat, n: usize) -> Vec<Row<'a>> {
     out
 }
 
-/// Write the mined rows; returns how many.
-pub fn write_mined(
+/// A block's mined rows as a table in the output's layout (`dest`: the output, for errors).
+pub fn mined_batch(
     m: &Mined,
     format: MinedFormat,
     num_negatives: usize,
     with_scores: bool,
     dest: &Path,
-) -> Result<usize> {
+) -> Result<RecordBatch> {
     let rows = rows(m, format, num_negatives);
     fn text<'a>(rows: &[Row<'a>], f: impl Fn(&Row<'a>) -> &'a str) -> ArrayRef {
         Arc::new(StringArray::from_iter_values(rows.iter().map(f)))
@@ -100,9 +99,6 @@ pub fn write_mined(
             )));
         }
     }
-    let schema = Arc::new(Schema::new(fields));
-    let batch = RecordBatch::try_new(schema.clone(), cols)
-        .map_err(|e| crate::error::Error::file(dest, e))?;
-    write_parquet(dest, schema, [&batch])?;
-    Ok(rows.len())
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols)
+        .map_err(|e| crate::error::Error::file(dest, e))
 }

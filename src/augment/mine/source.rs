@@ -30,6 +30,20 @@ pub struct MineTexts {
 }
 
 impl MineTexts {
+    /// xxh3 of every text, each framed by its length, the three lists apart: what a resumed run
+    /// must find again.
+    pub fn fingerprint(&self) -> String {
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        for list in [&self.anchors, &self.positives, &self.corpus] {
+            h.update(&(list.len() as u64).to_le_bytes());
+            for t in list {
+                h.update(&(t.len() as u64).to_le_bytes());
+                h.update(t.as_bytes());
+            }
+        }
+        format!("{:016x}", h.digest())
+    }
+
     pub fn input(&self) -> MineInput<'_> {
         fn refs(v: &[String]) -> Vec<&str> {
             v.iter().map(String::as_str).collect()
