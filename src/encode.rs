@@ -8,8 +8,8 @@ use crate::data::{self, retrieval, ColumnSpec};
 use crate::error::{Error, Result};
 use crate::model::SentenceEncoder;
 use crate::search::EmbeddingsMeta;
-use crate::shard::parts::{self, Parts};
-use crate::shard::{Settings, ShardRun, BLOCK};
+use crate::shard::parts::{self, Parts, Resume};
+use crate::shard::{ShardRun, BLOCK};
 use arrow_array::{Array, ArrayRef, FixedSizeListArray, Float32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use indicatif::ProgressBar;
@@ -57,8 +57,8 @@ fn corpus_reader(dir: &Path, columns: &ColumnSpec) -> Result<(data::BatchReader,
 
 /// Encode `columns` of `input` (a dataset file, or a retrieval folder's corpus) with the model in
 /// folder `model` into `out` (Parquet), or only a shard's rows into the shard's file; returns the
-/// rows written and the file. `settings`: the run's (`shard::settings`: flags and the model's
-/// fingerprint), which an interrupted run's parts must share to be resumed (shard::parts).
+/// rows written and the file. `resume`: the run's settings (`shard::settings`: flags and the
+/// model's fingerprint), which an interrupted run's parts must share to be resumed (shard::parts).
 /// `progress` counts rows.
 #[allow(clippy::too_many_arguments)]
 pub fn encode_file(
@@ -69,7 +69,7 @@ pub fn encode_file(
     batch_size: usize,
     out: &Path,
     shard: Option<&ShardRun>,
-    settings: &Settings,
+    resume: &Resume,
     progress: &ProgressBar,
 ) -> Result<(usize, std::path::PathBuf)> {
     if columns.is_empty() {
@@ -86,9 +86,11 @@ pub fn encode_file(
         (data::open(input, &cols)?, columns.resolve(input)?)
     };
     // the parts of an interrupted run count only for the same input, by content
-    let mut settings = settings.clone();
+    let mut resume = resume.clone();
     let input_hash = format!("{:016x}", data::file_xxh3(reader.path())?);
-    settings.insert("input_xxh3".into(), input_hash.into());
+    resume
+        .settings
+        .insert("input_xxh3".into(), input_hash.into());
     let meta = EmbeddingsMeta::of(enc, model, &text_cols)?;
     // a whole run reads to the end (no counting pass); a shard needs the count for its range
     let (total, range) = match shard {
@@ -107,7 +109,7 @@ pub fn encode_file(
         }
     };
     let dest = shard.map_or(out.to_path_buf(), |s| s.shard.file(out));
-    let mut parts = Parts::open(&dest, "encode", &settings, &range)?;
+    let mut parts = Parts::open(&dest, "encode", &resume, &range)?;
     let done = parts.done(&range);
     if done > 0 {
         progress.suspend(|| {

@@ -395,3 +395,91 @@ args = { model = ["{out}/base", { for_each = { s = "1" }, value = "{out}/opt", w
         "{e}"
     );
 }
+
+/// A recipe's encode step killed mid-way resumes from its parts when the recipe runs again; run
+/// with changed arguments, it replaces the stale parts (the step's own output) with a note
+/// instead of stopping on them, and writes what the command writes alone.
+#[test]
+fn an_interrupted_encode_step_resumes_and_changed_arguments_replace_its_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let recipe = dir.path().join("r.toml");
+    let model = common::model();
+    let train = common::data("stsb/train.parquet");
+    let emb = out.join("emb.parquet");
+    std::fs::write(
+        &recipe,
+        format!("[vars]\nout = \"{}\"\nbatch = \"32\"\n", out.display())
+            + &step(
+                "enc",
+                "encode",
+                &[],
+                &format!(
+                    "model = \"{}\", input = \"{}\", columns = \"sentence1\", batch-size = \"{{batch}}\", out = \"{{out}}/emb.parquet\"",
+                    model.display(),
+                    train.display()
+                ),
+                &["{out}/emb.parquet"],
+            ),
+    )
+    .unwrap();
+    let parts = out.join("emb.parquet.partial");
+    let count = || {
+        std::fs::read_dir(&parts).map_or(0, |d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().starts_with("part-"))
+            })
+            .count()
+        })
+    };
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_condenser"));
+    cmd.arg("run").arg(&recipe);
+    common::kill_when(cmd, || count() >= 1);
+    let t = text(&run(&recipe, &[]));
+    assert!(
+        t.contains("resuming: ") && t.contains("wrote 5749 rows"),
+        "{t}"
+    );
+    assert!(!parts.exists());
+    // killed again, then changed: the parts made with batch 32 are replaced, not refused
+    std::fs::remove_file(&emb).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_condenser"));
+    cmd.arg("run").arg(&recipe).args(["--force"]);
+    common::kill_when(cmd, || count() >= 1);
+    let o = run(&recipe, &["--set", "batch=16"]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("note: removed") && t.contains("batch_size=32 (that run) vs batch_size=16"),
+        "{t}"
+    );
+    let alone = dir.path().join("alone.parquet");
+    let a = [
+        "encode",
+        "--model",
+        model.to_str().unwrap(),
+        "--input",
+        train.to_str().unwrap(),
+        "--columns",
+        "sentence1",
+        "--batch-size",
+        "16",
+        "--out",
+        alone.to_str().unwrap(),
+    ];
+    common::ok(common::condenser(&a));
+    let read = |p: &Path| {
+        let f = std::fs::File::open(p).unwrap();
+        let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap();
+        r.map(|b| b.unwrap()).collect::<Vec<_>>()
+    };
+    let (x, y) = (read(&emb), read(&alone));
+    let cat = |v: &[arrow_array::RecordBatch]| {
+        arrow_select::concat::concat_batches(&v[0].schema(), v).unwrap()
+    };
+    assert_eq!(cat(&x), cat(&y));
+}

@@ -6,6 +6,7 @@ use crate::flags;
 use crate::model::kernels::precision::Precision;
 use crate::model::{CrossEncoderModel, SentenceEncoder};
 use crate::runtime::DeviceSpec;
+use crate::shard::parts::Resume;
 use crate::shard::{self, Settings};
 use indicatif::ProgressBar;
 use std::path::PathBuf;
@@ -58,12 +59,10 @@ impl AugmentJob {
                 Ok(enc)
             })
             .transpose()?;
-        augment(
-            &self.spec,
-            &labeler,
-            sampler.as_ref(),
-            &self.shard_settings()?,
-            progress,
-        )
+        let resume = Resume {
+            settings: self.shard_settings()?,
+            stale: self.spec.stale,
+        };
+        augment(&self.spec, &labeler, sampler.as_ref(), &resume, progress)
     }
 }

@@ -9,8 +9,7 @@ use crate::eval::accuracy::argmax;
 use crate::flags;
 use crate::model::CrossEncoderModel;
 use crate::model::SentenceEncoder;
-use crate::shard::parts::{self, Parts};
-use crate::shard::Settings;
+use crate::shard::parts::{self, Parts, Resume, Stale};
 use arrow_array::{ArrayRef, Float32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use indicatif::ProgressBar;
@@ -58,6 +57,10 @@ pub struct AugmentSpec {
     #[arg(skip)]
     #[serde(skip)]
     pub shard: Option<crate::shard::ShardRun>,
+    /// Parts an interrupted run left with other settings: refused, or replaced (a recipe's step)
+    #[arg(skip)]
+    #[serde(skip)]
+    pub stale: Stale,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -127,14 +130,14 @@ fn label_column(spec: &AugmentSpec) -> Result<Option<String>> {
     ))
 }
 
-/// Read, sample, label and write; `progress` counts the pairs labelled. `settings`: the run's
-/// (`AugmentJob::shard_settings`), which an interrupted run's parts must share to be resumed
-/// (shard::parts: the labelled chunks it finished are kept, the rest labelled).
+/// Read, sample, label and write; `progress` counts the pairs labelled. `resume`: the run's
+/// settings (`AugmentJob::shard_settings`), which an interrupted run's parts must share to be
+/// resumed (shard::parts: the labelled chunks it finished are kept, the rest labelled).
 pub fn augment(
     spec: &AugmentSpec,
     labeler: &CrossEncoderModel,
     sampler: Option<&SentenceEncoder>,
-    settings: &Settings,
+    resume: &Resume,
     progress: &ProgressBar,
 ) -> Result<AugmentSummary> {
     let semantic = matches!(spec.sampling, Sampling::Semantic | Sampling::Bm25Semantic);
@@ -225,10 +228,12 @@ pub fn augment(
     }
     summary.labelled = rows.iter().filter(|r| r.2.is_none()).count();
     progress.set_length(summary.labelled as u64);
-    let mut settings = settings.clone();
+    let mut resume = resume.clone();
     let input_hash = format!("{:016x}", data::file_xxh3(spec.input()?)?);
-    settings.insert("input_xxh3".into(), input_hash.into());
-    let mut parts = Parts::open(&dest, "augment", &settings, &range)?;
+    resume
+        .settings
+        .insert("input_xxh3".into(), input_hash.into());
+    let mut parts = Parts::open(&dest, "augment", &resume, &range)?;
     let done = parts.done(&range);
     if done > 0 {
         let labelled = rows[..done].iter().filter(|r| r.2.is_none()).count();

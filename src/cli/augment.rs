@@ -10,7 +10,7 @@ use condenser::error::{Error, Result};
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
-    job: AugmentJob,
+    pub job: AugmentJob,
     #[command(flatten)]
     pseudo: PseudoSpec,
     #[command(flatten)]

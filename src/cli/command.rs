@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use condenser::data::Io;
 use condenser::error::{Error, Result};
 use condenser::recipe::StepMode;
+use condenser::shard::parts::Stale;
 
 /// Domain overlap, AugSBERT and Condenser pre-training for sentence encoders
 #[derive(Parser)]
@@ -101,7 +102,8 @@ impl Command {
         }
     }
 
-    /// A recipe re-running a step it ran before replaces that step's model folder.
+    /// A recipe re-running a step it ran before replaces that step's model folder (or an
+    /// interrupted run's parts of its output).
     fn allow_overwrite(&mut self) {
         match self {
             Command::TrainCrossEncoder(a) => a.train_opts.overwrite = true,
@@ -109,6 +111,10 @@ impl Command {
             Command::TrainNli(a) => a.train_opts.overwrite = true,
             Command::Pretrain(a) => a.train_opts.overwrite = true,
             Command::Interpolate(a) => a.overwrite = true,
+            // their parts of an interrupted run with other settings are the step's own outputs
+            Command::Encode(a) => a.stale = Stale::Replace,
+            Command::Augment(a) => a.job.spec.stale = Stale::Replace,
+            Command::Mine(a) => a.stale = Stale::Replace,
             _ => {}
         }
     }

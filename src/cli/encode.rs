@@ -7,6 +7,7 @@ use condenser::encode::encode_file;
 use condenser::error::Result;
 use condenser::flags::InferenceBatch;
 use condenser::shard;
+use condenser::shard::parts::{Resume, Stale};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -30,6 +31,9 @@ pub struct Args {
     model_opts: ModelOpts,
     #[command(flatten)]
     shard: ShardOpts,
+    /// Parts an interrupted run left with other settings: refused, or replaced (a recipe's step)
+    #[arg(skip)]
+    pub stale: Stale,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -54,7 +58,10 @@ pub fn run(a: Args) -> Result<()> {
         a.batch.batch_size,
         &a.out,
         shard.as_ref(),
-        &settings,
+        &Resume {
+            settings,
+            stale: a.stale,
+        },
         &bar,
     )?;
     bar.finish_and_clear();

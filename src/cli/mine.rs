@@ -7,6 +7,7 @@ use condenser::data::ColumnSpec;
 use condenser::data::Io;
 use condenser::error::Result;
 use condenser::flags::CorpusEmbeddings;
+use condenser::shard::parts::Stale;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -52,6 +53,9 @@ pub struct Args {
     /// A shard mines its blocks of 64 (unique) anchors against the whole corpus
     #[command(flatten)]
     shard: ShardOpts,
+    /// Parts an interrupted run left with other settings: refused, or replaced (a recipe's step)
+    #[arg(skip)]
+    pub stale: Stale,
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -78,6 +82,7 @@ pub fn run(a: Args) -> Result<()> {
         breadth: a.use_index.breadth(),
         index: a.use_index.index,
         out: a.out,
+        stale: a.stale,
     };
     let shard = a.shard.resolve(|| job.shard_settings())?;
     let bar = progress::bar(Some(0), "texts");

@@ -197,7 +197,13 @@ pub fn settings_difference(x: &Settings, y: &Settings, a: &str, b: &str) -> Stri
     let keys: std::collections::BTreeSet<&String> = lx.keys().chain(ly.keys()).collect();
     keys.into_iter()
         .filter(|k| lx.get(*k) != ly.get(*k))
-        .map(|k| format!("{} ({a}) vs {} ({b})", show(k, lx.get(k)), show(k, ly.get(k))))
+        .map(|k| {
+            format!(
+                "{} ({a}) vs {} ({b})",
+                show(k, lx.get(k)),
+                show(k, ly.get(k))
+            )
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }

@@ -5,7 +5,8 @@
 //! its settings and its row range, written first) and one `part-<first>-<end>.parquet` a block
 //! (its input rows, or the stage's unit: mine's anchors), each written atomically. A run that finds the folder with the same settings takes its parts as
 //! done and starts at the first row after them; with other settings it stops, naming each
-//! difference, and leaves the parts as they are. At the end the parts become the destination (one
+//! difference, and leaves the parts as they are (a recipe re-running its own step removes them:
+//! `Stale::Replace`). At the end the parts become the destination (one
 //! part is renamed, several are concatenated) and the folder goes. Blocks are the stage's global
 //! blocks (`BLOCK`), so a resumed run batches every row as an uninterrupted one does: the same
 //! bits.
@@ -16,6 +17,23 @@ use arrow_array::RecordBatch;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+
+/// What a run does with the parts an interrupted run left under other settings: stop, naming the
+/// difference (a user's command), or remove them and start over (a recipe re-running its own step
+/// after its arguments or inputs changed, which replaces that step's outputs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stale {
+    #[default]
+    Refuse,
+    Replace,
+}
+
+/// What a run's parts must share to be resumed, and what to do with parts that do not.
+#[derive(Clone, Debug)]
+pub struct Resume {
+    pub settings: Settings,
+    pub stale: Stale,
+}
 
 /// What `state.json` records: a run's parts belong to it only with all three the same.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -35,21 +53,26 @@ pub struct Parts {
 }
 
 impl Parts {
-    /// `dest`'s parts folder for a run of `command` with `settings` over `rows`: a new one, or
-    /// the one a killed run with the same settings left (`resumed_at` says where it stopped).
-    pub fn open(
-        dest: &Path,
-        command: &str,
-        settings: &Settings,
-        rows: &Range<usize>,
-    ) -> Result<Parts> {
+    /// `dest`'s parts folder for a run of `command` with `resume.settings` over `rows`: a new
+    /// one, or the one a killed run with the same settings left (`resumed_at` says where it
+    /// stopped).
+    pub fn open(dest: &Path, command: &str, resume: &Resume, rows: &Range<usize>) -> Result<Parts> {
         let dir = folder(dest);
         let state = State {
             command: command.to_string(),
-            settings: settings.clone(),
+            settings: resume.settings.clone(),
             start: rows.start,
         };
         let state_file = dir.join("state.json");
+        if state_file.is_file() && resume.stale == Stale::Replace {
+            if let Some(why) = stale(&state_file, &state)? {
+                eprintln!(
+                    "note: removed {}: an interrupted run's parts with other settings ({why})",
+                    dir.display()
+                );
+                std::fs::remove_dir_all(&dir).map_err(|e| Error::file(&dir, e))?;
+            }
+        }
         if !state_file.is_file() {
             std::fs::create_dir_all(&dir).map_err(|e| Error::file(&dir, e))?;
             let text = serde_json::to_string_pretty(&state).expect("serializes");
@@ -60,17 +83,7 @@ impl Parts {
                 parts: Vec::new(),
             });
         }
-        let text = std::fs::read_to_string(&state_file).map_err(|e| Error::file(&state_file, e))?;
-        let old: State = serde_json::from_str(&text)
-            .map_err(|e| Error::file(&state_file, format!("not a parts state: {e}")))?;
-        if old != state {
-            let why = if old.command != state.command {
-                format!("command {} vs {}", old.command, state.command)
-            } else if old.start != state.start {
-                format!("rows from {} vs {}", old.start, state.start)
-            } else {
-                settings_difference(&old.settings, &state.settings, "that run", "this one")
-            };
+        if let Some(why) = stale(&state_file, &state)? {
             return Err(Error::file(
                 &dir,
                 format!(
@@ -150,6 +163,27 @@ impl Parts {
         std::fs::remove_dir_all(&self.dir).map_err(|e| Error::file(&self.dir, e))?;
         Ok(wrote)
     }
+}
+
+/// How the state in `state_file` differs from `state` (None: the same run).
+fn stale(state_file: &Path, state: &State) -> Result<Option<String>> {
+    let text = std::fs::read_to_string(state_file).map_err(|e| Error::file(state_file, e))?;
+    let old: State = serde_json::from_str(&text)
+        .map_err(|e| Error::file(state_file, format!("not a parts state: {e}")))?;
+    Ok(if old == *state {
+        None
+    } else if old.command != state.command {
+        Some(format!("command {} vs {}", old.command, state.command))
+    } else if old.start != state.start {
+        Some(format!("rows from {} vs {}", old.start, state.start))
+    } else {
+        Some(settings_difference(
+            &old.settings,
+            &state.settings,
+            "that run",
+            "this one",
+        ))
+    })
 }
 
 /// `dest`'s parts folder: `X.parquet` -> `X.parquet.partial`.

@@ -5,7 +5,7 @@ use crate::data;
 use crate::error::{Error, Result};
 use crate::model::InferenceOptions;
 use crate::search::StoredEmbeddings;
-use crate::shard::parts::{self, Parts};
+use crate::shard::parts::{self, Parts, Resume, Stale};
 use crate::shard::{self, Settings, ShardRun};
 use indicatif::ProgressBar;
 use serde::Serialize;
@@ -31,6 +31,9 @@ pub struct MineJob {
     /// The whole run's output (a shard writes beside it).
     #[serde(skip)]
     pub out: PathBuf,
+    /// Parts an interrupted run left with other settings: refused, or replaced (a recipe's step).
+    #[serde(skip)]
+    pub stale: Stale,
 }
 
 /// What a run did, for the command's summary line.
@@ -107,7 +110,10 @@ impl MineJob {
         settings.insert("texts_xxh3".into(), texts.fingerprint().into());
         let mut out = Blocks {
             dest: &dest,
-            settings,
+            resume: Resume {
+                settings,
+                stale: self.stale,
+            },
             parts: None,
             job: self,
             scores: self.output_scores || ce.is_some(),
@@ -145,7 +151,7 @@ impl MineJob {
 /// run resumes after the blocks it finished.
 struct Blocks<'r> {
     dest: &'r Path,
-    settings: Settings,
+    resume: Resume,
     parts: Option<Parts>,
     job: &'r MineJob,
     scores: bool,
@@ -154,7 +160,7 @@ struct Blocks<'r> {
 
 impl MinedBlocks for Blocks<'_> {
     fn begin(&mut self, range: &Range<usize>) -> Result<usize> {
-        let parts = Parts::open(self.dest, "mine", &self.settings, range)?;
+        let parts = Parts::open(self.dest, "mine", &self.resume, range)?;
         let done = parts.done(range);
         if done > 0 {
             self.progress.suspend(|| {
