@@ -151,22 +151,17 @@ fn sharded_labelling_merges_to_the_single_run() {
     );
 }
 
-#[test]
-fn sharded_mining_merges_to_the_single_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let ce = cross_encoder(dir.path());
-    let tiny = dir.path().join("tiny");
-    // 1,379 STSb test pairs as (anchor, positive): 22 blocks of 64 anchors; bi-encoder candidates,
-    // cross-encoder rescoring and a score filter, random picks (seeded per anchor)
-    let input = data("stsb/test.parquet");
-    let args = [
+/// `mine` of `input`'s (sentence1, sentence2) pairs: the bi-encoder's candidates rescored by the
+/// cross-encoder, two random negatives of the top 12 (seeded per anchor).
+fn mine_args<'a>(tiny: &'a Path, ce: &'a Path, input: &'a Path) -> Vec<&'a str> {
+    vec![
         "mine",
         "--model",
-        s(&tiny),
+        s(tiny),
         "--cross-encoder",
-        s(&ce),
+        s(ce),
         "--input",
-        s(&input),
+        s(input),
         "--columns",
         "sentence1,sentence2",
         "--num-negatives",
@@ -175,9 +170,18 @@ fn sharded_mining_merges_to_the_single_run() {
         "12",
         "--sampling",
         "random",
-        "--max-score",
-        "0.9999",
-    ];
+    ]
+}
+
+#[test]
+fn sharded_mining_merges_to_the_single_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let ce = cross_encoder(dir.path());
+    let tiny = dir.path().join("tiny");
+    // 1,379 STSb test pairs as (anchor, positive): 22 blocks of 64 anchors; bi-encoder candidates,
+    // cross-encoder rescoring and a score filter, random picks (seeded per anchor)
+    let input = data("stsb/test.parquet");
+    let args = [mine_args(&tiny, &ce, &input), vec!["--max-score", "0.9999"]].concat();
     check_shards(dir.path(), &args, ".parquet", same_table);
 }
 
@@ -340,23 +344,7 @@ fn interrupted_mining_resumes_to_the_whole_runs_rows() {
     let tiny = dir.path().join("tiny");
     // STSb train as (anchor, positive): 90 blocks of 64 anchors, rescored by the cross-encoder
     let input = data("stsb/train.parquet");
-    let args = [
-        "mine",
-        "--model",
-        s(&tiny),
-        "--cross-encoder",
-        s(&ce),
-        "--input",
-        s(&input),
-        "--columns",
-        "sentence1,sentence2",
-        "--num-negatives",
-        "2",
-        "--range-max",
-        "12",
-        "--sampling",
-        "random",
-    ];
+    let args = mine_args(&tiny, &ce, &input);
     check_resume(
         dir.path(),
         &args,
