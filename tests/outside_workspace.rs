@@ -264,6 +264,24 @@ fn an_installed_model_is_named_from_any_folder() {
     );
     assert!(e.contains("datasets/fetch.sh"), "{e}");
     assert!(!dir.path().join("out2.parquet").exists());
+    // a shard names it the same way (its settings fingerprint the model only once it is found)
+    let o = Command::new(env!("CARGO_BIN_EXE_condenser"))
+        .args([
+            "encode",
+            "--model",
+            "all-MiniLM-L12-v9",
+            "--input",
+            "in.csv",
+        ])
+        .args(["--out", "out2.parquet", "--shard", "0/2"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let e = common::err(o);
+    assert!(
+        e.contains("installed: ") && e.contains("datasets/fetch.sh"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -45,10 +45,12 @@ pub fn run(a: Args) -> Result<()> {
         "batch_size": a.batch.batch_size,
         "inference": inference,
     });
+    // the model first: a missing one is named with where it was looked for, before its
+    // fingerprint is taken
+    let enc = inference.encoder(&a.model)?;
     // a shard's manifest and an interrupted run's parts record the same settings
     let settings = shard::settings(&job, &[("model", Some(&a.model))])?;
     let shard = a.shard.resolve(|| Ok(settings.clone()))?;
-    let enc = inference.encoder(&a.model)?;
     let bar = progress::bar(None, "rows");
     let (rows, dest) = encode_file(
         &enc,
