@@ -50,6 +50,9 @@ pub struct Parts {
     /// The row the next part starts at.
     next: usize,
     parts: Vec<PathBuf>,
+    /// A new run's state, written with its first part: a run that fails before it finishes a
+    /// block leaves nothing beside its output.
+    unwritten: Option<State>,
 }
 
 impl Parts {
@@ -74,13 +77,11 @@ impl Parts {
             }
         }
         if !state_file.is_file() {
-            std::fs::create_dir_all(&dir).map_err(|e| Error::file(&dir, e))?;
-            let text = serde_json::to_string_pretty(&state).expect("serializes");
-            write_atomic(&state_file, text.as_bytes())?;
             return Ok(Parts {
                 dir,
                 next: rows.start,
                 parts: Vec::new(),
+                unwritten: Some(state),
             });
         }
         if let Some(why) = stale(&state_file, &state)? {
@@ -112,7 +113,12 @@ impl Parts {
             next = b;
             parts.push(p);
         }
-        Ok(Parts { dir, next, parts })
+        Ok(Parts {
+            dir,
+            next,
+            parts,
+            unwritten: None,
+        })
     }
 
     /// The first row not yet done: where a resumed run starts (the range's start for a new one).
@@ -132,9 +138,22 @@ impl Parts {
         let p = self
             .dir
             .join(format!("part-{:012}-{:012}.parquet", self.next, end));
-        let mut sink = ParquetSink::create(&p, batch.schema())?;
-        sink.write(batch)?;
-        sink.finish()?;
+        let first = self.unwritten.take();
+        let written = (|| {
+            if let Some(state) = &first {
+                std::fs::create_dir_all(&self.dir).map_err(|e| Error::file(&self.dir, e))?;
+                let text = serde_json::to_string_pretty(state).expect("serializes");
+                write_atomic(&self.dir.join("state.json"), text.as_bytes())?;
+            }
+            let mut sink = ParquetSink::create(&p, batch.schema())?;
+            sink.write(batch)?;
+            sink.finish()
+        })();
+        if written.is_err() && first.is_some() {
+            // nothing to resume: the folder goes with the failed run (a full disk, a size limit)
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+        written?;
         self.parts.push(p);
         self.next = end;
         Ok(())
@@ -160,7 +179,9 @@ impl Parts {
                 true
             }
         };
-        std::fs::remove_dir_all(&self.dir).map_err(|e| Error::file(&self.dir, e))?;
+        if self.unwritten.is_none() {
+            std::fs::remove_dir_all(&self.dir).map_err(|e| Error::file(&self.dir, e))?;
+        }
         Ok(wrote)
     }
 }
