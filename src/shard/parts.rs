@@ -2,14 +2,15 @@
 //! stopped instead of starting over (encoding a million documents on two cores takes hours).
 //!
 //! Beside the destination `X.parquet` the run keeps `X.parquet.partial/`: `state.json` (the stage,
-//! its settings and its row range, written first) and one `part-<first>-<end>.parquet` a block
-//! (its input rows, or the stage's unit: mine's anchors), each written atomically. A run that finds the folder with the same settings takes its parts as
-//! done and starts at the first row after them; with other settings it stops, naming each
-//! difference, and leaves the parts as they are (a recipe re-running its own step removes them:
-//! `Stale::Replace`). At the end the parts become the destination (one
-//! part is renamed, several are concatenated) and the folder goes. Blocks are the stage's global
-//! blocks (`BLOCK`), so a resumed run batches every row as an uninterrupted one does: the same
-//! bits.
+//! its settings and where its rows start, written with the first part) and one
+//! `part-<first>-<end>.parquet` a block (its input rows, or the stage's unit: mine's anchors), each
+//! written atomically. A run that finds the folder with the same settings takes its parts as done
+//! and starts at the first row after them; with other settings it stops, naming each difference,
+//! and leaves the parts as they are (a recipe re-running its own step removes them:
+//! `Stale::Replace`; a folder without a part holds nothing to keep and goes). At the end the
+//! parts become the destination (one part is renamed, several are concatenated) and the folder
+//! goes. Blocks are the stage's global blocks (`BLOCK`), so a resumed run batches every row as an
+//! uninterrupted one does: the same bits.
 use super::{merge::concat, settings_difference, Settings};
 use crate::data::{self, write_atomic, ParquetSink};
 use crate::error::{Error, Result};
@@ -67,7 +68,10 @@ impl Parts {
             start: rows.start,
         };
         let state_file = dir.join("state.json");
-        if state_file.is_file() && resume.stale == Stale::Replace {
+        let found = part_files(&dir)?;
+        // a run killed between its state and its first part left nothing to keep
+        let replace = resume.stale == Stale::Replace || found.is_empty();
+        if state_file.is_file() && replace {
             if let Some(why) = stale(&state_file, &state)? {
                 eprintln!(
                     "note: removed {}: an interrupted run's parts with other settings ({why})",
@@ -93,21 +97,16 @@ impl Parts {
                 ),
             ));
         }
-        let mut found: Vec<(usize, usize, PathBuf)> = Vec::new();
-        for e in std::fs::read_dir(&dir).map_err(|e| Error::file(&dir, e))? {
-            let p = e.map_err(|e| Error::file(&dir, e))?.path();
-            if let Some((a, b)) = part_rows(&p) {
-                found.push((a, b, p));
-            }
-        }
-        found.sort();
         let mut next = rows.start;
         let mut parts = Vec::with_capacity(found.len());
         for (a, b, p) in found {
             if a != next || b <= a {
                 return Err(Error::file(
                     &p,
-                    format!("a part that does not continue the rows before it (expected from row {next}): remove the folder to start over"),
+                    format!(
+                        "a part that does not continue the rows before it (expected from row \
+                         {next}): remove the folder to start over"
+                    ),
                 ));
             }
             next = b;
@@ -212,6 +211,21 @@ pub fn folder(dest: &Path) -> PathBuf {
     let mut name = dest.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");
     dest.with_file_name(name)
+}
+
+/// The part files in `dir` (none where it is missing), in row order, with their rows.
+fn part_files(dir: &Path) -> Result<Vec<(usize, usize, PathBuf)>> {
+    let mut found = Vec::new();
+    if dir.is_dir() {
+        for e in std::fs::read_dir(dir).map_err(|e| Error::file(dir, e))? {
+            let p = e.map_err(|e| Error::file(dir, e))?.path();
+            if let Some((a, b)) = part_rows(&p) {
+                found.push((a, b, p));
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 /// A part's rows from its name, `part-<first>-<end>.parquet` (None for anything else: a killed
