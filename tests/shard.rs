@@ -121,18 +121,18 @@ fn sharded_encode_merges_to_the_single_run() {
     assert!(e.contains("no shards found"), "{e}");
 }
 
+/// `augment` labelling `input`'s pairs with the cross-encoder `ce`.
+fn labelling<'a>(ce: &'a Path, input: &'a Path) -> [&'a str; 5] {
+    ["augment", "--cross-encoder", s(ce), "--input", s(input)]
+}
+
 #[test]
 fn sharded_labelling_merges_to_the_single_run() {
     let dir = tempfile::tempdir().unwrap();
     let ce = cross_encoder(dir.path());
     // 1,500 target pairs + 1,500 sampled: three blocks of pairs
     let input = data("stsb/dev.parquet");
-    let args = [
-        "augment",
-        "--cross-encoder",
-        s(&ce),
-        "--input",
-        s(&input),
+    let more = [
         "--unlabeled",
         "--sample",
         "random",
@@ -141,6 +141,7 @@ fn sharded_labelling_merges_to_the_single_run() {
         "--seed",
         "5",
     ];
+    let args = [&labelling(&ce, &input)[..], &more].concat();
     let out = check_shards(dir.path(), &args, ".parquet", same_table);
     // every target pair, and a sampled partner for nearly every sentence (repeats are dropped)
     let t = table(&out);
@@ -318,15 +319,7 @@ fn interrupted_labelling_resumes_to_the_whole_runs_labels() {
     let ce = cross_encoder(dir.path());
     // 5,749 gold pairs + ~16,000 sampled to label: 22 chunks of 1,024
     let input = data("stsb/train.parquet");
-    let args = [
-        "augment",
-        "--cross-encoder",
-        s(&ce),
-        "--input",
-        s(&input),
-        "--top-k",
-        "3",
-    ];
+    let args = [&labelling(&ce, &input)[..], &["--top-k", "3"]].concat();
     check_resume(
         dir.path(),
         &args,
