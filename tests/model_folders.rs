@@ -342,3 +342,40 @@ fn a_masked_lm_folder_pools_by_cls_and_says_which() {
     assert_eq!(st.pooling_from, PoolingFrom::Module);
     assert!(st.pooling_note().is_none());
 }
+
+/// A folder whose config_sentence_transformers.json names a default prompt (sentence-transformers'
+/// `encode` prepends it to every text) is encoded as given, and `encode` says so; MiniLM's own
+/// config (no prompts) gives no such line.
+#[test]
+fn a_default_prompt_is_named_not_applied() {
+    let d = tempfile::tempdir().unwrap();
+    let model = d.path().join("model");
+    std::fs::create_dir_all(&model).unwrap();
+    copy_model(&model);
+    assert_eq!(ModelFolder::open(&model).unwrap().default_prompt, None);
+    let cfg =
+        r#"{"prompts": {"query": "query: ", "document": ""}, "default_prompt_name": "query"}"#;
+    std::fs::write(model.join("config_sentence_transformers.json"), cfg).unwrap();
+    let f = ModelFolder::open(&model).unwrap();
+    assert_eq!(f.default_prompt, Some(("query".into(), "query: ".into())));
+    let input = d.path().join("in.txt");
+    std::fs::write(&input, "a cat sits\n").unwrap();
+    let out = d.path().join("out.parquet");
+    let run = |model: &Path| {
+        let args = ["encode", "--model", model.to_str().unwrap(), "--input"];
+        common::ok(common::condenser(
+            &[
+                &args[..],
+                &[input.to_str().unwrap(), "--out", out.to_str().unwrap()],
+            ]
+            .concat(),
+        ))
+    };
+    let text = run(&model);
+    assert!(
+        text.contains("names the default prompt 'query' (\"query: \")")
+            && text.contains("condenser encodes the texts as given"),
+        "{text}"
+    );
+    assert!(!run(&common::model()).contains("default prompt"));
+}

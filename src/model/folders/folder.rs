@@ -21,6 +21,10 @@ pub struct ModelFolder {
     pub pooling_from: PoolingFrom,
     pub normalize: bool,
     pub max_seq_length: usize,
+    /// config_sentence_transformers.json's default prompt (its name and text), which
+    /// sentence-transformers' `encode` prepends to every text and condenser does not: the
+    /// commands say so (`prompt_note`).
+    pub default_prompt: Option<(String, String)>,
 }
 
 /// Where a folder's pooling comes from. A folder without a Pooling module is pooled by a default
@@ -111,7 +115,20 @@ impl ModelFolder {
             // a plain HF folder gets mean pooling, as sentence-transformers gives it
             (None, false) => (Pooling::MEAN, PoolingFrom::PlainDefault),
         };
+        let st_config = dir.join("config_sentence_transformers.json");
+        let default_prompt = if st_config.is_file() {
+            let v = read_json(&st_config)?;
+            v.get("default_prompt_name")
+                .and_then(|n| n.as_str())
+                .map(|name| {
+                    let text = v["prompts"][name].as_str().unwrap_or_default();
+                    (name.to_string(), text.to_string())
+                })
+        } else {
+            None
+        };
         Ok(ModelFolder {
+            default_prompt,
             dir: dir.to_path_buf(),
             transformer_dir,
             config,
@@ -121,6 +138,17 @@ impl ModelFolder {
             normalize,
             max_seq_length,
         })
+    }
+
+    /// The line that says a folder's default prompt is not applied (None without one).
+    pub fn prompt_note(&self) -> Option<String> {
+        let (name, text) = self.default_prompt.as_ref()?;
+        Some(format!(
+            "{}: config_sentence_transformers.json names the default prompt '{name}' ({text:?}), \
+             which sentence-transformers' encode prepends to every text; condenser encodes the \
+             texts as given",
+            self.dir.display()
+        ))
     }
 
     /// The line that says which pooling a folder without a Pooling module gets (None for a

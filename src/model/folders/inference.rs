@@ -105,11 +105,15 @@ impl InferenceOptions {
             // candle's graph does, at the compute dtype, as without the engine
             enc = self.encoder_as(dir, self.compute().dtype(), Precision::F32)?;
         }
-        if self.pooling.is_none() {
-            // a folder without a Pooling module is pooled by a default: say which
-            if let Some(n) = super::folder::ModelFolder::open(dir)?.pooling_note() {
-                eprintln!("note: {n}");
-            }
+        let folder = super::folder::ModelFolder::open(dir)?;
+        // a folder without a Pooling module is pooled by a default: say which; and a default
+        // prompt sentence-transformers would prepend is not
+        let pooling = self.pooling.is_none().then(|| folder.pooling_note());
+        for n in [pooling.flatten(), folder.prompt_note()]
+            .into_iter()
+            .flatten()
+        {
+            eprintln!("note: {n}");
         }
         Ok(enc)
     }
