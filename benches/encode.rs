@@ -5,7 +5,7 @@
 //! - `ce`: STSb test pairs (1,379) scored by a cross-encoder (CE_MODEL, a BertForSequenceClassification
 //!   folder; benches/encode_bench.py makes one from MiniLM's weights, out/bench/ce-minilm).
 //!
-//! Each reports the best of 3 passes after a warm-up: items/s, the model's FLOPs over the real
+//! Each reports the median of 3 passes after a warm-up: items/s, the model's FLOPs over the real
 //! (packed) tokens per second over the whole encode (the cross-encoder's last layer counted as run:
 //! at `[CLS]` only, but for its attention's two products over the layer's input rows), the GEMMs
 //! alone at the encode's shapes (one serial GEMM a thread, as encode runs them: in f32 on
@@ -302,16 +302,19 @@ fn best_of_3_gflops(
         .fold(0.0, f64::max)
 }
 
-/// Best of 3 timed passes of `f` after one warm-up pass, in seconds.
-fn best_of_3(mut f: impl FnMut()) -> f64 {
+/// The median of 3 timed passes of `f` after one warm-up pass, in seconds (a figure is never
+/// the best run: issue 80).
+fn median_of_3(mut f: impl FnMut()) -> f64 {
     f();
-    (0..3)
+    let mut t: Vec<f64> = (0..3)
         .map(|_| {
             let t = Instant::now();
             f();
             t.elapsed().as_secs_f64()
         })
-        .fold(f64::INFINITY, f64::min)
+        .collect();
+    t.sort_by(f64::total_cmp);
+    t[1]
 }
 
 fn main() {
@@ -372,7 +375,7 @@ fn main() {
                     .map(|t| enc.token_ids(t).unwrap().len())
                     .collect();
                 let c = enc.bert.config.clone();
-                let s = best_of_3(|| {
+                let s = median_of_3(|| {
                     enc.encode(&texts, batch, &ProgressBar::hidden()).unwrap();
                 });
                 let budget = condenser::model::encoder::token_budget(batch, enc.max_seq_length);
@@ -409,7 +412,7 @@ fn main() {
                     .map(|(a, b)| ce.tok.encode(a, b).unwrap().0.len())
                     .collect();
                 let c = ce.model.bert.config.clone();
-                let s = best_of_3(|| {
+                let s = median_of_3(|| {
                     ce.predict(&pairs, batch, &ProgressBar::hidden()).unwrap();
                 });
                 let budget = condenser::model::encoder::token_budget(batch, ce.tok.max_seq_length);

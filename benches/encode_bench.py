@@ -11,7 +11,7 @@ Workloads (benches/encode.rs is condenser's side, run as `cargo bench --bench en
 - ce: STSb test pairs (1,379) through CrossEncoder.predict, on a cross-encoder made here from
   all-MiniLM-L6-v2's weights with a fresh one-label head (out/bench/ce-minilm; the scores do not
   matter for speed, both sides load the same folder).
-Each side reports its best of 3 timed passes after a warm-up, in-process, with the same thread
+Each side reports the median (and range) of 3 timed passes after a warm-up, in-process, with the same thread
 count. bf16: sentence-transformers' model cast to torch.bfloat16 (oneDNN: AMX on Intel, AVX512-BF16
 on AMD Zen 4+), condenser with DTYPE=bf16 (its Linears' products in bf16, f32 elsewhere).
 --class avx2 holds both sides to the AVX2+FMA class (AMD Zen 2/3, Intel client) on a wider CPU, as
@@ -59,14 +59,15 @@ def make_cross_encoder():
     AutoTokenizer.from_pretrained(MODEL).save_pretrained(CE)
 
 
-def best_of_3(f):
+def median_of_3(f):
+    """The median of 3 timed passes after a warm-up (never the best: issue 80), and their range."""
     f()
-    best = float("inf")
+    times = []
     for _ in range(3):
         t0 = time.perf_counter()
         f()
-        best = min(best, time.perf_counter() - t0)
-    return best
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[1], (min(times), max(times))
 
 
 def reference(workload, threads, batch, dtype):
@@ -79,8 +80,8 @@ def reference(workload, threads, batch, dtype):
             m = m.to(torch.bfloat16)
         a, b = stsb()
         pairs = list(zip(a, b))
-        s = best_of_3(lambda: m.predict(pairs, batch_size=batch))
-        return {"items": len(pairs), "seconds": s, "items_per_s": len(pairs) / s}
+        s, span = median_of_3(lambda: m.predict(pairs, batch_size=batch))
+        return {"items": len(pairs), "seconds": s, "range_s": span, "items_per_s": len(pairs) / s}
     from sentence_transformers import SentenceTransformer
     m = SentenceTransformer(MODEL, device="cpu")
     if dtype == "bf16":
@@ -91,8 +92,8 @@ def reference(workload, threads, batch, dtype):
     else:
         a, b = stsb()
         texts = a + b
-    s = best_of_3(lambda: m.encode(texts, batch_size=batch))
-    return {"items": len(texts), "seconds": s, "items_per_s": len(texts) / s}
+    s, span = median_of_3(lambda: m.encode(texts, batch_size=batch))
+    return {"items": len(texts), "seconds": s, "range_s": span, "items_per_s": len(texts) / s}
 
 
 def ours(workload, threads, batch, dtype, cls="native"):
@@ -104,16 +105,16 @@ def ours(workload, threads, batch, dtype, cls="native"):
 
 
 def timed(cmd, env=None):
-    """Best of 5 wall times of a whole process, and its peak RSS (GNU time, MB)."""
-    best, rss = float("inf"), 0
+    """The median of 5 wall times of a whole process, and its peak RSS (GNU time, MB)."""
+    times, rss = [], 0
     for _ in range(5):
         with tempfile.NamedTemporaryFile(suffix=".time") as tf:
             t0 = time.perf_counter()
             subprocess.run(["/usr/bin/time", "-f", "%M", "-o", tf.name] + cmd, env=env,
                            check=True, capture_output=True)
-            best = min(best, time.perf_counter() - t0)
+            times.append(time.perf_counter() - t0)
             rss = max(rss, int(open(tf.name).read().split()[-1]) / 1024)
-    return best, rss
+    return sorted(times)[2], rss
 
 
 def process_overhead(threads):

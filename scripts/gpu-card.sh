@@ -7,8 +7,8 @@
 # binaries. Results go to $OUT.
 #   call 1, carry .carry1: bash scripts/gpu-card.sh small   # the card tests that need no model
 #   call 2, carry .carry2: bash scripts/gpu-card.sh engine  # item 1: every card test, the step bench
-#   call 3, carry .carry3: bash scripts/gpu-card.sh speed   # item 2 against sentence-transformers,
-#                                                           # then the step anatomy on the engine
+#   call 3, carry .carry3 and .whl: bash scripts/gpu-card.sh speed   # parity, then issue 80's
+#                                    # peers on one clock (train_peers.py, encode_peers.py)
 # `stage` in place of small or engine carries a part and runs nothing (a round that needs only
 # speed's binary and data, or commands of its own after the three parts have arrived).
 set -uo pipefail
@@ -34,7 +34,12 @@ if [ "$what" = pack ]; then # here: split what travels into .carry1-3 (each unde
   cp "$(realpath datasets/data/mrpc/train.parquet)" .carry2/mrpc-train.parquet
   cp "$dist/condenser.xz" .carry3/
   cp ../shared/fixtures/reference-minilm.json .carry3/
-  du -sh .carry1 .carry2 .carry3
+  for s in corpus queries qrels; do cp "$(realpath datasets/data/cranfield/$s.parquet)" ".carry3/cranfield-$s.parquet"; done
+  # sentence-transformers' trainer needs `datasets`, which the card's image lacks
+  mkdir -p .whl && python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
+    datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+  du -sh .carry1 .carry2 .carry3 .whl
   exit 0
 fi
 
@@ -59,6 +64,10 @@ if [ -f "$stage/stsb-train.parquet" ]; then
   for s in train dev test; do cp "$stage/stsb-$s.parquet" "datasets/data/stsb/$s.parquet"; done
   cp "$stage/mrpc-train.parquet" datasets/data/mrpc/train.parquet
 fi
+if [ -f "$stage/cranfield-corpus.parquet" ]; then
+  mkdir -p datasets/data/cranfield
+  for s in corpus queries qrels; do cp "$stage/cranfield-$s.parquet" "datasets/data/cranfield/$s.parquet"; done
+fi
 [ -f "$stage/condenser.xz" ] && mkdir -p .cuda/dist && unxz "$stage/condenser.xz" .cuda/dist/condenser
 # a card test that cannot find its card or BLAS must fail, not say SKIPPED and pass
 export CONDENSER_STRICT=gpu,blas
@@ -79,10 +88,22 @@ engine)
 speed)
   # (the GPU engine is the default on a card: encode, both trainings; fixture and STSb test
   # check the encode's numbers through it)
-  timeout "${SPEED_S:-330}" bash scripts/gpu-checks.sh --fixture "$stage/reference-minilm.json" \
-    --only ${ONLY:-train_throughput cross_encoder_step encode_throughput fixture_parity stsb_test} 2>&1 |
-    tee "$out/gpu-checks.log"
-  for p in ${ANATOMY_PRECISIONS-f32 bf16}; do # (ANATOMY_PRECISIONS="" skips them)
+  timeout "${PARITY_S:-90}" bash scripts/gpu-checks.sh --fixture "$stage/reference-minilm.json" \
+    --only ${ONLY:-fixture_parity stsb_test} 2>&1 | tee "$out/gpu-checks.log"
+  # issue 80: every side on one clock (benches/train_peers.py, encode_peers.py). The card's image
+  # has no `datasets` (sentence-transformers' trainer needs it): carried as wheels in .whl
+  # (scripts/README.md), installed under /tmp/site
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl &&
+      export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  source scripts/cuda-env.sh
+  timeout "${PEERS_S:-420}" python3 benches/train_peers.py --bin .cuda/dist/condenser --device cuda \
+    --steps "${STEPS:-500}" --warmup 20 --runs "${RUNS:-5}" --workloads ${WORKLOADS:-stsb cranfield} \
+    --tasks ${TASKS:-mnr ce} --out "$out" 2>&1 | tee "$out/train-peers.log"
+  timeout "${ENCODE_S:-150}" python3 benches/encode_peers.py --bin .cuda/dist/condenser --device cuda \
+    --runs "${RUNS:-5}" --batch 128 --out "$out" 2>&1 | tee "$out/encode-peers.log"
+  for p in ${ANATOMY_PRECISIONS-}; do # (ANATOMY_PRECISIONS="f32 bf16" runs them)
     PRECISION=$p BATCHES="" timeout "${ANATOMY_S:-90}" bash scripts/gpu-step-anatomy.sh 2>&1 |
       tee "$out/step-anatomy-$p.log"
   done

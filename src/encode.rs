@@ -59,13 +59,15 @@ fn corpus_reader(dir: &Path, columns: &ColumnSpec) -> Result<(data::BatchReader,
 /// folder `model` into `out` (Parquet), or only a shard's rows into the shard's file; returns the
 /// rows written and the file. `resume`: the run's settings (`shard::settings`: flags and the
 /// model's fingerprint), which an interrupted run's parts must share to be resumed (shard::parts).
-/// `progress` counts rows.
+/// `progress` counts rows. `prompt` goes before every text (`Prompts::resolve`; for a retrieval
+/// folder's corpus `Prompts::document`).
 #[allow(clippy::too_many_arguments)]
 pub fn encode_file(
     enc: &SentenceEncoder,
     model: &Path,
     input: &Path,
     columns: &ColumnSpec,
+    prompt: Option<&str>,
     batch_size: usize,
     out: &Path,
     shard: Option<&ShardRun>,
@@ -134,7 +136,7 @@ pub fn encode_file(
         let mut arrays: Vec<ArrayRef> = batch.data.columns().to_vec();
         for c in &text_cols {
             let texts = batch.texts(c)?;
-            let e = enc.encode(&texts, batch_size, &ProgressBar::hidden())?;
+            let e = enc.encode_prompted(&texts, prompt, batch_size, &ProgressBar::hidden())?;
             let values = Arc::new(Float32Array::from(e.data));
             let list = FixedSizeListArray::try_new(item.clone(), e.dim as i32, values, None)
                 .map_err(|err| Error::file(out, err))?;

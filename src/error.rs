@@ -43,6 +43,9 @@ pub enum Error {
     Candle(#[from] candle_core::Error),
     #[error("{0}")]
     Msg(String),
+    /// The call was cancelled between two units of its work (runtime::cancel): Ctrl-C in Python.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

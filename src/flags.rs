@@ -90,6 +90,20 @@ pub struct InferenceBatch {
     pub batch_size: usize,
 }
 
+/// `--prompt-name` / `--prompt`: what sentence-transformers' `encode(prompt_name=, prompt=)`
+/// puts before every text.
+#[derive(Clone, Debug, Default, clap::Args, serde::Serialize)]
+pub struct PromptFlags {
+    /// A prompt of the model's config_sentence_transformers.json to put before every text
+    /// [default: its default_prompt_name's, if any; for a retrieval folder's corpus its
+    /// "document" prompt]
+    #[arg(long, conflicts_with = "prompt")]
+    pub prompt_name: Option<String>,
+    /// A text to put before every text, instead of a named prompt ("" for none)
+    #[arg(long)]
+    pub prompt: Option<String>,
+}
+
 /// `--corpus-embeddings`: a corpus's vectors as `condenser encode` stored them.
 #[derive(Clone, Debug, clap::Args, serde::Serialize)]
 pub struct CorpusEmbeddings {

@@ -1,5 +1,6 @@
 //! condenser: domain overlap, AugSBERT and Condenser pre-training for sentence encoders.
 pub mod augment;
+pub mod cli;
 pub mod data;
 pub mod encode;
 pub mod error;

@@ -1,5 +1,6 @@
-//! The `condenser` binary: flag parsing and one library call per subcommand (src/cli).
-mod cli;
+//! The `condenser` binary: the library's command line (src/cli), as the Python package's
+//! `condenser` command runs it too.
+use condenser::cli;
 
 fn main() {
     // the process's own settings, made while it has one thread (setenv is safe only then) and

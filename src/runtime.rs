@@ -1,6 +1,7 @@
 //! Process-wide settings the `condenser` binary applies at start (a library user decides for
 //! their own process).
 
+pub mod cancel;
 pub mod progress;
 
 /// Keep large tensor buffers in the malloc heap. glibc serves blocks over 32 MB with fresh mmap

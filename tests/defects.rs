@@ -182,7 +182,7 @@ fn augment_refuses_a_missing_label_column_unless_unlabeled() {
 }
 
 fn log_rows(out: &Path) -> String {
-    std::fs::read_to_string(out.join("train_log.csv")).unwrap()
+    common::train_log_untimed(out)
 }
 
 /// Defect 5: The block cache was reused whatever the corpus; it is keyed by corpus, column, tokenizer

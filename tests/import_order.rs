@@ -316,7 +316,6 @@ fn module_of(path: &str) -> Option<Module> {
     match segs.first().map(String::as_str) {
         Some("lib") if segs.len() == 1 => Some(vec![]),
         Some("main") if segs.len() == 1 => Some(vec![BIN.to_string()]),
-        Some("cli") => Some(std::iter::once(BIN.to_string()).chain(segs).collect()),
         _ => Some(segs),
     }
 }

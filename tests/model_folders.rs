@@ -343,39 +343,74 @@ fn a_masked_lm_folder_pools_by_cls_and_says_which() {
     assert!(st.pooling_note().is_none());
 }
 
-/// A folder whose config_sentence_transformers.json names a default prompt (sentence-transformers'
-/// `encode` prepends it to every text) is encoded as given, and `encode` says so; MiniLM's own
-/// config (no prompts) gives no such line.
+/// A folder whose config_sentence_transformers.json names a default prompt is encoded as
+/// sentence-transformers' `encode` does: the prompt before every text (the embedding of the text
+/// with the prompt written in, bit for bit), and `encode` names it; `--prompt-name` and
+/// `--prompt` pick another (an unknown name is refused naming the folder's); MiniLM's own config
+/// (no prompts) gives no such line.
 #[test]
-fn a_default_prompt_is_named_not_applied() {
+fn a_default_prompt_is_applied() {
     let d = tempfile::tempdir().unwrap();
     let model = d.path().join("model");
     std::fs::create_dir_all(&model).unwrap();
     copy_model(&model);
-    assert_eq!(ModelFolder::open(&model).unwrap().default_prompt, None);
+    assert!(ModelFolder::open(&model).unwrap().prompts.named.is_empty());
     let cfg =
         r#"{"prompts": {"query": "query: ", "document": ""}, "default_prompt_name": "query"}"#;
     std::fs::write(model.join("config_sentence_transformers.json"), cfg).unwrap();
     let f = ModelFolder::open(&model).unwrap();
-    assert_eq!(f.default_prompt, Some(("query".into(), "query: ".into())));
-    let input = d.path().join("in.txt");
-    std::fs::write(&input, "a cat sits\n").unwrap();
-    let out = d.path().join("out.parquet");
-    let run = |model: &Path| {
+    assert_eq!(f.prompts.default_prompt(), Some(("query", "query: ")));
+    let encode = |model: &Path, text: &str, extra: &[&str]| {
+        let input = d.path().join("in.jsonl");
+        std::fs::write(&input, serde_json::json!({ "text": text }).to_string()).unwrap();
+        let out = d.path().join("out.parquet");
         let args = ["encode", "--model", model.to_str().unwrap(), "--input"];
-        common::ok(common::condenser(
+        let said = common::ok(common::condenser(
             &[
                 &args[..],
                 &[input.to_str().unwrap(), "--out", out.to_str().unwrap()],
+                extra,
             ]
             .concat(),
-        ))
+        ));
+        let b = condenser::data::open(&out, &["embedding"])
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        (said, b.vectors("embedding").unwrap())
     };
-    let text = run(&model);
+    let (said, prompted) = encode(&model, "a cat sits", &[]);
     assert!(
-        text.contains("names the default prompt 'query' (\"query: \")")
-            && text.contains("condenser encodes the texts as given"),
-        "{text}"
+        said.contains("default prompt 'query' (\"query: \") is put before every text"),
+        "{said}"
     );
-    assert!(!run(&common::model()).contains("default prompt"));
+    let plain = common::model();
+    assert_eq!(prompted, encode(&plain, "query: a cat sits", &[]).1);
+    assert_eq!(
+        encode(&model, "a cat sits", &["--prompt-name", "document"]).1,
+        encode(&plain, "a cat sits", &[]).1
+    );
+    assert_eq!(
+        encode(&model, "a cat sits", &["--prompt", "passage: "]).1,
+        encode(&plain, "passage: a cat sits", &[]).1
+    );
+    let bad = common::err(common::condenser(&[
+        "encode",
+        "--model",
+        model.to_str().unwrap(),
+        "--input",
+        d.path().join("in.jsonl").to_str().unwrap(),
+        "--out",
+        d.path().join("bad.parquet").to_str().unwrap(),
+        "--prompt-name",
+        "qeury",
+    ]));
+    assert!(
+        bad.contains("prompt name 'qeury' is not one of the model's prompts ('document', 'query')"),
+        "{bad}"
+    );
+    assert!(!encode(&plain, "a cat sits", &[])
+        .0
+        .contains("default prompt"));
 }

@@ -347,7 +347,7 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let log = std::fs::read_to_string(a.join("train_log.csv")).unwrap();
-    let rows = log_rows(&log, "step,loss,lr,eval,head_mlm,late_mlm");
+    let rows = log_rows(&log, "step,loss,lr,eval,head_mlm,late_mlm,seconds");
     assert_eq!(rows.len(), 120);
     for r in &rows {
         assert!(
@@ -375,10 +375,7 @@ fn both_mlm_losses_are_logged_per_step_and_survive_a_kill() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(
-        std::fs::read_to_string(b.join("train_log.csv")).unwrap(),
-        log
-    );
+    assert_eq!(common::train_log_untimed(&b), common::train_log_untimed(&a));
 }
 
 /// --freeze-backbone: the head learns (its MLM loss falls) while every backbone tensor leaves
@@ -414,7 +411,7 @@ fn a_frozen_backbone_trains_the_head_alone() {
         );
     }
     let log = std::fs::read_to_string(out.join("train_log.csv")).unwrap();
-    let rows = log_rows(&log, "step,loss,lr,eval,head_mlm,late_mlm");
+    let rows = log_rows(&log, "step,loss,lr,eval,head_mlm,late_mlm,seconds");
     let mean = |s: &[Vec<f64>]| s.iter().map(|r| r[4]).sum::<f64>() / s.len() as f64;
     assert!(
         mean(&rows[100..]) < mean(&rows[..20]) - 0.2,
@@ -488,7 +485,10 @@ fn cocondenser_adds_the_span_contrast_over_paired_spans() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("documents of up to 62 tokens"));
     let log = std::fs::read_to_string(out.join("train_log.csv")).unwrap();
-    let rows = log_rows(&log, "step,loss,lr,eval,head_mlm,late_mlm,contrastive");
+    let rows = log_rows(
+        &log,
+        "step,loss,lr,eval,head_mlm,late_mlm,contrastive,seconds",
+    );
     assert_eq!(rows.len(), 120);
     for r in &rows {
         assert!(
@@ -627,7 +627,7 @@ fn pretrain_split_across_threads_trains_like_one_thread() {
         assert!(t.contains(&format!("split across {threads} thread")), "{t}");
         std::fs::read_to_string(out.join("train_log.csv")).unwrap()
     };
-    let header = "step,loss,lr,eval,head_mlm,late_mlm";
+    let header = "step,loss,lr,eval,head_mlm,late_mlm,seconds";
     let (a, b) = (log_rows(&run("1"), header), log_rows(&run("3"), header));
     assert_eq!(a.len(), 120);
     for (s, (x, y)) in a.iter().zip(&b).enumerate() {

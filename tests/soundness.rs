@@ -72,6 +72,7 @@ fn config(out: &Path, precision: Precision) -> TrainConfig {
         max_steps: None,
         threads: 1,
         precision,
+        no_shuffle: false,
         out: out.to_path_buf(),
     }
 }

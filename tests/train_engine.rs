@@ -272,3 +272,128 @@ fn resume_refuses_other_data_or_another_loss() {
     let e = err(&mut train(&a, &mnr, true));
     assert!(e.contains("--loss cosine") && e.contains("mnr"), "{e}");
 }
+
+/// The summary's four times: the loop's wall, its steps', its evaluations' and its saves'.
+fn summary_times(stdout: &str) -> [f64; 4] {
+    let num = |after: &str, before: &str| -> f64 {
+        let i = stdout
+            .find(after)
+            .unwrap_or_else(|| panic!("{after}: {stdout}"))
+            + after.len();
+        let j = stdout[i..].find(before).unwrap() + i;
+        stdout[i..j].trim().parse().unwrap()
+    };
+    [
+        num("steps in ", " s ("),
+        num(" s (", " s in training steps"),
+        num("examples/s; ", " s evaluating"),
+        num("s evaluating, ", " s saving"),
+    ]
+}
+
+/// One clock (issue 80): train_log.csv's step times add up to the summary's time in training
+/// steps, and steps, dev evaluations and saves are the loop's whole wall time within 5% (a
+/// 2-layer MiniLM, MNR on STSb dev pairs, a dev evaluation every 6 steps).
+#[test]
+fn the_steps_evaluations_and_saves_are_the_loops_time() {
+    let d = tempfile::tempdir().unwrap();
+    let model = common::minilm_layers(d.path(), 2);
+    let out = d.path().join("bi");
+    let dev = common::data("stsb/test.parquet");
+    let o = common::condenser(&[
+        "train-biencoder",
+        "--init",
+        model.to_str().unwrap(),
+        "--train",
+        common::data("stsb/dev.parquet").to_str().unwrap(),
+        "--columns",
+        "sentence1,sentence2",
+        "--loss",
+        "mnr",
+        "--batch-size",
+        "32",
+        "--max-seq-length",
+        "64",
+        "--max-steps",
+        "18",
+        "--dev",
+        dev.to_str().unwrap(),
+        "--eval-steps",
+        "6",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let said = common::ok(o);
+    let [wall, steps, eval, save] = summary_times(&said);
+    let log = std::fs::read_to_string(out.join("train_log.csv")).unwrap();
+    let times: Vec<f64> = log
+        .lines()
+        .skip(1)
+        .map(|l| l.rsplit(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(times.len(), 18);
+    let logged: f64 = times.iter().sum();
+    assert!((logged - steps).abs() <= 0.006, "{logged} against {said}");
+    assert!(eval > 0.0 && save > 0.0, "{said}");
+    assert!(
+        (steps + eval + save - wall).abs() <= 0.05 * wall,
+        "steps + evaluations + saves against the loop's wall time: {said}"
+    );
+}
+
+/// --no-shuffle: the first step trains on the file's first rows (its loss is that of a file
+/// holding those rows alone), where the default shuffle takes others.
+#[test]
+fn no_shuffle_takes_the_files_batches_in_order() {
+    use arrow_array::{RecordBatch, StringArray};
+    use std::sync::Arc;
+    let d = tempfile::tempdir().unwrap();
+    let model = common::minilm_layers(d.path(), 1);
+    let p = condenser::data::Pairs::read(&common::data("stsb/dev.parquet"), &Default::default())
+        .unwrap();
+    let file = |name: &str, n: usize| {
+        let cols: Vec<(&str, arrow_array::ArrayRef)> = vec![
+            (
+                "anchor",
+                Arc::new(StringArray::from(p.sentence1[..n].to_vec())),
+            ),
+            (
+                "positive",
+                Arc::new(StringArray::from(p.sentence2[..n].to_vec())),
+            ),
+        ];
+        let batch = RecordBatch::try_from_iter(cols).unwrap();
+        let path = d.path().join(name);
+        condenser::data::write_parquet(&path, batch.schema(), [&batch]).unwrap();
+        path
+    };
+    let (whole, first) = (file("whole.parquet", 160), file("first.parquet", 16));
+    let first_loss = |train: &Path, name: &str, extra: &[&str]| {
+        let out = d.path().join(name);
+        let mut a = vec![
+            "train-biencoder",
+            "--init",
+            model.to_str().unwrap(),
+            "--train",
+            train.to_str().unwrap(),
+            "--loss",
+            "mnr",
+            "--batch-size",
+            "16",
+            "--max-seq-length",
+            "32",
+            "--max-steps",
+            "1",
+            "--dropout",
+            "0",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        a.extend(extra);
+        common::ok(common::condenser(&a));
+        common::train_log_losses(&out)[0]
+    };
+    let in_order = first_loss(&whole, "in-order", &["--no-shuffle"]);
+    assert_eq!(in_order, first_loss(&first, "first", &["--no-shuffle"]));
+    assert_ne!(in_order, first_loss(&whole, "shuffled", &[]));
+}

@@ -1,10 +1,10 @@
 use super::model_opts::ModelOpts;
 use super::named::short_name;
 use super::progress::{self, out};
-use condenser::data::Io;
-use condenser::error::{Error, Result};
-use condenser::eval::cls_attention::{cls_attention_entropy, AttentionReport};
-use condenser::flags::InferenceBatch;
+use crate::data::Io;
+use crate::error::{Error, Result};
+use crate::eval::cls_attention::{cls_attention_entropy, AttentionReport};
+use crate::flags::InferenceBatch;
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand)]
@@ -17,7 +17,7 @@ pub enum Analysis {
 #[derive(clap::Args)]
 pub struct AttentionArgs {
     /// Model folders (repeatable)
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long = "model", required = true)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long = "model", required = true)]
     models: Vec<PathBuf>,
     /// Sentences: a dataset with a text column, or plain text (.txt), one a line
     #[arg(long)]
@@ -43,7 +43,7 @@ pub fn run(a: Analysis) -> Result<()> {
 }
 
 fn attention(a: AttentionArgs) -> Result<()> {
-    let texts = condenser::data::read_texts(&a.texts, &a.column, Some(a.limit))?;
+    let texts = crate::data::read_texts(&a.texts, &a.column, Some(a.limit))?;
     if texts.is_empty() {
         return Err(Error::file(&a.texts, "no texts"));
     }

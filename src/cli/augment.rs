@@ -1,11 +1,9 @@
 use super::model_opts::inference_matmuls;
 use super::progress::{self, out};
 use super::shard_opts::{shard_note, ShardOpts};
-use condenser::augment::{
-    write_pseudo_pairs, write_query_pairs, AugmentJob, PseudoSpec, QuerySpec,
-};
-use condenser::data::Io;
-use condenser::error::{Error, Result};
+use crate::augment::{write_pseudo_pairs, write_query_pairs, AugmentJob, PseudoSpec, QuerySpec};
+use crate::data::Io;
+use crate::error::{Error, Result};
 
 #[derive(clap::Args)]
 pub struct Args {

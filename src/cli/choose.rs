@@ -1,17 +1,17 @@
 use super::eval_sets::EvalSets;
 use super::model_opts::ModelOpts;
 use super::progress::{self, out};
-use condenser::data::Io;
-use condenser::error::{Error, Result};
-use condenser::eval::choice::Choice;
-use condenser::eval::choice_report::ChoiceReport;
-use condenser::eval::finals;
-use condenser::eval::loco::test_gains;
-use condenser::eval::loco_shipped::Shipped;
-use condenser::eval::over_seeds::{read_per_query, read_results, SeedReport};
-use condenser::eval::{EvalOptions, EvalReport, EVALUATORS};
-use condenser::flags::{self, InferenceBatch};
-use condenser::recipe::State;
+use crate::data::Io;
+use crate::error::{Error, Result};
+use crate::eval::choice::Choice;
+use crate::eval::choice_report::ChoiceReport;
+use crate::eval::finals;
+use crate::eval::loco::test_gains;
+use crate::eval::loco_shipped::Shipped;
+use crate::eval::over_seeds::{read_per_query, read_results, SeedReport};
+use crate::eval::{EvalOptions, EvalReport, EVALUATORS};
+use crate::flags::{self, InferenceBatch};
+use crate::recipe::State;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -24,7 +24,7 @@ pub struct Args {
     #[arg(long, default_value = "cosine_ndcg@10")]
     metric: String,
     /// The stock model's folder: kept where no candidate beats it on dev
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long)]
     baseline: PathBuf,
     /// Folders that hold each method's final models (`<method>-s<seed>`, trained on every train
     /// query), searched in order (repeatable; needed with a test set)

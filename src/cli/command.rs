@@ -5,11 +5,11 @@ use super::{
     merge, mine, pick, pretrain, report, run_recipe, search, similarity, split, train_biencoder,
     train_cross_encoder, train_nli, transfer_grid,
 };
+use crate::data::Io;
+use crate::error::{Error, Result};
+use crate::recipe::StepMode;
+use crate::shard::parts::Stale;
 use clap::{Parser, Subcommand};
-use condenser::data::Io;
-use condenser::error::{Error, Result};
-use condenser::recipe::StepMode;
-use condenser::shard::parts::Stale;
 
 /// Domain overlap, AugSBERT and Condenser pre-training for sentence encoders
 #[derive(Parser)]

@@ -1,8 +1,8 @@
 use super::progress::{self, out};
-use condenser::data::Io;
-use condenser::data::{convert, ColumnSpec, Rows};
-use condenser::error::Result;
-use condenser::flags;
+use crate::data::Io;
+use crate::data::{convert, ColumnSpec, Rows};
+use crate::error::Result;
+use crate::flags;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -1,18 +1,18 @@
 use super::named::Named;
 use super::progress::{self, out};
 use super::shard_opts::{shard_note, ShardOpts};
-use condenser::data::ColumnSpec;
-use condenser::data::Io;
-use condenser::error::Result;
-use condenser::flags;
-use condenser::overlap::{self, Mode, Options, Source};
-use condenser::tokenize::Tokenizer;
+use crate::data::ColumnSpec;
+use crate::data::Io;
+use crate::error::Result;
+use crate::flags;
+use crate::overlap::{self, Mode, Options, Source};
+use crate::tokenize::Tokenizer;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Model folder or tokenizer.json whose WordPiece tokens are counted
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long = flags::TOKENIZER, default_value = "all-MiniLM-L6-v2")]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long = flags::TOKENIZER, default_value = "all-MiniLM-L6-v2")]
     tokenizer: PathBuf,
     /// n-gram length
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]

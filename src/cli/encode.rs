@@ -1,19 +1,19 @@
 use super::model_opts::ModelOpts;
 use super::progress::{self, out};
 use super::shard_opts::{shard_note, ShardOpts};
-use condenser::data::ColumnSpec;
-use condenser::data::Io;
-use condenser::encode::encode_file;
-use condenser::error::Result;
-use condenser::flags::InferenceBatch;
-use condenser::shard;
-use condenser::shard::parts::{Resume, Stale};
+use crate::data::ColumnSpec;
+use crate::data::Io;
+use crate::encode::encode_file;
+use crate::error::Result;
+use crate::flags::{InferenceBatch, PromptFlags};
+use crate::shard;
+use crate::shard::parts::{Resume, Stale};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Model folder (sentence-transformers or Hugging Face layout)
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long)]
     model: PathBuf,
     /// Input dataset (.parquet, .arrow, .csv, .tsv, .jsonl, .txt), or a retrieval folder (BEIR's
     /// or ours): its corpus, as (id, "title text") rows
@@ -24,6 +24,8 @@ pub struct Args {
     columns: ColumnSpec,
     #[command(flatten)]
     batch: InferenceBatch,
+    #[command(flatten)]
+    prompt: PromptFlags,
     /// Output .parquet: the input rows plus the embedding column(s), written atomically
     #[arg(long)]
     out: PathBuf,
@@ -38,16 +40,19 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let inference = a.model_opts.inference()?;
+    // the model first: a missing one is named with where it was looked for, before its
+    // fingerprint is taken
+    let enc = inference.encoder(&a.model)?;
+    let (name, text) = (a.prompt.prompt_name.as_deref(), a.prompt.prompt.as_deref());
+    let prompt = enc.prompts.for_flags(name, text, a.input.is_dir())?;
     let job = serde_json::json!({
         "model": a.model,
         "input": a.input,
         "columns": a.columns,
         "batch_size": a.batch.batch_size,
         "inference": inference,
+        "prompt": prompt,
     });
-    // the model first: a missing one is named with where it was looked for, before its
-    // fingerprint is taken
-    let enc = inference.encoder(&a.model)?;
     // a shard's manifest and an interrupted run's parts record the same settings
     let settings = shard::settings(&job, &[("model", Some(&a.model))])?;
     let shard = a.shard.resolve(|| Ok(settings.clone()))?;
@@ -57,6 +62,7 @@ pub fn run(a: Args) -> Result<()> {
         &a.model,
         &a.input,
         &a.columns,
+        prompt.as_deref(),
         a.batch.batch_size,
         &a.out,
         shard.as_ref(),

@@ -1,12 +1,12 @@
 //! `evaluate`'s dataset flags, generated from the library's evaluator registry.
 use super::named::Named;
+use crate::data::Io;
+use crate::error::{Error, Result};
+use crate::eval::EVALUATORS;
 use clap::{Arg, ArgAction, ArgMatches};
-use condenser::data::Io;
-use condenser::error::{Error, Result};
-use condenser::eval::EVALUATORS;
 
 /// The datasets to evaluate on: one `--<kind> NAME=PATH` flag per evaluator kind in the library's
-/// registry (`condenser::eval::EVALUATORS`), in command-line order.
+/// registry (`crate::eval::EVALUATORS`), in command-line order.
 #[derive(Clone, Debug, Default)]
 pub struct EvalSets(pub Vec<(usize, Named)>);
 

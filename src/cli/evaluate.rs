@@ -2,18 +2,18 @@ use super::eval_sets::EvalSets;
 use super::model_opts::ModelOpts;
 use super::progress::{self, out};
 use super::search_flags::{score_fn, UseIndex};
-use condenser::data::Io;
-use condenser::data::{PairColumns, DEFAULT_PAIR_COLUMNS};
-use condenser::error::{Error, Result};
-use condenser::eval::{EvalOptions, EvalReport, EVALUATORS};
-use condenser::flags::{self, CorpusEmbeddings, InferenceBatch};
-use condenser::search::{ScoreFn, StoredEmbeddings};
+use crate::data::Io;
+use crate::data::{PairColumns, DEFAULT_PAIR_COLUMNS};
+use crate::error::{Error, Result};
+use crate::eval::{EvalOptions, EvalReport, EVALUATORS};
+use crate::flags::{self, CorpusEmbeddings, InferenceBatch};
+use crate::search::{ScoreFn, StoredEmbeddings};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Model folders (sentence encoders, HF BERT or cross-encoders); each is evaluated on every dataset
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long = flags::MODEL, required = true)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long = flags::MODEL, required = true)]
     models: Vec<PathBuf>,
     #[command(flatten)]
     sets: EvalSets,

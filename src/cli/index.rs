@@ -1,9 +1,9 @@
 use super::index_flags::IndexFlags;
 use super::progress::{self, out};
-use condenser::data::Io;
-use condenser::error::Result;
-use condenser::flags::CorpusEmbeddings;
-use condenser::search::{
+use crate::data::Io;
+use crate::error::Result;
+use crate::flags::CorpusEmbeddings;
+use crate::search::{
     build_index, default_index_path, Calibration, StoredEmbeddings, DEFAULT_EF_SEARCH,
 };
 use std::path::PathBuf;

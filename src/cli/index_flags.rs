@@ -1,7 +1,7 @@
 //! `condenser index`'s choice of index and its build settings, each refused for the other kind.
 use super::search_flags::quantization;
-use condenser::error::{Error, Result};
-use condenser::search::{HnswSettings, IndexSettings, Quantization};
+use crate::error::{Error, Result};
+use crate::search::{HnswSettings, IndexSettings, Quantization};
 
 /// Which index `index` builds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -1,18 +1,18 @@
 use super::progress::out;
-use condenser::data::Io;
-use condenser::error::Result;
-use condenser::model::folders::card::{Card, CardKind};
-use condenser::model::folders::home;
-use condenser::model::folders::interpolate::interpolate;
+use crate::data::Io;
+use crate::error::Result;
+use crate::model::folders::card::{Card, CardKind};
+use crate::model::folders::home;
+use crate::model::folders::interpolate::interpolate;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The model fine-tuning started from (alpha 0)
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long)]
     start: PathBuf,
     /// The fine-tuned model (alpha 1); its folder's settings are kept
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long)]
     end: PathBuf,
     /// The share of the fine-tuned weights
     #[arg(long, default_value_t = 0.5)]
@@ -36,7 +36,7 @@ pub fn run(a: Args) -> Result<()> {
         loss: String::new(),
         hyperparameters: vec![("alpha (the end's share)".into(), a.alpha.to_string())],
         evaluation: Vec::new(),
-        hardware: format!("CPU: {}", condenser::runtime::cpu_model()),
+        hardware: format!("CPU: {}", crate::runtime::cpu_model()),
         wall_seconds: t0.elapsed().as_secs_f64(),
         notes: vec![format!(
             "**Interpolation:** {:.2} x `{}` + {:.2} x `{}` (weight space, tensor by tensor; \

@@ -1,8 +1,8 @@
 use super::progress::out;
-use condenser::data::{write_atomic, Io};
-use condenser::error::{Context, Error, Result};
-use condenser::eval::loco::{read_all, Loco};
-use condenser::flags;
+use crate::data::{write_atomic, Io};
+use crate::error::{Context, Error, Result};
+use crate::eval::loco::{read_all, Loco};
+use crate::flags;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

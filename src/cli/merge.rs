@@ -1,7 +1,7 @@
 use super::progress::out;
-use condenser::data::Io;
-use condenser::error::Result;
-use condenser::{overlap, shard};
+use crate::data::Io;
+use crate::error::Result;
+use crate::{overlap, shard};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -2,19 +2,19 @@ use super::model_opts::ModelOpts;
 use super::progress::{self, out};
 use super::search_flags::UseIndex;
 use super::shard_opts::{shard_note, ShardOpts};
-use condenser::augment::mine::{MineJob, MineOptions, MineSource};
-use condenser::data::ColumnSpec;
-use condenser::data::Io;
-use condenser::error::Result;
-use condenser::flags::CorpusEmbeddings;
-use condenser::shard::parts::Stale;
+use crate::augment::mine::{MineJob, MineOptions, MineSource};
+use crate::data::ColumnSpec;
+use crate::data::Io;
+use crate::error::Result;
+use crate::flags::CorpusEmbeddings;
+use crate::shard::parts::Stale;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 #[command(mut_arg("corpus_embeddings", |a| a.requires("model")))]
 pub struct Args {
     /// The bi-encoder that finds candidates (not needed with --candidates bm25)
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long)]
     model: Option<PathBuf>,
     /// A retrieval folder (BEIR or ours): its (query, relevant document) pairs, its corpus
     #[arg(long, conflicts_with_all = ["input", "corpus"], required_unless_present = "input")]
@@ -36,7 +36,7 @@ pub struct Args {
     #[command(flatten)]
     corpus_embeddings: CorpusEmbeddings,
     /// Rescore candidates with this cross-encoder: its scores drive the filters and are written
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long)]
     cross_encoder: Option<PathBuf>,
     #[command(flatten)]
     use_index: UseIndex,

@@ -1,8 +1,8 @@
 //! Flags every command that runs a model for inference shares.
-use condenser::error::Result;
-use condenser::flags;
-use condenser::model::{InferenceOptions, PoolingMode};
-use condenser::runtime::{ComputeType, DeviceSpec};
+use crate::error::Result;
+use crate::flags;
+use crate::model::{InferenceOptions, PoolingMode};
+use crate::runtime::{ComputeType, DeviceSpec};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct ModelOpts {
@@ -35,7 +35,7 @@ impl ModelOpts {
         match (self.device, self.dtype) {
             (DeviceSpec::Cpu, Some(ComputeType::Bf16)) => {
                 // the attention's products follow where the bf16 head kernel serves
-                let attention = if condenser::model::kernels::bf16::supported() {
+                let attention = if crate::model::kernels::bf16::supported() {
                     "; attention's products in bf16 on condenser's AVX512-BF16 kernel (heads a \
                     multiple of 32 wide)"
                 } else {
@@ -43,7 +43,7 @@ impl ModelOpts {
                 };
                 format!(
                     "{base}; Linear products in bf16 on {}{attention}",
-                    condenser::model::kernels::precision::bf16_backend()
+                    crate::model::kernels::precision::bf16_backend()
                 )
             }
             (DeviceSpec::Cpu, Some(ComputeType::F16)) => {
@@ -58,7 +58,7 @@ impl ModelOpts {
 /// the frozen Linears (and the attention) where it is chosen (kernels/f32_gemm/).
 pub fn inference_matmuls(device: DeviceSpec) -> String {
     let base = matmuls(device);
-    use condenser::model::kernels::f32_gemm;
+    use crate::model::kernels::f32_gemm;
     match f32_gemm::runs_here() {
         Some(what) if matches!(device, DeviceSpec::Cpu) => {
             format!("{base}; {what} on {}", f32_gemm::describe())
@@ -72,8 +72,8 @@ pub fn matmuls(device: DeviceSpec) -> String {
     match device {
         DeviceSpec::Cpu => format!(
             "CPU matmuls: {} on {}",
-            condenser::model::kernels::blas::describe(),
-            condenser::runtime::cpu_model()
+            crate::model::kernels::blas::describe(),
+            crate::runtime::cpu_model()
         ),
         d => format!("device: {d}"),
     }

@@ -1,9 +1,9 @@
 use super::progress::out;
-use condenser::data::Io;
-use condenser::error::{Error, Result};
-use condenser::eval::over_seeds::read_results;
-use condenser::eval::pick::Choice;
-use condenser::flags;
+use crate::data::Io;
+use crate::error::{Error, Result};
+use crate::eval::over_seeds::read_results;
+use crate::eval::pick::Choice;
+use crate::flags;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -1,19 +1,19 @@
 use super::progress::{self, out};
 use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
-use condenser::data::retrieval::corpus_file;
-use condenser::data::Io;
-use condenser::error::{Error, Result};
-use condenser::model::folders::card::CardKind;
-use condenser::model::ModelFolder;
-use condenser::train::corpus;
-use condenser::train::pretrain::{HeadInit, PretrainSpec, PretrainTask};
+use crate::data::retrieval::corpus_file;
+use crate::data::Io;
+use crate::error::{Error, Result};
+use crate::model::folders::card::CardKind;
+use crate::model::ModelFolder;
+use crate::train::corpus;
+use crate::train::pretrain::{HeadInit, PretrainSpec, PretrainTask};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Starting BERT (HF or sentence-transformers folder); the Condenser head starts fresh
-    #[arg(value_parser = condenser::model::folders::home::parse_model,
+    #[arg(value_parser = crate::model::folders::home::parse_model,
         long,
         conflicts_with = "continue_from",
         required_unless_present = "continue_from"

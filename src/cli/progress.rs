@@ -1,5 +1,5 @@
 //! What the binary shows: progress on stderr, results on stdout.
-use condenser::runtime::progress::{rate, LogLines};
+use crate::runtime::progress::{rate, LogLines};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Duration;

@@ -1,9 +1,9 @@
 use super::progress::out;
-use condenser::data::Io;
-use condenser::error::Result;
-use condenser::eval::over_seeds::{read_results, SeedReport};
-use condenser::flags;
-use condenser::recipe::State;
+use crate::data::Io;
+use crate::error::Result;
+use crate::eval::over_seeds::{read_results, SeedReport};
+use crate::flags;
+use crate::recipe::State;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -1,7 +1,7 @@
 use super::progress::out;
-use condenser::data::Io;
-use condenser::error::Result;
-use condenser::recipe::{Exec, Recipe, Runner};
+use crate::data::Io;
+use crate::error::Result;
+use crate::recipe::{Exec, Recipe, Runner};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

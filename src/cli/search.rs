@@ -2,11 +2,11 @@ use super::model_opts::ModelOpts;
 use super::progress::{self, out};
 use super::search_flags::{score_fn, UseIndex};
 use super::shard_opts::{shard_note, ShardOpts};
-use condenser::data::Io;
-use condenser::error::Result;
-use condenser::flags::{CorpusEmbeddings, InferenceBatch};
-use condenser::search::{search_stored, with_inputs, Queries, ScoreFn, StoredEmbeddings, Wanted};
-use condenser::shard;
+use crate::data::Io;
+use crate::error::Result;
+use crate::flags::{CorpusEmbeddings, InferenceBatch};
+use crate::search::{search_stored, with_inputs, Queries, ScoreFn, StoredEmbeddings, Wanted};
+use crate::shard;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -19,7 +19,7 @@ pub struct Args {
     #[arg(long, requires = "model", conflicts_with = "query_embeddings")]
     queries: Option<PathBuf>,
     /// The model that made --corpus-embeddings; embeds --queries
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long)]
     model: Option<PathBuf>,
     /// Stored query embeddings (`encode` with the corpus's model), instead of --queries
     #[arg(long, required_unless_present = "queries", conflicts_with = "model")]

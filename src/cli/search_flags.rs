@@ -1,10 +1,10 @@
 //! The flags `search`, `mine` and `evaluate` share to search through an index, and the clap
 //! parsers of the search room's choices (the library's types stay free of clap).
-use clap::builder::{PossibleValuesParser, TypedValueParser};
-use condenser::error::Result;
-use condenser::search::{
+use crate::error::Result;
+use crate::search::{
     open_index, AnnIndex, Breadth, Quantization, ScoreFn, StoredCorpus, StoredEmbeddings,
 };
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use std::path::PathBuf;
 
 /// A parser for one of a library choice's values, by the names the library gives them (help lists

@@ -1,7 +1,7 @@
 //! The flags of every command that can run as one shard of many (encode, augment, mine,
 //! domain-overlap).
-use condenser::error::Result;
-use condenser::shard::{Settings, Shard, ShardRun};
+use crate::error::Result;
+use crate::shard::{Settings, Shard, ShardRun};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct ShardOpts {

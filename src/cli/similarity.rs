@@ -1,16 +1,16 @@
 use super::model_opts::ModelOpts;
 use super::named::short_name;
 use super::progress::out;
-use condenser::data;
-use condenser::data::Io;
-use condenser::error::{Error, Result};
-use condenser::eval::similarity;
+use crate::data;
+use crate::data::Io;
+use crate::error::{Error, Result};
+use crate::eval::similarity;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Model folders; one matrix and heatmap per model, side by side as in the SBERT article
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long = "model", required = true)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long = "model", required = true)]
     models: Vec<PathBuf>,
     /// A file of sentences: plain text (.txt, one per line) or a dataset with a `text` column
     #[arg(long)]

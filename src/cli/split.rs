@@ -1,8 +1,8 @@
 use super::progress::out;
-use condenser::data::Io;
-use condenser::data::{split_file, split_retrieval, ColumnSpec, QueryParts};
-use condenser::error::{Error, Result};
-use condenser::flags::Seed;
+use crate::data::Io;
+use crate::data::{split_file, split_retrieval, ColumnSpec, QueryParts};
+use crate::error::{Error, Result};
+use crate::flags::Seed;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -1,21 +1,21 @@
 use super::progress::out;
 use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
-use condenser::data::Io;
-use condenser::data::{ColumnSpec, PairColumns, DEFAULT_PAIR_COLUMNS};
-use condenser::error::Result;
-use condenser::eval::{dev_evaluator, EvalOptions};
-use condenser::flags;
-use condenser::model::folders::card::CardKind;
-use condenser::model::PoolingMode;
-use condenser::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
-use condenser::train::losses::{self, LossSpec, Target};
+use crate::data::Io;
+use crate::data::{ColumnSpec, PairColumns, DEFAULT_PAIR_COLUMNS};
+use crate::error::Result;
+use crate::eval::{dev_evaluator, EvalOptions};
+use crate::flags;
+use crate::model::folders::card::CardKind;
+use crate::model::PoolingMode;
+use crate::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
+use crate::train::losses::{self, LossSpec, Target};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Starting model: an HF BERT folder, a sentence-transformers folder or a Condenser checkpoint
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long = flags::INIT)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long = flags::INIT)]
     init: PathBuf,
     /// Training data (.parquet, .arrow, .csv, .tsv, .jsonl): the columns --columns names
     #[arg(long = flags::TRAIN)]

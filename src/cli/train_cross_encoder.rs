@@ -1,18 +1,18 @@
 use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
-use condenser::data::Io;
-use condenser::data::{PairColumns, DEFAULT_PAIR_COLUMNS};
-use condenser::error::Result;
-use condenser::eval::{accuracy, sts, EvalOptions};
-use condenser::flags;
-use condenser::model::folders::card::CardKind;
-use condenser::train::cross_encoder::{CrossEncoderData, CrossEncoderTask};
+use crate::data::Io;
+use crate::data::{PairColumns, DEFAULT_PAIR_COLUMNS};
+use crate::error::Result;
+use crate::eval::{accuracy, sts, EvalOptions};
+use crate::flags;
+use crate::model::folders::card::CardKind;
+use crate::train::cross_encoder::{CrossEncoderData, CrossEncoderTask};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Starting model: an HF BERT folder, a sentence-transformers folder or a cross-encoder
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long = flags::MODEL)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long = flags::MODEL)]
     model: PathBuf,
     /// Labelled pairs; repeat it to train on several files with the same columns as one set
     #[arg(long = flags::TRAIN, required = true)]

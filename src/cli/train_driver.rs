@@ -3,11 +3,11 @@
 use super::model_opts::matmuls;
 use super::progress::{self, out};
 use super::train_opts::TrainOpts;
-use condenser::error::{Error, Result};
-use condenser::model::folders::card::{self, Card, CardKind, DataFile};
-use condenser::model::Precision;
-use condenser::runtime::DeviceSpec;
-use condenser::train::{train, TrainConfig, TrainReport, TrainTask};
+use crate::error::{Error, Result};
+use crate::model::folders::card::{self, Card, CardKind, DataFile};
+use crate::model::Precision;
+use crate::runtime::DeviceSpec;
+use crate::train::{train, TrainConfig, TrainReport, TrainTask};
 use std::path::Path;
 
 /// What a training command tells its model card: the kind of folder, the starting model and the
@@ -59,7 +59,7 @@ impl TrainOpts {
         if self.precision != Precision::F32 {
             if self.device != DeviceSpec::Cpu {
                 if !task.card_precision(self.precision) {
-                    return Err(condenser::error::Error::msg(format!(
+                    return Err(crate::error::Error::msg(format!(
                         "--precision {} on a GPU: only a bi-encoder or cross-encoder training \
                          through the GPU engine (a cuda build's default on a card, unless \
                          CONDENSER_GPU_ENGINE=off; bf16) runs below f32 there, and this run \
@@ -111,11 +111,13 @@ impl TrainOpts {
             .map(|(k, v)| format!(", best dev {k} {v:.4}"))
             .unwrap_or_default();
         out(&format!(
-            "trained {} steps in {:.1} s ({:.1} s in training steps: {:.1} examples/s, batches split across {} thread{}; {}; {} products{}){best}\n{}\nwrote {} (model card README.md; {kept})\n",
+            "trained {} steps in {:.2} s ({:.2} s in training steps, each until its update was complete on the device: {:.1} examples/s; {:.2} s evaluating, {:.2} s saving; batches split across {} thread{}; {}; {} products{}){best}\n{}\nwrote {} (model card README.md; {kept})\n",
             r.steps,
             r.seconds,
             r.step_seconds,
             r.examples_per_s,
+            r.eval_seconds,
+            r.save_seconds,
             r.threads,
             if r.threads == 1 { "" } else { "s" },
             matmuls(self.device),
@@ -126,7 +128,7 @@ impl TrainOpts {
                 }
                 Precision::Bf16 => format!(
                     "bf16 on {}",
-                    condenser::model::kernels::precision::bf16_backend()
+                    crate::model::kernels::precision::bf16_backend()
                 ),
                 p => p.name().to_string(),
             },
@@ -186,14 +188,14 @@ impl TrainOpts {
         let hardware = match self.device {
             DeviceSpec::Cpu => format!(
                 "CPU: {} ({} threads)",
-                condenser::runtime::cpu_model(),
+                crate::runtime::cpu_model(),
                 r.threads
             ),
-            gpu => format!("GPU {gpu} (host CPU: {})", condenser::runtime::cpu_model()),
+            gpu => format!("GPU {gpu} (host CPU: {})", crate::runtime::cpu_model()),
         };
         Card {
             kind: card.kind,
-            base_model: condenser::model::folders::home::display_name(card.base),
+            base_model: crate::model::folders::home::display_name(card.base),
             command: super::command_line::get(),
             data,
             loss: task.key().loss,
@@ -218,7 +220,7 @@ fn engine_note(declined: Option<String>, kernels: String) -> String {
         None => format!("condenser's engine, {kernels} kernels"),
         Some(why) => format!("candle's graph ({why})"),
     };
-    match condenser::runtime::peak_rss_mb() {
+    match crate::runtime::peak_rss_mb() {
         Some(mb) => format!("trained with {path}; peak memory {mb:.0} MB"),
         None => format!("trained with {path}"),
     }

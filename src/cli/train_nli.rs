@@ -1,14 +1,14 @@
 use super::progress::out;
 use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
-use condenser::data::Io;
-use condenser::data::{entailments, read_nli, PairColumns, DEFAULT_PAIR_COLUMNS};
-use condenser::error::Result;
-use condenser::eval::{accuracy, dev_evaluator, EvalOptions};
-use condenser::model::folders::card::CardKind;
-use condenser::model::PoolingMode;
-use condenser::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
-use condenser::train::losses;
+use crate::data::Io;
+use crate::data::{entailments, read_nli, PairColumns, DEFAULT_PAIR_COLUMNS};
+use crate::error::Result;
+use crate::eval::{accuracy, dev_evaluator, EvalOptions};
+use crate::model::folders::card::CardKind;
+use crate::model::PoolingMode;
+use crate::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
+use crate::train::losses;
 use std::path::PathBuf;
 
 /// The NLI recipes.
@@ -23,7 +23,7 @@ enum NliLoss {
 #[derive(clap::Args)]
 pub struct Args {
     /// Starting model (HF BERT, sentence-transformers folder or Condenser checkpoint)
-    #[arg(value_parser = condenser::model::folders::home::parse_model, long)]
+    #[arg(value_parser = crate::model::folders::home::parse_model, long)]
     init: PathBuf,
     /// NLI pairs: sentence1, sentence2, label (0/1/2 or entailment/neutral/contradiction; -1/'-' dropped)
     #[arg(long)]

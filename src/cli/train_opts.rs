@@ -1,11 +1,11 @@
 //! The flags every training command shares, and the TrainConfig they make.
-use condenser::data::Io;
-use condenser::error::Result;
-use condenser::eval::pick::Choice;
-use condenser::flags;
-use condenser::model::Precision;
-use condenser::runtime::DeviceSpec;
-use condenser::train::TrainConfig;
+use crate::data::Io;
+use crate::error::Result;
+use crate::eval::pick::Choice;
+use crate::flags;
+use crate::model::Precision;
+use crate::runtime::DeviceSpec;
+use crate::train::TrainConfig;
 use std::path::{Path, PathBuf};
 
 /// "at least 1" for counts that divide or step.
@@ -76,6 +76,11 @@ pub struct TrainOpts {
     /// weights and AdamW state either way; f16 with dynamic loss scaling)
     #[arg(long, value_enum, default_value = "f32")]
     pub(super) precision: Precision,
+    /// Batches in the training file's order every epoch (rows 1 to --batch-size the first
+    /// batch), instead of a seeded shuffle (without repeated texts in a batch, for losses with
+    /// in-batch negatives): to see exactly the batches another tool saw
+    #[arg(long)]
+    no_shuffle: bool,
 }
 
 impl TrainOpts {
@@ -131,7 +136,7 @@ impl TrainOpts {
         };
         let c = Choice::load(f, "lr")?;
         let lr: f64 = c.value.parse().map_err(|_| {
-            condenser::error::Error::file(f, format!("lr '{}' is not a number", c.value))
+            crate::error::Error::file(f, format!("lr '{}' is not a number", c.value))
         })?;
         super::progress::out(&format!(
             "note: learning rate {lr}, chosen on {} by {} ({})\n",
@@ -160,6 +165,7 @@ impl TrainOpts {
                 .threads
                 .unwrap_or_else(candle_core::utils::get_num_threads),
             precision: self.precision,
+            no_shuffle: self.no_shuffle,
             out: out.to_path_buf(),
         })
     }

@@ -1,9 +1,9 @@
 use super::progress::out;
 use super::run_recipe::RunOpts;
-use condenser::data::Io;
-use condenser::error::Result;
-use condenser::recipe::grid::{Grid, GridReport, Planning};
-use condenser::recipe::{Exec, Runner};
+use crate::data::Io;
+use crate::error::Result;
+use crate::recipe::grid::{Grid, GridReport, Planning};
+use crate::recipe::{Exec, Runner};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

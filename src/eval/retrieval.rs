@@ -54,11 +54,11 @@ impl Evaluator for RetrievalEvaluator {
             Some(stored) => stored.vectors(&c)?,
             None => {
                 progress.set_length(c.len() as u64);
-                (enc.encode(&c, batch, progress)?, None)
+                (enc.encode_document(&c, batch, progress)?, None)
             }
         };
         progress.set_length(progress.length().unwrap_or(0) + q.len() as u64);
-        let qe = enc.encode(&q, batch, progress)?;
+        let qe = enc.encode_query(&q, batch, progress)?;
         let primary = format!("{}_ndcg@{NDCG_AT}", self.score_fn.name());
         let (metrics, per_query) = retrieval_metrics(
             set,

@@ -32,7 +32,7 @@ impl Queries {
     ) -> Result<Queries> {
         let rows = Queries::texts(path)?;
         let texts: Vec<&str> = rows.iter().map(|(_, t)| t.as_str()).collect();
-        let vectors = enc.encode(&texts, batch, progress)?;
+        let vectors = enc.encode_query(&texts, batch, progress)?;
         let ids = rows.into_iter().map(|(id, _)| id).collect();
         Ok(Queries { ids, vectors })
     }

@@ -28,6 +28,11 @@ pub struct TrainState {
     pub part_names: Vec<String>,
     #[serde(default)]
     pub parts: Vec<Vec<f64>>,
+    /// Each logged step's wall time (trainer.rs's clock: its work complete on the device), the
+    /// log's last column; a checkpoint of an older condenser has none, and its steps' cells
+    /// stay empty.
+    #[serde(default)]
+    pub step_seconds: Vec<f64>,
     /// The run's settings, which --resume must match.
     #[serde(default)]
     pub settings: Option<super::config::RunSettings>,
@@ -118,7 +123,9 @@ pub fn write_log(out: &Path, st: &TrainState) -> Result<()> {
     for name in &st.part_names {
         let _ = write!(csv, ",{name}");
     }
-    csv.push('\n');
+    csv.push_str(",seconds\n");
+    // steps logged before the checkpoint recorded times (an older condenser's) have none
+    let untimed = st.log.len().saturating_sub(st.step_seconds.len());
     for (i, (s, l, lr, m)) in st.log.iter().enumerate() {
         let _ = write!(
             csv,
@@ -128,7 +135,8 @@ pub fn write_log(out: &Path, st: &TrainState) -> Result<()> {
         for v in st.parts.get(i).into_iter().flatten() {
             let _ = write!(csv, ",{v}");
         }
-        csv.push('\n');
+        let t = i.checked_sub(untimed).map(|k| st.step_seconds[k]);
+        let _ = writeln!(csv, ",{}", t.map(|t| format!("{t:.6}")).unwrap_or_default());
     }
     write_atomic(&out.join("train_log.csv"), csv.as_bytes())?;
     let pts: Vec<(f64, f64)> = st.log.iter().map(|(s, l, _, _)| (*s as f64, *l)).collect();

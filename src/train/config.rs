@@ -27,6 +27,9 @@ pub struct TrainConfig {
     pub threads: usize,
     /// The Linears' products in training (forward and backward); masters and AdamW stay f32.
     pub precision: Precision,
+    /// Batches in the file's order every epoch (rows 1..=batch the first), not the seeded
+    /// shuffle: for a run that must see exactly another tool's batches (a benchmark's peers).
+    pub no_shuffle: bool,
     pub out: PathBuf,
 }
 
@@ -87,6 +90,7 @@ impl TrainConfig {
             dropout: self.dropout,
             threads: self.threads,
             precision: self.precision,
+            no_shuffle: self.no_shuffle,
             examples,
             loss: task.loss,
             data: task.data,
@@ -120,6 +124,9 @@ pub struct RunSettings {
     /// Runs before precisions were recorded were f32.
     #[serde(default)]
     pub precision: Precision,
+    /// Runs before the flag were shuffled.
+    #[serde(default)]
+    pub no_shuffle: bool,
     pub examples: usize,
     /// The task's objective (`TaskKey::loss`); empty in checkpoints written before it was
     /// recorded, which then cannot be resumed (the loss cannot be shown to be the same).

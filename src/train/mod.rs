@@ -26,6 +26,8 @@ pub mod schedule;
 pub mod spans;
 pub mod task;
 pub mod trainer;
+#[cfg(test)]
+mod trainer_test;
 
 pub use config::{RunSettings, TaskKey, TrainConfig};
 pub use gradcheck::GradCheck;

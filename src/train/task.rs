@@ -195,6 +195,12 @@ pub trait TrainTask: Sync {
 
     /// Write the model folder.
     fn save(&self, dir: &Path) -> Result<()>;
+
+    /// Wait until the work queued so far is complete on the device (a card's stream; nothing on
+    /// the CPU, whose work is done when its calls return): a step's clock stops after it.
+    fn synchronize(&self) -> Result<()> {
+        Ok(super::params::device_of(self.varmap()).synchronize()?)
+    }
 }
 
 /// `TrainTask::card_precision` of a task whose BERT, `bert`, trains through the GPU engine

@@ -21,8 +21,14 @@ pub struct TrainReport {
     pub best: Option<(String, f64)>,
     /// Wall time of the whole loop, evaluation and checkpoints included.
     pub seconds: f64,
-    /// Time in forward, backward and optimizer updates only.
+    /// The optimizer steps' wall time: each from its first micro-batch's start to the moment
+    /// its update is complete on the device (forward, backward, gradient norm and update
+    /// inside; evaluation and checkpoints outside).
     pub step_seconds: f64,
+    /// Dev evaluation's wall time, and saving's (the best or final model, checkpoints and the
+    /// log they carry): with the steps, every second of the loop is one of the three.
+    pub eval_seconds: f64,
+    pub save_seconds: f64,
     /// Training examples per second of step time.
     pub examples_per_s: f64,
     /// Threads a micro-batch was split across (1: not split).
@@ -127,11 +133,23 @@ pub fn train(
     let (mut acc_n, mut acc_loss) = (0usize, 0f64);
     let mut parts = Parts::default();
     let (mut step_seconds, mut examples, mut split) = (0f64, 0usize, 1usize);
+    // a step's clock starts with its first micro-batch and stops once its update is complete
+    // on the device (TrainTask::synchronize): a card's backward and update are only queued when
+    // the host moves on, and a clock stopped then leaves most of the step out
+    let mut t_step: Option<Instant> = None;
+    let mut clock = Clock::default();
     while st.micro < total_micro {
-        let t_step = Instant::now();
+        // a cancelled call (Ctrl-C in Python) stops between two micro-batches: the last
+        // checkpoint is what a resume continues, as after a kill
+        crate::runtime::cancel::check()?;
+        let started = *t_step.get_or_insert_with(Instant::now);
         let epoch = (st.micro / micro_per_epoch) as usize;
         if order.1.is_empty() || order.0 != epoch {
-            order = (epoch, task.epoch_order(cfg.seed, epoch, batch));
+            let ordered = match cfg.no_shuffle {
+                true => (0..n).collect(),
+                false => task.epoch_order(cfg.seed, epoch, batch),
+            };
+            order = (epoch, ordered);
         }
         let pos = (st.micro % micro_per_epoch) as usize * batch;
         let idx = &order.1[pos..(pos + batch).min(n)];
@@ -155,7 +173,6 @@ pub fn train(
         acc_loss += g.value;
         st.micro += 1;
         examples += idx.len();
-        step_seconds += t_step.elapsed().as_secs_f64();
         if acc_n == accum || st.micro == total_micro {
             let k = acc_n as f64;
             // the gradients carry the loss scale (1 unless f16): unscaled before clipping
@@ -164,7 +181,6 @@ pub fn train(
             let taken = std::mem::take(&mut acc);
             let grads = taken.in_order(&vars);
             let norm = AdamW::grad_norm(&grads)? / (k * scale);
-            let t_update = Instant::now();
             let lr = cfg.lr * linear_schedule(st.step, total_steps, warmup_steps);
             // a finite loss can still have NaN or infinite gradients: never applied, never saved
             // (f16 skips the step and lowers its scale instead, below)
@@ -196,8 +212,12 @@ pub fn train(
                 });
             }
             drop((grads, taken));
+            task.synchronize()?;
+            let seconds = started.elapsed().as_secs_f64();
+            t_step = None;
+            step_seconds += seconds;
+            st.step_seconds.push(seconds);
             st.step += 1;
-            step_seconds += t_update.elapsed().as_secs_f64();
             let mean_loss = acc_loss / k;
             (acc_n, acc_loss) = (0, 0.0);
             if !parts.sums.is_empty() {
@@ -206,7 +226,7 @@ pub fn train(
             }
             let last = st.micro == total_micro;
             let metric = if last || cfg.eval_steps.is_some_and(|e| st.step % e == 0) {
-                evaluate_and_keep_best(task, &mut st, cfg, last)?
+                evaluate_and_keep_best(task, &mut st, cfg, last, &mut clock)?
             } else {
                 None
             };
@@ -217,23 +237,28 @@ pub fn train(
             ));
             progress.inc(1);
             if st.step % cfg.checkpoint_steps == 0 || last {
+                let t = Instant::now();
                 checkpoint::save(&ckpt, task.varmap(), &opt, &st)?;
                 // the log and curve follow the checkpoint, so a long run can be watched (the
                 // final one is written once, after the loop)
                 if !last {
                     checkpoint::write_log(&cfg.out, &st)?;
                 }
+                clock.saving += t.elapsed().as_secs_f64();
             }
         }
     }
+    let seconds = start.elapsed().as_secs_f64();
     if !already_done {
         checkpoint::write_log(&cfg.out, &st)?;
     }
     Ok(TrainReport {
         steps: st.step,
         best: st.best,
-        seconds: start.elapsed().as_secs_f64(),
+        seconds,
         step_seconds,
+        eval_seconds: clock.evaluating,
+        save_seconds: clock.saving,
         examples_per_s: examples as f64 / step_seconds.max(1e-9),
         skipped_steps: st.skipped_steps,
         threads: task.own_split().unwrap_or(split),
@@ -249,14 +274,25 @@ fn last_good(ckpt: &std::path::Path) -> String {
     }
 }
 
+/// The loop's time outside its steps: evaluating and saving.
+#[derive(Default)]
+struct Clock {
+    evaluating: f64,
+    saving: f64,
+}
+
 /// Evaluate; save the model when it is the best so far (or at the end without dev data).
 fn evaluate_and_keep_best(
     task: &impl TrainTask,
     st: &mut TrainState,
     cfg: &TrainConfig,
     last: bool,
+    clock: &mut Clock,
 ) -> Result<Option<f64>> {
+    let t = Instant::now();
     let metric = task.evaluate()?;
+    clock.evaluating += t.elapsed().as_secs_f64();
+    let t = Instant::now();
     match &metric {
         Some((name, v)) if st.best.as_ref().is_none_or(|(_, b)| v > b) => {
             st.best = Some((name.clone(), *v));
@@ -265,6 +301,7 @@ fn evaluate_and_keep_best(
         None if last => task.save(&cfg.out)?,
         _ => {}
     }
+    clock.saving += t.elapsed().as_secs_f64();
     Ok(metric.map(|m| m.1))
 }
 

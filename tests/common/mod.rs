@@ -340,6 +340,29 @@ pub fn condenser_env(env: &[(&str, &str)], args: &[&str]) -> std::process::Outpu
     c.output().unwrap()
 }
 
+/// A training run's train_log.csv without its last column (each step's wall time, which no two
+/// runs share): what two runs of the same settings must agree on, row for row.
+pub fn train_log_untimed(out: &std::path::Path) -> String {
+    let log = std::fs::read_to_string(out.join("train_log.csv")).unwrap();
+    let mut lines = log.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.ends_with(",seconds"),
+        "train_log.csv's header: {header}"
+    );
+    let mut kept = String::new();
+    for l in std::iter::once(header).chain(lines) {
+        let (row, seconds) = l.rsplit_once(',').unwrap();
+        assert!(
+            l == header || seconds.parse::<f64>().is_ok_and(|t| t > 0.0),
+            "{l}"
+        );
+        kept.push_str(row);
+        kept.push('\n');
+    }
+    kept
+}
+
 /// The per-step losses (second column) of a training run's train_log.csv.
 pub fn train_log_losses(out: &std::path::Path) -> Vec<f64> {
     std::fs::read_to_string(out.join("train_log.csv"))

@@ -50,7 +50,7 @@ impl<'c> CorpusIndex<'c> {
                 (Some(stored), None) => stored.lookup(corpus)?,
                 (None, _) => {
                     progress.set_length(progress.length().unwrap_or(0) + corpus.len() as u64);
-                    enc.encode(corpus, o.batch.batch_size, progress)?
+                    enc.encode_document(corpus, o.batch.batch_size, progress)?
                 }
             }),
             (_, None) => {
@@ -79,7 +79,9 @@ impl<'c> CorpusIndex<'c> {
         progress: &ProgressBar,
     ) -> Result<Found> {
         let queries = match (&self.embedded, models.encoder) {
-            (Some(_), Some(enc)) => Some(enc.encode(anchors, o.batch.batch_size, progress)?),
+            (Some(_), Some(enc)) => {
+                Some(enc.encode_query(anchors, o.batch.batch_size, progress)?)
+            }
             _ => None,
         };
         let embedded = queries.as_ref().zip(self.embedded.as_ref());

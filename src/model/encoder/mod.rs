@@ -5,8 +5,10 @@
 //! engine where it takes the model (on_card.rs); elsewhere candle.
 mod cross;
 mod on_card;
+mod prompts;
 
 pub use cross::CrossEncoderModel;
+pub use prompts::Prompts;
 
 use super::engine::{pad, run_batches, Engine};
 use super::kernels::dropout::Dropout;
@@ -29,6 +31,9 @@ pub struct SentenceEncoder {
     pub max_seq_length: usize,
     pub device: Device,
     pub special: Specials,
+    /// The folder's prompts (none for a model made in training): `encode` prepends the default,
+    /// `encode_query` and `encode_document` theirs.
+    pub prompts: Prompts,
 }
 
 impl SentenceEncoder {
@@ -38,6 +43,7 @@ impl SentenceEncoder {
             bert,
             tokenizer: self.tokenizer.clone(),
             device: self.device.clone(),
+            prompts: self.prompts.clone(),
             ..*self
         }
     }
@@ -59,6 +65,7 @@ impl SentenceEncoder {
             max_seq_length: max_seq_length.max(2),
             device: device.clone(),
             special,
+            prompts: Prompts::default(),
         })
     }
 
@@ -112,22 +119,83 @@ impl SentenceEncoder {
         }
     }
 
-    /// Encode texts in length-sorted batches; rows come back in input order. On the engine a
-    /// batch holds up to `batch_size` sequences' worth of tokens at max_seq_length, at most
-    /// `MAX_BATCH_TOKENS`, filled with as many texts as fit.
+    /// Encode texts with the folder's default prompt before each (none without one), as
+    /// sentence-transformers' `encode` does.
     pub fn encode(
         &self,
         texts: &[&str],
         batch_size: usize,
         progress: &ProgressBar,
     ) -> Result<Embeddings> {
+        let prompt = self.prompts.default_prompt().map(|p| p.1.to_string());
+        self.encode_prompted(texts, prompt.as_deref(), batch_size, progress)
+    }
+
+    /// Encode queries: the folder's "query" prompt, else its default (`encode_query`).
+    pub fn encode_query(
+        &self,
+        texts: &[&str],
+        batch_size: usize,
+        progress: &ProgressBar,
+    ) -> Result<Embeddings> {
+        let prompt = self.prompts.query();
+        self.encode_prompted(texts, prompt.as_deref(), batch_size, progress)
+    }
+
+    /// Encode documents: the folder's "document" (or "passage", "corpus") prompt, else its
+    /// default (`encode_document`).
+    pub fn encode_document(
+        &self,
+        texts: &[&str],
+        batch_size: usize,
+        progress: &ProgressBar,
+    ) -> Result<Embeddings> {
+        let prompt = self.prompts.document();
+        self.encode_prompted(texts, prompt.as_deref(), batch_size, progress)
+    }
+
+    /// The tokens a prompt's text puts before a text, `[CLS]` included: what the pooling leaves
+    /// out where the folder's include_prompt is false (sentence-transformers' prompt_length).
+    pub fn prompt_length(&self, prompt: &str) -> Result<usize> {
+        let mut ids = Vec::new();
+        self.tokenizer.ids_into(prompt, &mut ids)?;
+        Ok(1 + ids.len())
+    }
+
+    /// Encode texts with `prompt` before each (None or "": as given), in length-sorted batches;
+    /// rows come back in input order. On the engine a batch holds up to `batch_size` sequences'
+    /// worth of tokens at max_seq_length, at most `MAX_BATCH_TOKENS`, filled with as many texts
+    /// as fit.
+    pub fn encode_prompted(
+        &self,
+        texts: &[&str],
+        prompt: Option<&str>,
+        batch_size: usize,
+        progress: &ProgressBar,
+    ) -> Result<Embeddings> {
+        let prompt = prompt.filter(|p| !p.is_empty());
+        // the leading rows the pooling leaves out (include_prompt false)
+        let skip = match (prompt, self.prompts.include_prompt) {
+            (Some(p), false) => self.prompt_length(p)?,
+            _ => 0,
+        };
         let seqs: Vec<Vec<u32>> = texts
             .par_iter()
-            .map(|t| self.token_ids(t))
+            .map(|t| match prompt {
+                Some(p) => self.token_ids(&format!("{p}{t}")),
+                None => self.token_ids(t),
+            })
             .collect::<Result<_>>()?;
         let dim = self.dim();
         let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
-        let rows = match Engine::for_bert(&self.bert) {
+        let engine = Engine::for_bert(&self.bert);
+        if skip > 0 && engine.is_none() {
+            return Err(crate::error::Error::msg(
+                "a prompt left out of the pooling (the folder's include_prompt false) is applied \
+                 on the CPU engine only; encode on the CPU",
+            ));
+        }
+        let rows = match engine {
             Some(engine) => {
                 let budget = token_budget(batch_size, self.max_seq_length);
                 let threads = rayon::current_num_threads();
@@ -136,13 +204,13 @@ impl SentenceEncoder {
                         Ok(run_batches(&lens, budget, threads, progress, |batch| {
                             let b: Vec<&[u32]> =
                                 batch.iter().map(|&i| seqs[i].as_slice()).collect();
-                            if self.pooling.first_token_only() {
+                            if self.pooling.first_token_only() && skip == 0 {
                                 // the last layer at the [CLS] rows only (engine/first_token.rs)
                                 let cls = run.forward_first(&b, None).doing("model forward")?;
                                 return Ok(self.cls_rows(cls, b.len()));
                             }
                             let fwd = run.forward(&b, None).doing("model forward")?;
-                            Ok(self.pool_packed(&fwd))
+                            Ok(self.pool_packed(&fwd, skip))
                         }))
                     })
                     .doing("model forward")??
@@ -178,8 +246,10 @@ impl SentenceEncoder {
             .collect()
     }
 
-    /// Each item's embedding from the engine's packed last-layer rows.
-    fn pool_packed(&self, fwd: &super::engine::Forward) -> Vec<Vec<f32>> {
+    /// Each item's embedding from the engine's packed last-layer rows, its first `skip` rows
+    /// left out (a prompt the pooling excludes; sentence-transformers zeroes their mask, so a
+    /// text of the prompt alone pools nothing).
+    fn pool_packed(&self, fwd: &super::engine::Forward, skip: usize) -> Vec<Vec<f32>> {
         let h = self.bert.config.hidden_size;
         let p = &fwd.packed;
         p.offsets()
@@ -187,8 +257,9 @@ impl SentenceEncoder {
             .zip(p.lens())
             .map(|(&off, &n)| {
                 let mut e = Vec::with_capacity(self.dim());
+                let from = off + skip.min(n);
                 self.pooling
-                    .pool_rows(&fwd.hidden[off * h..(off + n) * h], h, &mut e);
+                    .pool_rows(&fwd.hidden[from * h..(off + n) * h], h, &mut e);
                 if self.normalize {
                     l2_normalize_row(&mut e);
                 }

@@ -56,6 +56,8 @@ pub fn run_batches<R: Send>(
     let batches = token_batches(lens, budget);
     let slots: Mutex<Vec<Option<R>>> = Mutex::new((0..lens.len()).map(|_| None).collect());
     let next = AtomicUsize::new(0);
+    // a cancelled call (Ctrl-C in Python) stops before its next batch, on whichever thread
+    let cancel = crate::runtime::cancel::current();
     // threads take the next batch as they finish one: batches differ in cost (attention grows
     // with length), so a fixed deal would leave a thread idle. The BLAS is serial even on one
     // thread: a threaded GEMM splits a batch by the library's thread count, and the bits with it
@@ -68,6 +70,7 @@ pub fn run_batches<R: Send>(
                     let Some(batch) = batches.get(k) else {
                         return Ok(());
                     };
+                    cancel.check()?;
                     let rows = f(batch)?;
                     assert_eq!(rows.len(), batch.len(), "one result per item");
                     let mut s = slots

@@ -2,6 +2,7 @@
 //! pytorch_model.bin + tokenizer.json or vocab.txt) or a sentence-transformers folder on top of it
 //! (modules.json, 1_Pooling/config.json, Normalize, sentence_bert_config.json).
 use crate::error::{Error, Result};
+use crate::model::encoder::Prompts;
 use crate::model::{Bert, BertConfig, Pooling};
 use crate::tokenize::Tokenizer;
 use candle_core::{DType, Device};
@@ -21,10 +22,11 @@ pub struct ModelFolder {
     pub pooling_from: PoolingFrom,
     pub normalize: bool,
     pub max_seq_length: usize,
-    /// config_sentence_transformers.json's default prompt (its name and text), which
-    /// sentence-transformers' `encode` prepends to every text and condenser does not: the
-    /// commands say so (`prompt_note`).
-    pub default_prompt: Option<(String, String)>,
+    /// config_sentence_transformers.json's prompts and default prompt, and the Pooling's
+    /// include_prompt: applied by the encoder as sentence-transformers applies them.
+    pub prompts: Prompts,
+    /// config_sentence_transformers.json's similarity_fn_name (None: not named; cosine).
+    pub similarity_fn_name: Option<String>,
 }
 
 /// Where a folder's pooling comes from. A folder without a Pooling module is pooled by a default
@@ -59,6 +61,7 @@ impl ModelFolder {
         }
         let mut transformer_dir = dir.to_path_buf();
         let mut pooling = None;
+        let mut include_prompt = true;
         let mut normalize = false;
         let modules = dir.join("modules.json");
         if modules.is_file() {
@@ -71,7 +74,14 @@ impl ModelFolder {
                 let path = dir.join(m.get("path").and_then(|p| p.as_str()).unwrap_or(""));
                 match ty.rsplit('.').next().unwrap_or("") {
                     "Transformer" => transformer_dir = path,
-                    "Pooling" => pooling = Some(Pooling::load(&path.join("config.json"))?),
+                    "Pooling" => {
+                        let cfg = path.join("config.json");
+                        pooling = Some(Pooling::load(&cfg)?);
+                        include_prompt = read_json(&cfg)?
+                            .get("include_prompt")
+                            .and_then(|b| b.as_bool())
+                            .unwrap_or(true);
+                    }
                     "Normalize" => normalize = true,
                     other => {
                         return Err(Error::file(
@@ -116,19 +126,22 @@ impl ModelFolder {
             (None, false) => (Pooling::MEAN, PoolingFrom::PlainDefault),
         };
         let st_config = dir.join("config_sentence_transformers.json");
-        let default_prompt = if st_config.is_file() {
-            let v = read_json(&st_config)?;
-            v.get("default_prompt_name")
-                .and_then(|n| n.as_str())
-                .map(|name| {
-                    let text = v["prompts"][name].as_str().unwrap_or_default();
-                    (name.to_string(), text.to_string())
-                })
-        } else {
-            None
+        let st = match st_config.is_file() {
+            true => Some(read_json(&st_config)?),
+            false => None,
         };
+        let prompts = Prompts::from_config(
+            st.as_ref().map(|v| (st_config.as_path(), v)),
+            include_prompt,
+        )?;
+        let similarity_fn_name = st
+            .as_ref()
+            .and_then(|v| v.get("similarity_fn_name"))
+            .and_then(|n| n.as_str())
+            .map(str::to_string);
         Ok(ModelFolder {
-            default_prompt,
+            prompts,
+            similarity_fn_name,
             dir: dir.to_path_buf(),
             transformer_dir,
             config,
@@ -140,14 +153,18 @@ impl ModelFolder {
         })
     }
 
-    /// The line that says a folder's default prompt is not applied (None without one).
+    /// The line that says a folder's default prompt is applied (None without one): it changes
+    /// every embedding, so a command names it, as the pooling's default is named.
     pub fn prompt_note(&self) -> Option<String> {
-        let (name, text) = self.default_prompt.as_ref()?;
+        let (name, text) = self.prompts.default_prompt()?;
         Some(format!(
-            "{}: config_sentence_transformers.json names the default prompt '{name}' ({text:?}), \
-             which sentence-transformers' encode prepends to every text; condenser encodes the \
-             texts as given",
-            self.dir.display()
+            "{}: config_sentence_transformers.json's default prompt '{name}' ({text:?}) is put \
+             before every text, as sentence-transformers' encode does{}",
+            self.dir.display(),
+            match self.prompts.include_prompt {
+                true => "",
+                false => " (its tokens left out of the pooling: include_prompt false)",
+            }
         ))
     }
 

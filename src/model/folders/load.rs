@@ -17,14 +17,16 @@ impl SentenceEncoder {
         let folder = ModelFolder::open(dir)?;
         let tokenizer = folder.tokenizer()?;
         let bert = folder.load_bert(dtype, device)?;
-        SentenceEncoder::new(
+        let mut enc = SentenceEncoder::new(
             bert,
             tokenizer,
             folder.pooling,
             folder.normalize,
             folder.max_seq_length,
             device,
-        )
+        )?;
+        enc.prompts = folder.prompts;
+        Ok(enc)
     }
 }
 

@@ -49,6 +49,7 @@ pub fn by_length<R>(
     order.sort_by_key(|&i| std::cmp::Reverse(lens[i]));
     let mut out: Vec<Option<R>> = (0..lens.len()).map(|_| None).collect();
     for chunk in order.chunks(size.max(1)) {
+        crate::runtime::cancel::check()?;
         let rows = f(chunk)?;
         assert_eq!(rows.len(), chunk.len(), "one result per item");
         for (&i, r) in chunk.iter().zip(rows) {

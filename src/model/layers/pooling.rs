@@ -164,6 +164,12 @@ impl Pooling {
     /// without a padded copy.
     pub fn pool_rows(&self, rows: &[f32], h: usize, out: &mut Vec<f32>) {
         let n = rows.len() / h.max(1);
+        if n == 0 {
+            // no row to pool (a text that is its left-out prompt alone): zeros, as the mean of
+            // nothing is in sentence-transformers (its sum over a mask of zeros)
+            out.resize(out.len() + h * self.modes(), 0.0);
+            return;
+        }
         if self.cls {
             out.extend_from_slice(&rows[..h]);
         }
