@@ -150,6 +150,50 @@ pub fn dispatch(c: Command) -> Result<()> {
     }
 }
 
+/// Why a captured command line did not run: clap refused its words (the kind and clap's message),
+/// or the command failed.
+#[derive(Debug)]
+pub enum RunError {
+    Usage(clap::error::ErrorKind, String),
+    Failed(Error),
+}
+
+/// A command line (the program's name first) run as the binary runs it, its stdout captured
+/// (cli::summary): the command's summary as JSON: `command`, `argv`, `seconds`, `outputs` (the
+/// paths its guard names, by flag), `printed` (what the binary would print on stdout) and the
+/// figures its driver recorded. Python's command functions call this.
+pub fn run_captured(argv: Vec<String>) -> std::result::Result<serde_json::Value, RunError> {
+    let cli = Cli::try_parse_from(&argv)
+        .map_err(|e| RunError::Usage(e.kind(), e.to_string().trim_end().to_string()))?;
+    let outputs: serde_json::Map<String, serde_json::Value> = cli
+        .command
+        .io()
+        .outputs()
+        .iter()
+        .map(|(flag, p)| {
+            (
+                flag.trim_start_matches('-').replace('-', "_"),
+                p.display().to_string().into(),
+            )
+        })
+        .collect();
+    super::command_line::set(&argv);
+    let started = std::time::Instant::now();
+    let (done, s) = super::summary::capture(|| dispatch(cli.command));
+    done.map_err(RunError::Failed)?;
+    let mut v = serde_json::Map::new();
+    v.insert(
+        "command".into(),
+        argv.get(1).cloned().unwrap_or_default().into(),
+    );
+    v.insert("argv".into(), argv.into());
+    v.insert("seconds".into(), started.elapsed().as_secs_f64().into());
+    v.insert("outputs".into(), outputs.into());
+    v.insert("printed".into(), s.printed.into());
+    v.extend(s.fields);
+    Ok(v.into())
+}
+
 pub fn main() -> Result<()> {
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())

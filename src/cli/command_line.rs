@@ -1,8 +1,12 @@
 //! The command line being run, kept for model cards: the process's own, or a recipe step's
-//! (set by the dispatcher before the step runs). A leaf: the drivers read it, the dispatcher sets it.
+//! (set by the dispatcher before the step runs), this thread's (two commands run from two Python
+//! threads at once keep their own). A leaf: the drivers read it, the dispatcher sets it.
+use std::cell::RefCell;
 
-/// The command line being run (a recipe's step: that step's), for model cards.
-static COMMAND_LINE: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+thread_local! {
+    /// The command line being run on this thread (a recipe's step: that step's), for model cards.
+    static COMMAND_LINE: RefCell<String> = const { RefCell::new(String::new()) };
+}
 
 /// Keep `argv` (the program's name first) as the command line, each word quoted where a shell
 /// would split or expand it.
@@ -20,13 +24,10 @@ pub fn set<S: AsRef<str>>(argv: &[S]) {
             }
         })
         .collect();
-    *COMMAND_LINE.lock().unwrap_or_else(|e| e.into_inner()) = words.join(" ");
+    COMMAND_LINE.with(|c| *c.borrow_mut() = words.join(" "));
 }
 
 /// The command line being run, as a shell would take it back.
 pub fn get() -> String {
-    COMMAND_LINE
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
+    COMMAND_LINE.with(|c| c.borrow().clone())
 }

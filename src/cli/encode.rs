@@ -73,6 +73,9 @@ pub fn run(a: Args) -> Result<()> {
         &bar,
     )?;
     bar.finish_and_clear();
+    super::summary::record("rows", rows);
+    super::summary::record("dim", enc.dim());
+    super::summary::record("prompt", &prompt);
     out(&format!(
         "wrote {rows} rows with {} embeddings to {}\n{}{}\n",
         enc.dim(),

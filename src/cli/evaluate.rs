@@ -85,6 +85,14 @@ pub fn run(a: Args) -> Result<()> {
         |model, name| progress::bar(Some(0), &format!("texts ({model} on {name})")),
     )?;
     report.save(&a.out)?;
+    // the metrics as results.json holds them, for a caller that captures (Python)
+    let results = a.out.join("results.json");
+    if let Ok(v) = std::fs::read_to_string(&results)
+        .map_err(|_| ())
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|_| ()))
+    {
+        super::summary::record("results", v);
+    }
     out(&format!(
         "{}\nwrote {}/results.{{json,csv}}\n{}\n",
         report.table(),

@@ -12,6 +12,9 @@ const LINE_EVERY: Duration = Duration::from_secs(30);
 /// and at most every 30 s after (`LogLines`): indicatif's own default there is nothing at all,
 /// so a multi-hour training's log stayed silent until its end.
 pub fn bar(total: Option<u64>, unit: &str) -> ProgressBar {
+    if QUIET.with(|q| q.get()) {
+        return ProgressBar::hidden();
+    }
     let terminal = std::io::stderr().is_terminal();
     let bar = match total {
         Some(n) => ProgressBar::new(n),
@@ -38,9 +41,26 @@ pub fn bar(total: Option<u64>, unit: &str) -> ProgressBar {
     bar
 }
 
+thread_local! {
+    /// Bars of this thread's commands hidden (Python's `show_progress_bar=False`).
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f` with its bars hidden where `hidden` (this thread's; the binary never hides them).
+pub fn quietly<R>(hidden: bool, f: impl FnOnce() -> R) -> R {
+    let before = QUIET.with(|q| q.replace(hidden));
+    let r = f();
+    QUIET.with(|q| q.set(before));
+    r
+}
+
 /// Print to stdout; a closed pipe (`condenser ... | head`) ends output quietly instead of panicking.
 pub fn out(text: &str) {
     use std::io::Write;
+    // a caller that captures (Python's functions) gets the text back instead
+    if super::summary::printed(text) {
+        return;
+    }
     let mut o = std::io::stdout().lock();
     if let Err(e) = o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
         if e.kind() != std::io::ErrorKind::BrokenPipe {

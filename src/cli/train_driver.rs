@@ -96,6 +96,20 @@ impl TrainOpts {
             return Ok(());
         }
         self.write_card(task, &cfg, &r, out_dir, card)?;
+        super::summary::record(
+            "training",
+            serde_json::json!({
+                "steps": r.steps,
+                "seconds": r.seconds,
+                "step_seconds": r.step_seconds,
+                "eval_seconds": r.eval_seconds,
+                "save_seconds": r.save_seconds,
+                "examples_per_s": r.examples_per_s,
+                "best": r.best.as_ref().map(|(k, v)| serde_json::json!({"metric": k, "value": v})),
+                "threads": r.threads,
+            }),
+        );
+        super::summary::record("model", out_dir.display().to_string());
         let kept = match self.keep_checkpoint {
             true => "checkpoint/ kept (--keep-checkpoint)".to_string(),
             false => {

@@ -77,6 +77,11 @@ impl Io {
     /// Refuse the first output that is, holds or lies inside an input, and an existing model
     /// folder written without `--resume` or `--overwrite`. Reads no file (only the folders'
     /// names and the links on the way).
+    /// The outputs named so far, as (flag, path): what a command's summary says it wrote.
+    pub fn outputs(&self) -> &[(String, PathBuf)] {
+        &self.outputs
+    }
+
     pub fn check(&self) -> Result<()> {
         let inputs: Vec<(&str, &Path, PathBuf, bool)> = self
             .inputs

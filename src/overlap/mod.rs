@@ -9,7 +9,7 @@ mod parts;
 mod report;
 mod shard;
 
-pub use compute::{compute, compute_parts, total_rows};
+pub use compute::{compute, compute_parts, compute_texts, total_rows};
 pub use exact::{shared_matrix, NgramSet};
 pub use minhash::{standard_error, MinHasher, Sketch};
 pub use ngrams::NgramPacker;

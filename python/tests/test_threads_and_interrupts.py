@@ -1,0 +1,104 @@
+"""What a Python user relies on: the GIL released while condenser works (two threads encode at
+once), Ctrl-C (KeyboardInterrupt) within one batch or step, leaving what a killed command leaves,
+and set_num_threads."""
+import _thread
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import condenser
+from conftest import data
+
+TEXTS = None
+
+
+def texts(n):
+    global TEXTS
+    if TEXTS is None:
+        t = condenser.read_table(data("stsb/train.parquet"), ["sentence1", "sentence2"])
+        TEXTS = t["sentence1"] + t["sentence2"]
+    return (TEXTS * (1 + n // len(TEXTS)))[:n]
+
+
+def test_two_threads_encode_at_once(small_model):
+    m = condenser.SentenceTransformer(small_model)
+    xs = texts(3000)
+    want = m.encode(xs, show_progress_bar=False)
+    spans, out = {}, {}
+
+    def work(k):
+        t0 = time.perf_counter()
+        out[k] = m.encode(xs, show_progress_bar=False)
+        spans[k] = (t0, time.perf_counter())
+    ticks = 0
+    ts = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
+    for t in ts:
+        t.start()
+    while any(t.is_alive() for t in ts):
+        ticks += 1  # Python runs on beside both calls: neither holds the GIL
+        time.sleep(0.001)
+    for t in ts:
+        t.join()
+    (a0, a1), (b0, b1) = spans[0], spans[1]
+    assert a0 < b1 and b0 < a1, "the two calls ran one after the other"
+    assert ticks > 50
+    for k in (0, 1):
+        assert np.array_equal(out[k], want)
+
+
+def interrupt_after(seconds):
+    t = threading.Timer(seconds, _thread.interrupt_main)
+    t.start()
+    return t
+
+
+def test_ctrl_c_stops_an_encode_within_a_batch(small_model):
+    m = condenser.SentenceTransformer(small_model)
+    xs = texts(100_000)
+    interrupt_after(1.0)
+    t0 = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        m.encode(xs, show_progress_bar=False)
+    took = time.perf_counter() - t0
+    assert took < 5.0, f"KeyboardInterrupt came {took:.1f} s after the call started (1 s after: the signal)"
+    # the model works on after it
+    assert m.encode("still here").shape == (384,)
+
+
+def test_ctrl_c_stops_a_training_that_then_resumes_to_the_bit(small_model, tmp_path):
+    kw = dict(init=small_model, train=data("stsb/dev.parquet"), loss="mnr", columns="sentence1,sentence2",
+              batch_size=16, max_seq_length=32, max_steps=40, checkpoint_steps=5, seed=1, threads=2,
+              show_progress_bar=False)
+    whole = tmp_path / "whole"
+    condenser.train_biencoder(out=str(whole), **kw)
+    cut = tmp_path / "cut"
+    # Ctrl-C once the run has written its first checkpoint (step 5 of 40)
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            if (cut / "checkpoint" / "state.json").exists():
+                _thread.interrupt_main()
+                return
+            time.sleep(0.005)
+    threading.Thread(target=watch, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        condenser.train_biencoder(out=str(cut), **kw)
+    stop.set()
+    assert (cut / "checkpoint").is_dir(), "no checkpoint left for a resume"
+    assert not (cut / "model.safetensors").exists(), "a model written by an interrupted run"
+    condenser.train_biencoder(out=str(cut), resume=True, **kw)
+    assert open(cut / "model.safetensors", "rb").read() == open(whole / "model.safetensors", "rb").read()
+
+
+def test_set_num_threads():
+    before = condenser.get_num_threads()
+    try:
+        condenser.set_num_threads(1)
+        assert condenser.get_num_threads() == 1
+        with pytest.raises(ValueError):
+            condenser.set_num_threads(0)
+    finally:
+        condenser.set_num_threads(before)
