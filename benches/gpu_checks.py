@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "datasets/model/all-MiniLM-L6-v2")
 STSB = os.path.join(ROOT, "datasets/data/stsb")
-FIXTURE = os.path.join(ROOT, "../shared/fixtures/reference-minilm.json")
+FIXTURE = os.path.join(ROOT, "datasets/data/fixtures/reference-minilm.json")
 
 
 # peak resident memory (MB) of the last command sh() ran

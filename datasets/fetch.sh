@@ -123,10 +123,16 @@ if want data; then
       name="$(basename "$d")"
       [ -e "$here/data/$name" ] || ln -s "$(cd "$d" && pwd)" "$here/data/$name"
     done
-  elif [ -n "${CONDENSER_DATA_MIRROR:-}" ]; then
-    python3 - "$CONDENSER_DATA_MIRROR" "$here/manifest.sha256" "$here/data" <<'PY'
+    # the reference figures the parity tests compare with, beside the data (the mirror has them
+    # as fixtures/ too)
+    fixtures="$(dirname "$shared")/fixtures"
+    [ -e "$here/data/fixtures" ] || [ ! -d "$fixtures" ] || ln -s "$(cd "$fixtures" && pwd)" "$here/data/fixtures"
+  else
+    # from the mirror; without one (a fresh shell after the first fetch) the files already here
+    # are checked against the manifest, and only a missing or damaged one needs the mirror
+    python3 - "${CONDENSER_DATA_MIRROR:-}" "$here/manifest.sha256" "$here/data" "$shared" <<'PY'
 import hashlib, os, sys, tempfile, urllib.request
-base, manifest, dest = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
+base, manifest, dest, shared = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3], sys.argv[4]
 
 def sha256(path):
     h = hashlib.sha256()
@@ -152,9 +158,16 @@ for n, line in enumerate(open(manifest), 1):
         if sha256(path) == want:
             whole += 1
             continue
+        if not base:
+            sys.exit(f"fetch: {path} differs from {manifest} line {n}; set CONDENSER_DATA_MIRROR=URL "
+                     "to fetch it again")
         aside = path + ".modified"
         os.replace(path, aside)
         print(f"fetch: {path} differs from {manifest} line {n}; kept as {aside}", file=sys.stderr)
+    if not base:
+        sys.exit(f"fetch: no datasets: {shared} does not exist here and {path} is missing. Set "
+                 "CONDENSER_DATA_MIRROR=URL to a mirror of them (datasets/README.md: bash "
+                 "datasets/mirror.sh DIR lays one out) and run bash datasets/fetch.sh again")
     os.makedirs(folder, exist_ok=True)
     url = f"{base}/{rel}"
     # written beside its destination and renamed only when whole and checked: never a partial file
@@ -173,13 +186,8 @@ for n, line in enumerate(open(manifest), 1):
         os.unlink(tmp)
         sys.exit(f"fetch: {url}: {e}; nothing written to {path}")
     fetched += 1
-print(f"fetch: data from {base}: {fetched} files fetched, {whole} already there and whole")
+print(f"fetch: data from {base or 'this clone'}: {fetched} files fetched, {whole} already there and whole")
 PY
-  else
-    echo "fetch: no datasets: $shared does not exist here. Set CONDENSER_DATA_MIRROR=URL to a" \
-      "mirror of them (datasets/README.md: bash datasets/mirror.sh DIR lays one out) and run" \
-      "bash datasets/fetch.sh again" >&2
-    exit 1
   fi
 fi
 

@@ -4,7 +4,7 @@ writes it)."""
 import numpy as np
 
 from . import _condenser
-from ._keywords import check, device_name, dtype_name, show
+from ._keywords import check, device_name, dtype_of, show
 
 _INIT_THEIRS = {"modules": None, "prompts": None, "default_prompt_name": None, "cache_folder": None,
                 "trust_remote_code": False, "revision": None, "local_files_only": False, "token": None,
@@ -23,12 +23,7 @@ class CrossEncoder:
                                        "model_kwargs"), _INIT_THEIRS)
         if model_name_or_path is None:
             raise TypeError("CrossEncoder(): model_name_or_path is required (a trained cross-encoder folder)")
-        dtype = None
-        for key, value in (model_kwargs or {}).items():
-            if key in ("torch_dtype", "dtype"):
-                dtype = dtype_name(value)
-            else:
-                raise TypeError(f"CrossEncoder(): model_kwargs[{key!r}] is not supported by condenser yet")
+        dtype = dtype_of("CrossEncoder", model_kwargs)
         self._model = _condenser.Scorer(str(model_name_or_path), device_name(device), dtype)
         if num_labels is not None and num_labels != self._model.num_labels:
             raise ValueError(f"num_labels={num_labels}: the folder's head has {self._model.num_labels} "

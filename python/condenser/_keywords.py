@@ -25,6 +25,17 @@ def check(func, given, supported, theirs):
         raise TypeError(f"{func}() got an unexpected keyword argument '{key}'{hint}")
 
 
+def dtype_of(func, model_kwargs):
+    """condenser's compute type from sentence-transformers' model_kwargs (its torch_dtype or
+    dtype; None: the device's default); any other key is refused."""
+    dtype = None
+    for key, value in (model_kwargs or {}).items():
+        if key not in ("torch_dtype", "dtype"):
+            raise TypeError(f"{func}(): model_kwargs[{key!r}] is not supported by condenser yet (only torch_dtype)")
+        dtype = dtype_name(value)
+    return dtype
+
+
 def dtype_name(value):
     """A torch dtype (torch.bfloat16) or its name ("bfloat16", "bf16") as condenser's name."""
     name = str(value).rsplit(".", 1)[-1].lower()

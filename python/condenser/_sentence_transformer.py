@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 
 from . import _condenser
-from ._keywords import check, device_name, dtype_name, show
+from ._keywords import check, device_name, dtype_of, show
 
 _INIT_THEIRS = {"modules": None, "cache_folder": None, "trust_remote_code": False, "revision": None,
                 "local_files_only": False, "token": None, "use_auth_token": None, "processor_kwargs": None,
@@ -45,13 +45,7 @@ class SentenceTransformer:
         if model_name_or_path is None:
             raise TypeError("SentenceTransformer(): condenser loads a model folder or an installed "
                             "model's name; model_name_or_path is required")
-        dtype = None
-        for key, value in (model_kwargs or {}).items():
-            if key in ("torch_dtype", "dtype"):
-                dtype = dtype_name(value)
-            else:
-                raise TypeError(f"SentenceTransformer(): model_kwargs[{key!r}] is not supported by condenser "
-                                "yet (only torch_dtype)")
+        dtype = dtype_of("SentenceTransformer", model_kwargs)
         self._enc = _condenser.Encoder(str(model_name_or_path), device_name(device), dtype)
         self.device = device_name(device)
         self.prompts = dict(self._enc.prompts)
@@ -127,8 +121,8 @@ class SentenceTransformer:
             if not isinstance(t, str):
                 raise TypeError(f"encode(): sentence {i} is {type(t).__name__}, not str")
         text = self._prompt(prompt_name, prompt)
-        out = self._enc.encode(texts, int(batch_size), show(show_progress_bar), text,
-                               bool(normalize_embeddings))
+        out, _, _ = self._enc.encode(texts, int(batch_size), show(show_progress_bar), text,
+                                     bool(normalize_embeddings))
         return out[0] if single else out
 
     def encode_query(self, sentences=None, prompt_name=None, prompt=None, **kwargs):

@@ -20,6 +20,45 @@ pub struct Encoder {
     similarity: Option<String>,
 }
 
+impl Encoder {
+    /// The embeddings, the library's seconds, the hand-over's seconds.
+    fn timed<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<String>,
+        batch_size: usize,
+        show_progress: bool,
+        prompt: Option<String>,
+        normalize: bool,
+    ) -> PyResult<(Bound<'py, PyArray2<f32>>, f64, f64)> {
+        if batch_size == 0 {
+            return Err(PyValueError::new_err("batch_size must be at least 1"));
+        }
+        let enc = self.enc.read().unwrap_or_else(|e| e.into_inner());
+        let n = texts.len();
+        let (e, took) = call::run(py, !show_progress, || {
+            let t = std::time::Instant::now();
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let bar = condenser::cli::progress::bar(Some(n as u64), "texts");
+            let mut e = enc.encode_prompted(&refs, prompt.as_deref(), batch_size, &bar)?;
+            bar.finish_and_clear();
+            if normalize {
+                e.data
+                    .chunks_exact_mut(e.dim.max(1))
+                    .for_each(l2_normalize_row);
+            }
+            Ok((e, t.elapsed().as_secs_f64()))
+        })?;
+        let t = std::time::Instant::now();
+        let dim = e.dim;
+        let a = numpy::ndarray::Array2::from_shape_vec((n, dim), e.data)
+            .map_err(|err| PyValueError::new_err(format!("embeddings of {n} x {dim}: {err}")))?;
+        // moved into numpy, not copied
+        let a = a.into_pyarray(py);
+        Ok((a, took, t.elapsed().as_secs_f64()))
+    }
+}
+
 /// `--device` and `--dtype` as the CLI takes them, from Python's strings.
 pub fn options(device: &str, dtype: Option<&str>) -> PyResult<InferenceOptions> {
     let spec: DeviceSpec = device
@@ -60,7 +99,9 @@ impl Encoder {
     }
 
     /// Embeddings (n, dim) of `texts` with `prompt` before each (None: none), float32,
-    /// C-contiguous, each row L2-normalised where `normalize`.
+    /// C-contiguous, each row L2-normalised where `normalize`; with the seconds the library took
+    /// and the seconds its rows took to become the numpy array (a move, not a copy), which
+    /// benches/python_encode.py reports.
     #[pyo3(signature = (texts, batch_size = 32, show_progress = true, prompt = None, normalize = false))]
     fn encode<'py>(
         &self,
@@ -70,29 +111,8 @@ impl Encoder {
         show_progress: bool,
         prompt: Option<String>,
         normalize: bool,
-    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
-        if batch_size == 0 {
-            return Err(PyValueError::new_err("batch_size must be at least 1"));
-        }
-        let enc = self.enc.read().unwrap_or_else(|e| e.into_inner());
-        let n = texts.len();
-        let e = call::run(py, !show_progress, || {
-            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-            let bar = condenser::cli::progress::bar(Some(n as u64), "texts");
-            let mut e = enc.encode_prompted(&refs, prompt.as_deref(), batch_size, &bar)?;
-            bar.finish_and_clear();
-            if normalize {
-                e.data
-                    .chunks_exact_mut(e.dim.max(1))
-                    .for_each(l2_normalize_row);
-            }
-            Ok(e)
-        })?;
-        let dim = e.dim;
-        let a = numpy::ndarray::Array2::from_shape_vec((n, dim), e.data)
-            .map_err(|err| PyValueError::new_err(format!("embeddings of {n} x {dim}: {err}")))?;
-        // moved into numpy, not copied
-        Ok(a.into_pyarray(py))
+    ) -> PyResult<(Bound<'py, PyArray2<f32>>, f64, f64)> {
+        self.timed(py, texts, batch_size, show_progress, prompt, normalize)
     }
 
     /// The tokens a prompt puts before a text ([CLS] included): what the pooling leaves out when

@@ -9,7 +9,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "datasets", "data")
 MODEL = os.path.join(ROOT, "datasets", "model", "all-MiniLM-L6-v2")
-FIXTURE = os.path.join(ROOT, "..", "shared", "fixtures", "reference-minilm.json")
+FIXTURE = os.path.join(DATA, "fixtures", "reference-minilm.json")
 PROMPTS = os.path.join(os.path.dirname(__file__), "data", "prompt_reference.json")
 
 

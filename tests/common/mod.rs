@@ -38,7 +38,7 @@ pub fn brown(genre: &str) -> PathBuf {
 }
 
 pub fn fixture() -> serde_json::Value {
-    let p = require(root().join("../shared/fixtures/reference-minilm.json"));
+    let p = require(root().join("datasets/data/fixtures/reference-minilm.json"));
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 

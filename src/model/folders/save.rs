@@ -117,10 +117,16 @@ pub fn save_sentence_encoder(
         &dir.join("modules.json"),
         &serde_json::Value::Array(modules),
     )?;
-    write_json(
-        &dir.join("1_Pooling/config.json"),
-        &layout.pooling.to_json(h),
-    )?;
+    // the start's prompts go on with the model, as sentence-transformers saves them
+    let mut pooling = layout.pooling.to_json(h);
+    pooling["include_prompt"] = src.prompts.include_prompt.into();
+    write_json(&dir.join("1_Pooling/config.json"), &pooling)?;
+    let prompts: serde_json::Map<String, serde_json::Value> = src
+        .prompts
+        .named
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone().into()))
+        .collect();
     write_json(
         &dir.join("sentence_bert_config.json"),
         &serde_json::json!({"max_seq_length": layout.max_seq_length, "do_lower_case": false}),
@@ -129,9 +135,9 @@ pub fn save_sentence_encoder(
         &dir.join("config_sentence_transformers.json"),
         &serde_json::json!({
             "__version__": {"condenser": env!("CARGO_PKG_VERSION")},
-            "prompts": {},
-            "default_prompt_name": null,
-            "similarity_fn_name": "cosine"
+            "prompts": prompts,
+            "default_prompt_name": src.prompts.default_name,
+            "similarity_fn_name": src.similarity_fn_name.as_deref().unwrap_or("cosine")
         }),
     )?;
     if let Some((name, w)) = head {
