@@ -144,7 +144,7 @@ def main():
         lines.append(f"| {r['workload']} ({r['texts']}) | {r['precision']} | {s(r['condenser'])} | {s(r['st'])} | "
                      f"{ratio} | {m(r['condenser'])} / {m(r['st'])} |")
     print("\n".join(lines))
-    open(os.path.join(a.out, "encode_peers.md"), "w").write("\n".join(lines) + "\n")
+    open(f"{a.out}/encode_peers.md", "w").write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

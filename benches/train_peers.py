@@ -208,14 +208,21 @@ def padded(seqs, length, device, types=None):
 
 
 class Digest:
-    """A running digest of the batches a side trained on, in order (their ids, unpadded)."""
+    """The sequences a side was handed, in order (their ids, unpadded): `of(n)` digests the first
+    n, the batches of n / (sequences a step) steps. (sentence-transformers' trainer collates one
+    batch past its last step and does not train on it: the losses say so.)"""
 
     def __init__(self):
-        self.h = hashlib.sha256()
+        self.seen = []
 
     def add(self, seqs):
-        for s in seqs:
-            self.h.update(json.dumps(list(s)).encode())
+        self.seen.extend(json.dumps(list(s)) for s in seqs)
+
+    def of(self, n):
+        h = hashlib.sha256()
+        for s in self.seen[:n]:
+            h.update(s.encode())
+        return h.hexdigest(), min(n, len(self.seen))
 
 
 def schedule(total):
@@ -296,7 +303,7 @@ def st_side(w, rs, ids, steps, device, precision, dropout):
                                       loss=L.BinaryCrossEntropyLoss(m), callbacks=[Clock()])
     trainer.train()
     hf = m[0].auto_model if w.task == "mnr" else getattr(m, "model", None)
-    return times, losses, digest.h.hexdigest(), {"attention": getattr(getattr(hf, "config", None), "_attn_implementation", None)}
+    return times, losses, digest, {"attention": getattr(getattr(hf, "config", None), "_attn_implementation", None)}
 
 
 def loop_side(w, rs, ids, steps, device, precision, dropout):
@@ -391,7 +398,7 @@ def loop_side(w, rs, ids, steps, device, precision, dropout):
         times.append(time.perf_counter() - t0)
         if not dropout:
             losses.append(float(loss))
-    return times, losses, digest.h.hexdigest(), {"attention": str(pin), "compiled": w.compile,
+    return times, losses, digest, {"attention": str(pin), "compiled": w.compile,
                                                  "bucket": w.bucket}
 
 
@@ -403,7 +410,9 @@ def worker(w):
     ids = pretokenised(rs, w.task, MAX_LEN[w.workload])
     f = st_side if w.side == "st" else loop_side
     times, losses, digest, info = f(w, rs, ids, w.steps, w.device, w.precision, dropout=not w.check)
-    json.dump({"seconds": times, "losses": losses, "digest": digest, **info}, open(w.json, "w"))
+    # the sequences of the steps trained: both texts of each pair for MNR, one pair for the cross-encoder
+    value, n = digest.of(w.steps * BATCH[w.task] * (2 if w.task == "mnr" else 1))
+    json.dump({"seconds": times, "losses": losses, "digest": value, "sequences": n, **info}, open(w.json, "w"))
 
 
 def python_side(a, d, side, workload, task, precision, steps, check=False):
@@ -525,7 +534,7 @@ def main():
                                        "rows": ratios(by, c, a)})
     json.dump(res, open(os.path.join(a.out, "train_peers.json"), "w"), indent=1)
     print(table(res))
-    open(os.path.join(a.out, "train_peers.md"), "w").write(table(res))
+    open(f"{a.out}/train_peers.md", "w").write(table(res))
 
 
 def ratios(by, c, a):
