@@ -19,7 +19,7 @@ slower than its own f32 on the workload (it would measure the peer, not condense
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile, time
 
-from train_peers import ROOT, MODEL, DATA, Peak, header
+from train_peers import ROOT, MODEL, DATA, Peak, header, own_rss, read_rss
 
 PY = """
 import sys, time, numpy as np, pyarrow.parquet as pq, torch
@@ -47,17 +47,19 @@ def texts(workload):
 
 
 def one(cmd, device, env):
-    """A whole process's wall time, peak RSS and peak GPU memory (MB)."""
+    """A whole process's wall time, peak RSS (its own, by GNU time: `own_rss`) and peak GPU
+    memory (MB)."""
+    timed, rss_file = own_rss(cmd)
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    p = subprocess.Popen(timed, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     peak = Peak(p.pid, device)
     out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
+    _, status, _ = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     gpu = peak.stop()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out[-3000:]}")
-    return wall, usage.ru_maxrss / 1024, gpu
+    return wall, read_rss(rss_file), gpu
 
 
 def commands(a, d, workload, precision, src):

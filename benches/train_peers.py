@@ -101,13 +101,23 @@ def ce_start(d):
 # ---------------------------------------------------------------- measuring a process
 
 class Peak:
-    """A process's peak GPU memory by NVML (nvidia-smi's per-process used memory, polled), MB."""
+    """A process's peak GPU memory by NVML (nvidia-smi's per-process used memory, polled), MB:
+    the process `pid` or its child (a command under GNU time, `own_rss`)."""
 
     def __init__(self, pid, device):
         self.pid, self.mb, self.on = pid, None, device.startswith("cuda") and shutil.which("nvidia-smi")
         self.done = threading.Event()
         if self.on:
             threading.Thread(target=self.poll, daemon=True).start()
+
+    def ours(self, pid):
+        if pid == str(self.pid):
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[1] == str(self.pid)
+        except (OSError, IndexError):
+            return False
 
     def poll(self):
         while not self.done.wait(0.1):
@@ -118,7 +128,7 @@ class Peak:
                 continue
             for line in q.stdout.splitlines():
                 pid, used = [x.strip() for x in line.split(",")]
-                if pid == str(self.pid):
+                if self.ours(pid):
                     self.mb = max(self.mb or 0.0, float(used))
 
     def stop(self):
@@ -126,25 +136,48 @@ class Peak:
         return self.mb
 
 
+GNU_TIME = "/usr/bin/time"
+
+
+def own_rss(cmd):
+    """`cmd` under GNU time, and the file its peak RSS (%M, KB) lands in. A child forked from this
+    harness reports the harness's own RSS at the fork as its peak (Linux keeps the old image's
+    high-water mark across exec): condenser's Cranfield encode read 984 MB so, 244 MB under GNU
+    time. GNU time forks the command from a small process of its own."""
+    if not os.access(GNU_TIME, os.X_OK):
+        raise SystemExit(f"{GNU_TIME} (GNU time) is needed for each side's own peak RSS")
+    f = tempfile.NamedTemporaryFile(prefix="rss-", delete=False)
+    f.close()
+    return [GNU_TIME, "-f", "%M", "-o", f.name] + cmd, f.name
+
+
+def read_rss(path):
+    """The peak RSS (MB) GNU time wrote to `path` (its last line: a failing command's status
+    line comes first)."""
+    with open(path) as f:
+        kb = f.read().split()[-1]
+    os.unlink(path)
+    return int(kb) / 1024
+
+
 def run(cmd, device, timeout, env=None):
-    """`cmd` in a fresh process: its output, peak RSS (MB, the kernel's for that process alone)
-    and peak GPU memory (MB, NVML); a failure or a timeout ends the harness with its output."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    """`cmd` in a fresh process: its output, peak RSS (MB, the command's own, by GNU time) and peak
+    GPU memory (MB, NVML); a failure or a timeout ends the harness with its output."""
+    timed, rss_file = own_rss(cmd)
+    p = subprocess.Popen(timed, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True, env=env)
     peak = Peak(p.pid, device)
     timer = threading.Timer(timeout, lambda: os.killpg(p.pid, signal.SIGKILL))
     timer.start()
     out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
+    _, status, _ = os.wait4(p.pid, 0)
     timer.cancel()
     gpu = peak.stop()
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({code}):\n{out[-3000:]}")
-    return out, usage.ru_maxrss / 1024, gpu
+    return out, read_rss(rss_file), gpu
 
-
-# ---------------------------------------------------------------- condenser
 
 def condenser(a, d, workload, task, precision, steps, check=False):
     """One condenser process: `steps` steps of the rows' batches in file order; each step's time
