@@ -94,6 +94,20 @@ fn retrieval_adaptation_recipe_chooses_on_dev_folds_and_reads_test_once() {
             .unwrap();
     assert!(json["dev"]["chosen"].is_string(), "{json}");
     assert_eq!(json["chosen"]["method"], json["dev"]["chosen"], "{json}");
+    // what each dev gain rests on (issue 82): its queries won and lost, a median, a bootstrap
+    // bound, and the label methods' gain on each of the three folds
+    for row in json["dev"]["candidates"].as_array().expect("dev rows") {
+        let e = &row["evidence"];
+        let (won, lost, n) = (&e["won"], &e["lost"], &row["queries"]);
+        assert!(
+            won.as_u64().unwrap() + lost.as_u64().unwrap() <= n.as_u64().unwrap(),
+            "{row}"
+        );
+        assert!(e["median"].is_f64() && e["bootstrap_low"].is_f64(), "{row}");
+        if ["b", "pb", "bw"].contains(&row["method"].as_str().unwrap()) {
+            assert_eq!(e["folds"].as_array().map(Vec::len), Some(3), "{row}");
+        }
+    }
     let gains = json["test_gains"].as_array().expect("test gains");
     assert!(gains.len() >= 3, "{json}");
     for g in gains {

@@ -7,6 +7,7 @@
 //! a fold's train queries is named `<method>-f<k>-s<seed>` and scored on that fold's dev set alone
 //! (dataset `<anything>-f<k>`); a model that saw no query (`<method>-s<seed>`) on every dev set.
 //! Test is read afterwards, once, for the chosen method and the stock model (`ChoiceReport`).
+use super::dev_evidence::QueryEvidence;
 use super::over_seeds::{mean_sd, method_of};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,10 @@ pub struct DevRow {
     pub counts: bool,
     /// Mean wall time of the steps that trained the method's models (dev folds and finals).
     pub wall_seconds: Option<f64>,
+    /// What the gain rests on beside its mean: queries won and lost, the median, each fold's
+    /// gain, a bootstrap's lower bound (dev_evidence.rs). Absent from a report written before it.
+    #[serde(default)]
+    pub evidence: QueryEvidence,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -81,13 +86,17 @@ fn parts(model: &str) -> (String, Option<String>, String) {
     (method, fold, seed.to_string())
 }
 
+/// One dev query's gains being averaged: (dev set, query), its fold, the sum, the count.
+type QuerySum<'a> = ((String, &'a str), Option<String>, f64, usize);
+
 /// Per dev query (dataset, query) that `method`'s models may be scored on: the mean over those
-/// models of their value, less the stock model's on the same query.
+/// models of their value, less the stock model's on the same query; with the query's fold (of a
+/// dev set `<name>-f<k>` it is in, None where it is in none).
 fn query_gains(
     per_query: &[(String, String, String, f64)],
     method: &str,
     stock: &str,
-) -> Result<Vec<f64>> {
+) -> Result<Vec<(Option<String>, f64)>> {
     let mut sums: Vec<((&str, &str), f64, usize)> = Vec::new();
     let mut base: Vec<((&str, &str), f64)> = Vec::new();
     for (model, dataset, query, v) in per_query {
@@ -119,15 +128,22 @@ fn query_gains(
         .collect::<Result<Vec<_>>>()?;
     // one gain per query: a model that saw no query is scored on `dev` and on its folds `dev-f<k>`,
     // the same queries twice; counted twice they would shrink the standard error by ~1.4
-    let mut per_query: Vec<((String, &str), f64, usize)> = Vec::new();
+    let mut per_query: Vec<QuerySum> = Vec::new();
     for ((dataset, query), g) in gains {
-        let key = (fold_of(dataset).0, query);
+        let (set, fold) = fold_of(dataset);
+        let key = (set, query);
         match per_query.iter_mut().find(|q| q.0 == key) {
-            Some(q) => (q.1, q.2) = (q.1 + g, q.2 + 1),
-            None => per_query.push((key, g, 1)),
+            Some(q) => {
+                (q.2, q.3) = (q.2 + g, q.3 + 1);
+                q.1 = q.1.take().or(fold);
+            }
+            None => per_query.push((key, fold, g, 1)),
         }
     }
-    Ok(per_query.iter().map(|(_, g, n)| g / *n as f64).collect())
+    Ok(per_query
+        .into_iter()
+        .map(|(_, fold, g, n)| (fold, g / n as f64))
+        .collect())
 }
 
 impl Choice {
@@ -203,6 +219,7 @@ impl Choice {
                     seed_sd: None,
                     counts: false,
                     wall_seconds: (!walls.is_empty()).then(|| mean_sd(&walls).0),
+                    evidence: QueryEvidence::default(),
                 }),
             }
         }
@@ -211,7 +228,9 @@ impl Choice {
             let g: Vec<f64> = r.seeds.iter().map(|s| s.2).collect();
             (r.mean, r.sd) = mean_sd(&v);
             r.seed_sd = mean_sd(&g).1;
-            let d = query_gains(per_query, &r.method, &stock)?;
+            let by_query = query_gains(per_query, &r.method, &stock)?;
+            r.evidence = QueryEvidence::of(&by_query);
+            let d: Vec<f64> = by_query.iter().map(|q| q.1).collect();
             r.queries = d.len();
             let (gain, sd) = mean_sd(&d);
             r.gain = gain;
@@ -235,6 +254,7 @@ impl Choice {
             seed_sd: None,
             counts: false,
             wall_seconds: None,
+            evidence: QueryEvidence::default(),
         };
         let best = rows_by
             .iter()
@@ -275,9 +295,13 @@ impl Choice {
              that fold's dev queries alone, models that saw no query on all train queries), then \
              mean +- sd over seeds. The gain is paired: each dev query's score less the stock \
              model's on the same query, averaged over dev queries; it may be chosen when it \
-             exceeds twice its standard error over queries and twice its sd over seeds.\n\n\
+             exceeds twice its standard error over queries and twice its sd over seeds. Beside \
+             it, what it rests on: the dev queries won and lost, the median gain, each fold's \
+             gain (the train queries' folds, in order) and a bootstrap over queries' lower 5% \
+             bound of the mean gain.\n\n\
              | method | seeds | dev {} | gain on dev | queries | se over queries | sd over \
-             seeds | counts | wall time per run |\n|---|---|---|---|---|---|---|---|---|\n",
+             seeds | counts | won / lost | median | folds | bootstrap 5% | wall time per run \
+             |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
             self.metric, self.metric
         );
         let cell = |r: &DevRow| match r.sd {
@@ -294,7 +318,7 @@ impl Choice {
             .collect();
         let _ = writeln!(
             s,
-            "| {} (stock) | 1 | {} | | | | | | |",
+            "| {} (stock) | 1 | {} | | | | | | | | | | |",
             b.method,
             per_set.join("; ")
         );
@@ -304,9 +328,12 @@ impl Choice {
             } else {
                 ""
             };
+            let e = &r.evidence;
+            let signed = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:+.4}"));
+            let folds: Vec<String> = e.folds.iter().map(|f| format!("{:+.4}", f.1)).collect();
             let _ = writeln!(
                 s,
-                "| {}{mark} | {} | {} | {:+.4} | {} | {} | {} | {} | {} |",
+                "| {}{mark} | {} | {} | {:+.4} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} |",
                 r.method,
                 r.seeds.len(),
                 cell(r),
@@ -315,6 +342,11 @@ impl Choice {
                 r.gain_se.map_or(String::new(), |se| format!("{se:.4}")),
                 r.seed_sd.map_or(String::new(), |sd| format!("{sd:.4}")),
                 if r.counts { "yes" } else { "no" },
+                e.won,
+                e.lost,
+                signed(e.median),
+                folds.join(", "),
+                signed(e.bootstrap_low),
                 wall(r)
             );
         }

@@ -1,5 +1,6 @@
 //! eval/choice.rs's tests: per-query rows, the method chosen on dev folds and its report.
 use super::*;
+use crate::eval::dev_evidence::QueryEvidence;
 
 type Rows = Vec<(String, String, String, f64)>;
 
@@ -63,8 +64,30 @@ fn dev_picks_a_paired_gain_beyond_query_and_seed_noise_and_folds_never_leak() {
     assert!((p.seed_sd.unwrap() - 0.1f64.hypot(0.0) / 2f64.sqrt()).abs() < 1e-9 && !p.counts);
     let pb = row("pb");
     assert!(pb.gain > b.gain && !pb.counts, "{pb:?}");
+    // what each gain rests on (issue 82): b gains on every query and both folds; pb's mean is
+    // one query's, its second fold behind
+    let (eb, epb) = (&b.evidence, &pb.evidence);
+    assert_eq!((eb.won, eb.lost, epb.won, epb.lost), (8, 0, 1, 7));
+    assert!((eb.median.unwrap() - 0.025).abs() < 1e-9, "{eb:?}");
+    let folds = |e: &QueryEvidence| {
+        e.folds
+            .iter()
+            .map(|f| (f.0.clone(), (f.1 * 1e4).round()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(folds(eb), [("0".into(), 250.0), ("1".into(), 250.0)]);
+    assert_eq!(folds(epb), [("0".into(), 1350.0), ("1".into(), -200.0)]);
+    assert!(eb.every_fold_ahead() && !epb.every_fold_ahead());
+    assert!(eb.bootstrap_low.unwrap() > 0.0 && epb.bootstrap_low.unwrap() < 0.0);
+    // p, scored on `dev` alone, is in no fold: nothing held across folds
+    assert!(row("p").evidence.folds.is_empty() && !row("p").evidence.every_fold_ahead());
     assert_eq!(c.chosen, "b", "{}", c.why);
-    assert!(c.markdown().contains("| b (chosen) | 1 |"));
+    let md = c.markdown();
+    assert!(md.contains("| b (chosen) | 1 |"), "{md}");
+    assert!(
+        md.contains("| yes | 8 / 0 | +0.0250 | +0.0250, +0.0250 |"),
+        "{md}"
+    );
 
     let worse: Rows = (per.iter().cloned())
         .map(|mut x| {

@@ -3,18 +3,16 @@
 //! and scored on the one left out, whose test half (read once by its own recipe run, every final
 //! model's per-query scores in report/test/) is the rule's validation there. A rule is set by the
 //! least worst-case harm over the collections it is set on, then the highest mean gain, then the
-//! simplest (list order). The collections users bring are the test; these are development.
-//! Each collection's test gains: loco_gains.rs; the study's report: loco_report.rs; the rules it
-//! ships, applied by `choose --rule-from`: loco_shipped.rs.
-use super::choice::Choice;
+//! simplest (fewer methods it can pick, resting on the stock model, list order). The collections
+//! users bring are the test; these are development. A rule: loco_rule.rs; each collection's test
+//! gains: loco_gains.rs; the study's report: loco_report.rs; the rules it ships, applied by
+//! `choose --rule-from`: loco_shipped.rs.
 use super::loco_gains::{Collection, TestGain};
 use crate::error::{Error, Result};
 use serde::Serialize;
 
-/// The dev queries below which the dev figures cannot decide: a rule falls back to its default.
-pub const MIN_DEV_QUERIES: usize = 20;
-
 pub use super::loco_gains::{gain_of, read_all, test_gains, STOCK};
+pub use super::loco_rule::{Among, Evidence, Rule, MIN_DEV_QUERIES};
 
 /// A harm smaller than this is no harm (the targets' tolerance: no worse than stock - 0.005).
 pub const TOLERANCE: f64 = 0.005;
@@ -25,76 +23,6 @@ pub type Agreement = Vec<(String, Vec<(String, f64, f64)>)>;
 /// How many of (collection, dev gain, test gain) had dev and test gains of one sign.
 pub(super) fn same_sign(rows: &[(String, f64, f64)]) -> usize {
     rows.iter().filter(|r| (r.1 > 0.0) == (r.2 > 0.0)).count()
-}
-
-/// A choice rule: what it picks from one collection's dev figures.
-#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "rule")]
-pub enum Rule {
-    /// Always this method (the stock model's name: keep it), whatever dev says.
-    Always { method: String },
-    /// The highest dev gain among candidates whose gain exceeds `k` times its standard error
-    /// over dev queries and `k` times its sd over seeds; `fallback` where none does, or where
-    /// fewer than MIN_DEV_QUERIES dev queries exist. A label method's gain is multiplied by
-    /// `correction` first, its noise not: its fold models saw a part of the labels its final
-    /// model sees, and dev under-predicted its test gain (Cranfield +0.011 against +0.031).
-    Dev {
-        k: f64,
-        correction: f64,
-        fallback: String,
-    },
-}
-
-impl Rule {
-    pub fn name(&self) -> String {
-        match self {
-            Rule::Always { method } => format!("always {method}"),
-            Rule::Dev {
-                k,
-                correction,
-                fallback,
-            } => {
-                let c = if *correction == 1.0 {
-                    String::new()
-                } else {
-                    format!(", label gains x{correction}")
-                };
-                format!("dev beyond {k} se{c}, else {fallback}")
-            }
-        }
-    }
-
-    /// The method this rule picks from `dev` (one collection's dev figures), among `allowed`;
-    /// `labels` names the methods whose dev models were trained on folds (the label methods).
-    pub fn pick(&self, dev: &Choice, allowed: &[String], labels: &[String]) -> String {
-        match self {
-            Rule::Always { method } => method.clone(),
-            Rule::Dev {
-                k,
-                correction,
-                fallback,
-            } => {
-                if dev.dev_queries() < MIN_DEV_QUERIES {
-                    return fallback.clone();
-                }
-                let mut best: Option<(f64, &str)> = None;
-                for m in allowed {
-                    let Some(r) = dev.candidates.iter().find(|r| &r.method == m) else {
-                        continue;
-                    };
-                    let f = if labels.contains(m) { *correction } else { 1.0 };
-                    let g = r.gain * f;
-                    let beyond = r.gain_se.is_some_and(|se| g > k * se)
-                        && r.seed_sd.is_none_or(|sd| g > k * sd)
-                        && g > 0.0;
-                    if beyond && best.is_none_or(|b| g > b.0) {
-                        best = Some((g, m));
-                    }
-                }
-                best.map_or(fallback.clone(), |b| b.1.to_string())
-            }
-        }
-    }
 }
 
 /// A rule's outcome on one collection.
@@ -143,8 +71,9 @@ fn outcome(rule: &Rule, c: &Collection, allowed: &[String], labels: &[String]) -
     })
 }
 
-/// The rule with the least worst-case harm over `cs`, then the highest mean gain (then the
-/// first listed); with its outcomes there.
+/// The rule with the least worst-case harm over `cs`, then the highest mean gain; where rules
+/// tie on both, the one that can pick fewer methods, then one that rests on the stock model (then
+/// the first listed): with its outcomes there.
 pub fn select<'a>(
     rules: &'a [Rule],
     cs: &[&Collection],
@@ -159,7 +88,18 @@ pub fn select<'a>(
         let worst = o.iter().map(|x| x.harm).fold(0.0, f64::max);
         let mean = o.iter().map(|x| x.pick.gain).sum::<f64>() / o.len() as f64;
         let better = best.as_ref().is_none_or(|b| {
-            worst < b.2 - 1e-12 || ((worst - b.2).abs() <= 1e-12 && mean > b.3 + 1e-12)
+            const EPS: f64 = 1e-12;
+            if (worst - b.2).abs() > EPS {
+                return worst < b.2;
+            }
+            if (mean - b.3).abs() > EPS {
+                return mean > b.3;
+            }
+            let (n, nb) = (
+                r.can_pick(allowed, labels).len(),
+                b.0.can_pick(allowed, labels).len(),
+            );
+            n < nb || (n == nb && r.rests_on_stock() && !b.0.rests_on_stock())
         });
         if better {
             best = Some((r, o, worst, mean));
@@ -192,21 +132,30 @@ impl Setting {
     }
 
     /// With labels: a fixed method, or a dev rule (k 0, 1, 2; label gains corrected x1, x1.5,
-    /// x2; falling back to the stock model or to any fixed method).
+    /// x2; the mean alone, or also every fold or the bootstrap's bound; among every method or
+    /// the label methods only; falling back to the stock model or to any fixed method). The
+    /// candidate set is the rotation's to choose (issue 82): a label-free method is picked with
+    /// labels only by a rule validated with it among the candidates.
     pub fn with_labels(stock: &str, methods: &[String]) -> Setting {
         let mut allowed = vec![stock.to_string()];
         allowed.extend(methods.iter().cloned());
         let mut rules: Vec<Rule> = (allowed.iter())
             .map(|m| Rule::Always { method: m.clone() })
             .collect();
-        for fallback in &allowed {
-            for k in [2.0, 1.0, 0.0] {
-                for correction in [1.0, 1.5, 2.0] {
-                    rules.push(Rule::Dev {
-                        k,
-                        correction,
-                        fallback: fallback.clone(),
-                    });
+        for among in [Among::All, Among::Labels] {
+            for evidence in [Evidence::Mean, Evidence::Folds, Evidence::Bootstrap] {
+                for fallback in &allowed {
+                    for k in [2.0, 1.0, 0.0] {
+                        for correction in [1.0, 1.5, 2.0] {
+                            rules.push(Rule::Dev {
+                                k,
+                                correction,
+                                fallback: fallback.clone(),
+                                evidence,
+                                among,
+                            });
+                        }
+                    }
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! loco.rs's tests: test gains paired by query, rules set on the others and scored on the one
 //! left out, shipped rules applied.
 use super::*;
-use crate::eval::choice::DevRow;
+use crate::eval::choice::{Choice, DevRow};
 use crate::eval::loco_shipped::Shipped;
 
 fn dev_row(method: &str, gain: f64, se: f64, queries: usize) -> DevRow {
@@ -16,6 +16,7 @@ fn dev_row(method: &str, gain: f64, se: f64, queries: usize) -> DevRow {
         seed_sd: None,
         counts: gain > 2.0 * se,
         wall_seconds: None,
+        evidence: Default::default(),
     }
 }
 
@@ -123,6 +124,8 @@ fn rules_are_set_on_the_others_and_scored_on_the_one_left_out() {
         k,
         correction,
         fallback: fallback.into(),
+        evidence: Evidence::Mean,
+        among: Among::All,
     };
     assert_eq!(dev(2.0, 1.0, "stock").pick(&a.dev, &allowed, &labels), "b");
     assert_eq!(dev(2.0, 1.0, "pw").pick(&d.dev, &allowed, &labels), "pw");
@@ -165,6 +168,121 @@ fn rules_are_set_on_the_others_and_scored_on_the_one_left_out() {
     assert!(md.contains("| C | always b | b | -0.0400"), "{md}");
     assert!(md.contains("| b | A +0.0300 / +0.0500;"), "{md}");
     assert!(Loco::rotate(&cs[..2], &[], &labels).is_err());
+}
+
+/// Issue 82: the candidate set is the rotation's to choose, and a gain may be asked to hold on
+/// every fold or past a bootstrap's bound. p (label-free) leads on dev where it then harms; b
+/// (labels) is safe where dev sees it gain: only a rule among the label methods harms nowhere,
+/// and it is shipped. Rules that tie pick the one that can pick fewer methods, then the stock.
+#[test]
+fn the_candidate_set_and_the_evidence_are_part_of_the_rule() {
+    let labels = vec!["b".to_string()];
+    let allowed: Vec<String> = ["stock", "p", "b"].iter().map(|m| m.to_string()).collect();
+    let a = collection(
+        "A",
+        40,
+        &[("p", 0.05), ("b", 0.03)],
+        &[("p", -0.03), ("b", 0.04)],
+    );
+    let b = collection(
+        "B",
+        40,
+        &[("p", 0.05), ("b", 0.03)],
+        &[("p", 0.02), ("b", 0.04)],
+    );
+    let c = collection(
+        "C",
+        40,
+        &[("p", 0.0), ("b", 0.03)],
+        &[("p", 0.0), ("b", 0.04)],
+    );
+    let d = collection(
+        "D",
+        40,
+        &[("p", 0.0), ("b", 0.0)],
+        &[("p", 0.0), ("b", -0.02)],
+    );
+    let rule = |evidence, among| Rule::Dev {
+        k: 2.0,
+        correction: 1.0,
+        fallback: "stock".into(),
+        evidence,
+        among,
+    };
+    assert_eq!(
+        rule(Evidence::Mean, Among::All).pick(&a.dev, &allowed, &labels),
+        "p"
+    );
+    let labels_only = rule(Evidence::Mean, Among::Labels);
+    assert_eq!(labels_only.pick(&a.dev, &allowed, &labels), "b");
+    assert_eq!(labels_only.can_pick(&allowed, &labels), ["b", "stock"]);
+    assert!(labels_only.name().contains("among the label methods"));
+    // b's gain on A: both folds ahead, or one behind; a bootstrap bound above or below zero
+    let mut split = a.dev.clone();
+    let row = split
+        .candidates
+        .iter_mut()
+        .find(|r| r.method == "b")
+        .unwrap();
+    row.evidence.folds = vec![("0".into(), 0.07), ("1".into(), -0.01)];
+    row.evidence.bootstrap_low = Some(-0.002);
+    let folds = rule(Evidence::Folds, Among::Labels);
+    let boot = rule(Evidence::Bootstrap, Among::Labels);
+    assert_eq!(folds.pick(&split, &allowed, &labels), "stock");
+    assert_eq!(boot.pick(&split, &allowed, &labels), "stock");
+    let row = split
+        .candidates
+        .iter_mut()
+        .find(|r| r.method == "b")
+        .unwrap();
+    row.evidence.folds[1].1 = 0.01;
+    row.evidence.bootstrap_low = Some(0.004);
+    assert_eq!(folds.pick(&split, &allowed, &labels), "b");
+    assert_eq!(boot.pick(&split, &allowed, &labels), "b");
+
+    let s = Setting::with_labels("stock", &["p".to_string(), "b".to_string()]);
+    let cs = [a, b, c, d];
+    let loco = Loco::rotate(&cs, &[s], &labels).unwrap();
+    let shipped = &loco.settings[0].shipped;
+    assert_eq!(
+        *shipped,
+        rule(Evidence::Mean, Among::Labels),
+        "{}",
+        shipped.name()
+    );
+    assert!(loco.settings[0]
+        .shipped_outcomes
+        .iter()
+        .all(|o| o.harm == 0.0));
+    // a rule file from before these fields reads as the mean among every method
+    let old: Rule = serde_json::from_str(
+        r#"{"rule": "dev", "k": 2.0, "correction": 1.5, "fallback": "stock"}"#,
+    )
+    .unwrap();
+    assert!(matches!(
+        old,
+        Rule::Dev {
+            evidence: Evidence::Mean,
+            among: Among::All,
+            ..
+        }
+    ));
+    // ties: always stock over a dev rule that never fires (its evidence absent), which can
+    // pick more
+    let never = [
+        rule(Evidence::Folds, Among::All),
+        Rule::Always {
+            method: "stock".into(),
+        },
+    ];
+    let others: Vec<&Collection> = cs.iter().collect();
+    let (r, _) = select(&never, &others, &allowed, &labels).unwrap();
+    assert_eq!(
+        *r,
+        Rule::Always {
+            method: "stock".into()
+        }
+    );
 }
 
 /// A shipped rule file: the rule with labels chooses (the default below 20 dev queries,
