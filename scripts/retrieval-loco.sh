@@ -10,6 +10,10 @@
 #   DEVICE=cuda C=.cuda/dist/condenser ...             # on a GPU (one run at a time: four at
 #                                                      # once ran out of its 80 GB, docs/gpu.md)
 #   PARALLEL=true ...                                  # the collections at once (many CPU cores)
+#   SPLITS="0 1" ...                                   # each collection split twice (the recipe's
+#                                                      # split_seed; issue 82): out/loco/<name>-s<k>,
+#                                                      # loco's NAME/s<k>, a collection's splits left
+#                                                      # out together (default: "0", as before)
 # Each run resumes where it stopped (the recipe's state); peak RSS in out/loco/<name>.time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,23 +25,33 @@ also=p,pw,b,bw,pb
 label_free=p,pw
 if [ "$GPL" = true ]; then also=$also,g; label_free=$label_free,g; fi
 mkdir -p out/loco
+SPLITS=${SPLITS:-0}
+# split 0 keeps the folder name it always had (out/loco/<name>), so earlier runs resume
+dir_of() { if [ "$2" = 0 ]; then echo out/loco/$1; else echo out/loco/$1-s$2; fi; }
 one() {
-  local c=$1 others timer=()
+  local c=$1 k=$2 others timer=() d
+  d=$(dir_of $c $k)
   others=$(for o in $ALL; do [ $o = $c ] || printf '%s ' $o; done)
-  [ -x /usr/bin/time ] && timer=(/usr/bin/time -v -o out/loco/$c.time)
+  [ -x /usr/bin/time ] && timer=(/usr/bin/time -v -o $d.time)
   "${timer[@]}" $C run recipes/retrieval-adaptation.toml \
-    --set data=datasets/data/$c --set name=$c --set out=out/loco/$c --set also=$also \
-    --set gpl=$GPL --set sources="$others" --set device=$DEVICE > out/loco/$c.log 2>&1
+    --set data=datasets/data/$c --set name=$c --set out=$d --set also=$also \
+    --set split_seed=$k --set gpl=$GPL --set sources="$others" --set device=$DEVICE > $d.log 2>&1
 }
-for c in ${COLLECTIONS:-$ALL}; do
-  if [ "${PARALLEL:-false}" = true ]; then one $c & else one $c; fi
+for k in $SPLITS; do
+  for c in ${COLLECTIONS:-$ALL}; do
+    if [ "${PARALLEL:-false}" = true ]; then one $c $k & else one $c $k; fi
+  done
 done
 # a run that failed stops the study here (its log says why), not at loco's missing report
 failed=0
 for job in $(jobs -p); do wait $job || failed=1; done
 [ $failed = 0 ] || { echo "a run failed: see out/loco/*.log" >&2; exit 1; }
 done_runs=()
-for c in $ALL; do
-  [ -f out/loco/$c/report/test/per_query.csv ] && done_runs+=(--collection $c=out/loco/$c)
+for k in $SPLITS; do
+  for c in $ALL; do
+    d=$(dir_of $c $k)
+    name=$c; [ "$SPLITS" = 0 ] || name=$c/s$k
+    [ -f $d/report/test/per_query.csv ] && done_runs+=(--collection $name=$d)
+  done
 done
 $C loco "${done_runs[@]}" --label-free $label_free --out out/loco/report

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 pub struct Args {
     /// A development collection's retrieval-adaptation run, NAME=DIR (DIR holds report/report.json
     /// and report/test/, written by the recipe with every candidate named in `also`); at least 3
+    /// collections. A collection's splits are NAME/SPLIT=DIR (cranfield/s0, cranfield/s1: the
+    /// recipe's split_seed 0 and 1), left out together
     #[arg(long = "collection", required = true, value_parser = parse_named)]
     collections: Vec<(String, PathBuf)>,
     /// The methods a user with no labels can run (their dev models saw no judged query)

@@ -226,19 +226,30 @@ impl Loco {
 
     /// Every setting's rotations over `cs` and its shipped rule.
     pub fn rotate(cs: &[Collection], settings: &[Setting], labels: &[String]) -> Result<Loco> {
-        if cs.len() < 3 {
+        let mut groups: Vec<&str> = cs.iter().map(Collection::group).collect();
+        groups.sort_unstable();
+        groups.dedup();
+        if groups.len() < 3 {
             return Err(Error::msg(
                 "leave one collection out needs at least 3 collections (a rule is set on 2 or more)",
             ));
         }
+        if let Some(c) =
+            (cs.iter().enumerate()).find(|(i, c)| cs[..*i].iter().any(|o| o.name == c.name))
+        {
+            return Err(Error::msg(format!(
+                "collection {} is named twice: name a collection's splits NAME/SPLIT (cranfield/s0, \
+                 cranfield/s1)",
+                c.1.name
+            )));
+        }
         let mut out = Vec::new();
         for s in settings {
             let mut rotations = Vec::new();
-            for (i, left) in cs.iter().enumerate() {
-                let others: Vec<&Collection> = (cs.iter().enumerate())
-                    .filter(|(j, _)| *j != i)
-                    .map(|x| x.1)
-                    .collect();
+            // every split of the collection left out leaves with it
+            for left in cs {
+                let others: Vec<&Collection> =
+                    cs.iter().filter(|c| c.group() != left.group()).collect();
                 let (rule, _) = select(&s.rules, &others, &s.allowed, labels)?;
                 rotations.push(Rotation {
                     left_out: left.name.clone(),

@@ -41,6 +41,13 @@ pub struct Collection {
 }
 
 impl Collection {
+    /// The collection a run is a split of: its name up to a `/` (`cranfield/s1`: Cranfield's
+    /// split with seed 1). A rotation leaves every split of a collection out together, so that no
+    /// rule is set on the queries or documents it is scored on (issue 82).
+    pub fn group(&self) -> &str {
+        self.name.split_once('/').map_or(&self.name, |g| g.0)
+    }
+
     /// `dir`: a retrieval-adaptation run's out folder (report/report.json, report/test/).
     pub fn read(name: &str, dir: &Path, metric: &str) -> Result<Collection> {
         let report = dir.join("report").join("report.json");

@@ -285,6 +285,41 @@ fn the_candidate_set_and_the_evidence_are_part_of_the_rule() {
     );
 }
 
+/// Two splits of one collection (issue 82's second rotation) leave together: a rule scored on
+/// one split is never set on the other, which shares its documents and queries. Three
+/// collections are still needed, and a name given twice is refused.
+#[test]
+fn a_collections_splits_are_left_out_together() {
+    let c = |name: &str, p: f64| collection(name, 40, &[("p", 0.0)], &[("p", p)]);
+    let cs = [
+        c("A/s0", -0.03),
+        c("A/s1", -0.03),
+        c("B", 0.02),
+        c("C", 0.02),
+    ];
+    assert_eq!(cs[1].group(), "A");
+    let s = Setting::zero_labels("stock", &["p".to_string()]);
+    let loco = Loco::rotate(&cs, std::slice::from_ref(&s), &[]).unwrap();
+    let r = &loco.settings[0].rotations;
+    let p = Rule::Always { method: "p".into() };
+    let stock = Rule::Always {
+        method: "stock".into(),
+    };
+    // A's splits: set on B and C alone, where p gains (with A/s1 among them, p would harm)
+    assert_eq!((r[0].left_out.as_str(), &r[0].rule), ("A/s0", &p));
+    assert_eq!((r[1].left_out.as_str(), &r[1].rule), ("A/s1", &p));
+    assert!((r[0].outcome.harm - 0.03).abs() < 1e-9);
+    // B and C: set on both of A's splits and the other, where p harms
+    assert_eq!((&r[2].rule, &r[3].rule), (&stock, &stock));
+    assert_eq!(loco.settings[0].shipped, stock);
+    let two = [c("A/s0", 0.0), c("A/s1", 0.0), c("B", 0.0)];
+    let e = Loco::rotate(&two, std::slice::from_ref(&s), &[]).unwrap_err();
+    assert!(e.to_string().contains("at least 3 collections"), "{e}");
+    let twice = [c("A", 0.0), c("A", 0.0), c("B", 0.0), c("C", 0.0)];
+    let e = Loco::rotate(&twice, &[s], &[]).unwrap_err();
+    assert!(e.to_string().contains("collection A is named twice"), "{e}");
+}
+
 /// A shipped rule file: the rule with labels chooses (the default below 20 dev queries,
 /// said so), the zero-label rule names the label-free pick, agreement counts signs.
 #[test]
