@@ -77,7 +77,7 @@ cat src/model/kernels/cuda/engine/{common.cuh,rows.cu,attention.cu,heads.cu,opti
 python3 scripts/nvrtc-check.py "$home/lib/libnvrtc.so" "$engine" "$CUDA_COMPUTE_CAP"
 nvcc -cubin -arch="sm_$CUDA_COMPUTE_CAP" -Xptxas -v -o "$root/engine.cubin" "$engine" 2>&1 |
   grep -E "Compiling entry|registers|spill" | paste - - - | sed -E 's/ptxas info +: //g; s/ +/ /g'
-cargo build --release --features cuda --target-dir "$root/target"
+cargo build --release --package condenser --features cuda --target-dir "$root/target"
 mkdir -p "$root/dist"
 cp "$root/target/release/condenser" "$root/dist/condenser"
 strip "$root/dist/condenser"
