@@ -55,7 +55,7 @@ impl Among {
 
 /// A choice rule: what it picks from one collection's dev figures.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "rule")]
+#[serde(rename_all = "kebab-case", tag = "rule", deny_unknown_fields)]
 pub enum Rule {
     /// Always this method (the stock model's name: keep it), whatever dev says.
     Always { method: String },

@@ -267,6 +267,13 @@ fn the_candidate_set_and_the_evidence_are_part_of_the_rule() {
             ..
         }
     ));
+    // a misspelt field would be the mean rule in silence: refused, naming it
+    let e = serde_json::from_str::<Rule>(
+        r#"{"rule": "dev", "k": 2.0, "correction": 1.5, "fallback": "stock", "evidance": "folds"}"#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("unknown field `evidance`"), "{e}");
     // ties: always stock over a dev rule that never fires (its evidence absent), which can
     // pick more
     let never = [
