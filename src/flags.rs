@@ -114,6 +114,16 @@ pub struct CorpusEmbeddings {
     pub corpus_embeddings: Option<std::path::PathBuf>,
 }
 
+/// `--vector-cache`: a folder keeping each model's corpus vectors between evaluations.
+#[derive(Clone, Debug, clap::Args, serde::Serialize)]
+pub struct VectorCacheDir {
+    /// Keep each model's retrieval-corpus vectors in this folder and read them back when the
+    /// same model (by its files' content) encodes the same corpus again with the same settings
+    /// and build (a recipe scores a model on several query sets of one corpus)
+    #[arg(long)]
+    pub vector_cache: Option<std::path::PathBuf>,
+}
+
 impl CorpusEmbeddings {
     /// The store, where a command's clap declaration requires it (`mut_arg(.., required)`).
     pub fn required(&self) -> &std::path::Path {

@@ -117,6 +117,36 @@ fn retrieval_adaptation_recipe_chooses_on_dev_folds_and_reads_test_once() {
     }
     // test's scores query by query, what `condenser loco` reads of a development collection
     assert!(out.join("report/test/per_query.csv").is_file());
+    // every evaluation shares one vector cache (issue 82): each model's corpus vectors are
+    // computed once, the stock model's on every dev fold and test, p's and pw's on train and
+    // test, so the cache holds one file per model evaluated, however often it was evaluated
+    let mut models = std::collections::BTreeSet::new();
+    let mut evaluations = 0;
+    for eval in [
+        "dev/eval",
+        "dev/eval-g",
+        "dev/eval-f0",
+        "dev/eval-f1",
+        "dev/eval-f2",
+    ]
+    .iter()
+    .map(|e| out.join(e))
+    .chain([out.join("report/test")])
+    {
+        let csv = std::fs::read_to_string(eval.join("results.csv")).unwrap();
+        let these: std::collections::BTreeSet<&str> = (csv.lines().skip(1))
+            .filter_map(|l| l.split(',').next())
+            .collect();
+        evaluations += these.len();
+        models.extend(these.into_iter().map(String::from));
+    }
+    let files = std::fs::read_dir(out.join("vectors")).unwrap().count();
+    assert_eq!(files, models.len(), "{models:?}");
+    // reused: the stock model 5 times (dev-g, three folds, test), pw's and g's two seeds on test
+    assert!(
+        evaluations >= files + 9,
+        "{evaluations} evaluations, {files} files"
+    );
     for f in ["report.svg", "report.png"] {
         assert!(out.join("report").join(f).is_file(), "{f}");
     }

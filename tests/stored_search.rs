@@ -300,3 +300,62 @@ fn streamed_search_equals_a_full_sort() {
         }
     }
 }
+
+/// evaluate's --vector-cache: the same results as encoding every time, the second evaluation
+/// reads the file the first wrote (a damaged file is refused by name, so it was read), and a
+/// model with other weights or another max length gets its own file, never another's vectors.
+#[test]
+fn a_vector_cache_reads_back_only_the_same_encoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, two) = (minilm_layers(dir.path(), 1), minilm_layers(dir.path(), 2));
+    let cran = data("cranfield");
+    let set = format!("cran={}", cran.display());
+    let cache = dir.path().join("vectors");
+    let eval = |model: &Path, len: &str, cached: bool, out: &str| {
+        let out = dir.path().join(out);
+        let mut a = vec![
+            "evaluate",
+            "--model",
+            model.to_str().unwrap(),
+            "--retrieval",
+            &set,
+        ];
+        a.extend_from_slice(&["--max-seq-length", len, "--out", out.to_str().unwrap()]);
+        if cached {
+            a.extend_from_slice(&["--vector-cache", cache.to_str().unwrap()]);
+        }
+        let o = condenser(&a);
+        (o, out.join("results.csv"))
+    };
+    let files = || std::fs::read_dir(&cache).map_or(0, |d| d.count());
+    let csv = |(o, p): (std::process::Output, std::path::PathBuf)| {
+        ok(o);
+        std::fs::read_to_string(p).unwrap()
+    };
+    let fresh = csv(eval(&one, "64", false, "fresh"));
+    assert_eq!(files(), 0);
+    assert_eq!(csv(eval(&one, "64", true, "cold")), fresh);
+    assert_eq!(files(), 1, "one model on one corpus: one file");
+    assert_eq!(csv(eval(&one, "64", true, "warm")), fresh);
+    assert_eq!(files(), 1, "read back, not written again");
+    // other weights, another max length: their own files
+    let other = csv(eval(&two, "64", true, "two"));
+    assert_ne!(other, fresh);
+    assert_eq!(csv(eval(&two, "64", false, "two-fresh")), other);
+    csv(eval(&one, "32", true, "short"));
+    assert_eq!(files(), 3);
+    // the warm run read the file: damaged, it is refused by name
+    let file = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .min_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap())
+        .unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[100] ^= 1;
+    std::fs::write(&file, bytes).unwrap();
+    let msg = err(eval(&one, "64", true, "damaged").0);
+    assert!(
+        msg.contains(&file.display().to_string()) && msg.contains("checksum"),
+        "{msg}"
+    );
+}

@@ -10,7 +10,7 @@ use crate::eval::loco::test_gains;
 use crate::eval::loco_shipped::Shipped;
 use crate::eval::over_seeds::{read_per_query, read_results, SeedReport};
 use crate::eval::{EvalOptions, EvalReport, EVALUATORS};
-use crate::flags::{self, InferenceBatch};
+use crate::flags::{self, InferenceBatch, VectorCacheDir};
 use crate::recipe::State;
 use std::path::{Path, PathBuf};
 
@@ -51,6 +51,8 @@ pub struct Args {
     /// A recipe's recipe_state.json (or its out folder): each candidate's wall time
     #[arg(long)]
     state: Option<PathBuf>,
+    #[command(flatten)]
+    vectors: VectorCacheDir,
     #[command(flatten)]
     batch: InferenceBatch,
     /// Folder for report.md, report.json and the chart; test/ in it holds the test scores as
@@ -102,6 +104,8 @@ pub fn run(a: Args) -> Result<()> {
             let finals = finals::to_read(&a.baseline, stock, chosen, &also, &a.models)?;
             let opts = EvalOptions {
                 split: Some(a.split.clone()),
+                vector_cache: (a.vectors.vector_cache.as_deref())
+                    .map(crate::eval::vector_cache::VectorCache::new),
                 ..Default::default()
             };
             let load = EVALUATORS[*kind].load;
@@ -141,6 +145,8 @@ impl Args {
             .inputs("--rule-from", &self.rule_from)
             .inputs("--state", &self.state);
         let io = self.models.iter().fold(io, |io, m| io.root("--models", m));
+        let io =
+            (self.vectors.vector_cache.iter()).fold(io, |io, d| io.output("--vector-cache", d));
         self.test.inputs(io).output("--out", &self.out)
     }
 }

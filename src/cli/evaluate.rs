@@ -5,8 +5,9 @@ use super::search_flags::{score_fn, UseIndex};
 use crate::data::Io;
 use crate::data::{PairColumns, DEFAULT_PAIR_COLUMNS};
 use crate::error::{Error, Result};
+use crate::eval::vector_cache::VectorCache;
 use crate::eval::{EvalOptions, EvalReport, EVALUATORS};
-use crate::flags::{self, CorpusEmbeddings, InferenceBatch};
+use crate::flags::{self, CorpusEmbeddings, InferenceBatch, VectorCacheDir};
 use crate::search::{ScoreFn, StoredEmbeddings};
 use std::path::PathBuf;
 
@@ -32,6 +33,8 @@ pub struct Args {
     // (retrieval sets, one --model)
     #[command(flatten)]
     corpus: CorpusEmbeddings,
+    #[command(flatten)]
+    vectors: VectorCacheDir,
     #[command(flatten)]
     batch: InferenceBatch,
     /// Output folder for results.json and results.csv
@@ -70,6 +73,7 @@ pub fn run(a: Args) -> Result<()> {
         split: a.split.clone(),
         ignore_identical_ids: a.ignore_identical_ids,
         corpus_embeddings,
+        vector_cache: a.vectors.vector_cache.as_deref().map(VectorCache::new),
     };
     let evaluators = a
         .sets
@@ -108,6 +112,8 @@ impl Args {
             .inputs("--model", &self.models)
             .inputs("--corpus-embeddings", &self.corpus.corpus_embeddings)
             .inputs("--index", &self.use_index.index);
+        let io =
+            (self.vectors.vector_cache.iter()).fold(io, |io, d| io.output("--vector-cache", d));
         self.sets.inputs(io).output("--out", &self.out)
     }
 }

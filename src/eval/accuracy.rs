@@ -40,7 +40,7 @@ impl Evaluator for AccuracyEvaluator {
     fn run(&self, model: &Model, batch: usize, progress: &ProgressBar) -> Result<Evaluation> {
         let p = &self.pairs;
         let predicted: Vec<usize> = match model {
-            Model::Encoder { enc, head } => {
+            Model::Encoder { enc, head, .. } => {
                 let head = head.ok_or_else(|| {
                     Error::msg(
                         "class accuracy of an encoder needs its softmax head (softmax_head.safetensors, \

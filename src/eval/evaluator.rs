@@ -59,6 +59,9 @@ pub enum Model<'a> {
     Encoder {
         enc: &'a SentenceEncoder,
         head: Option<&'a Linear>,
+        /// The folder it was loaded from (None: weights in training): what a vector cache names
+        /// its vectors by.
+        folder: Option<&'a std::path::Path>,
     },
     /// A cross-encoder scoring each pair.
     CrossEncoder(&'a CrossEncoderModel),
@@ -66,16 +69,20 @@ pub enum Model<'a> {
 
 impl<'a> Model<'a> {
     pub fn encoder(enc: &'a SentenceEncoder) -> Model<'a> {
-        Model::Encoder { enc, head: None }
+        Model::Encoder {
+            enc,
+            head: None,
+            folder: None,
+        }
     }
-}
 
-impl<'a> From<&'a crate::model::Loaded> for Model<'a> {
-    fn from(m: &'a crate::model::Loaded) -> Model<'a> {
+    /// A loaded model and the folder it came from.
+    pub fn loaded(m: &'a crate::model::Loaded, folder: &'a std::path::Path) -> Model<'a> {
         match m {
             crate::model::Loaded::Encoder { enc, head } => Model::Encoder {
                 enc,
                 head: head.as_ref(),
+                folder: Some(folder),
             },
             crate::model::Loaded::CrossEncoder(ce) => Model::CrossEncoder(ce),
         }
@@ -131,6 +138,9 @@ pub struct EvalOptions {
     /// Retrieval: the corpus's stored vectors (checked against the one model evaluated), read
     /// instead of embedding the corpus.
     pub corpus_embeddings: Option<Arc<StoredCorpus>>,
+    /// Retrieval: a folder keeping each model's corpus vectors for later evaluations of the same
+    /// model on the same corpus (`--vector-cache`).
+    pub vector_cache: Option<super::vector_cache::VectorCache>,
 }
 
 /// An evaluator kind: its `evaluate` flag (`--<flag> NAME=PATH`), help, and how it reads its data.

@@ -25,6 +25,7 @@ pub mod retrieval;
 pub mod similarity;
 pub mod sts;
 mod unique;
+pub mod vector_cache;
 
 pub use classification::binary_metrics;
 pub use evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};

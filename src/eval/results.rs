@@ -73,7 +73,7 @@ impl EvalReport {
             let model = crate::model::folders::home::display_name(dir);
             for (name, ev) in sets {
                 let pb = bar(&model, name);
-                let e = ev.run(&super::Model::from(&loaded), batch, &pb)?;
+                let e = ev.run(&super::Model::loaded(&loaded, dir), batch, &pb)?;
                 pb.finish_and_clear();
                 report.results.push(EvalResult {
                     model: model.clone(),

@@ -3,6 +3,7 @@
 //! documents dropped, and accuracy/precision/recall@k, MRR@10, nDCG@10 (binary gains), MAP@100.
 use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
 use super::ranking::{ndcg, ranking_metrics, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
+use super::vector_cache::VectorCache;
 use crate::data::retrieval::RetrievalSet;
 use crate::error::{Error, Result};
 use crate::model::Embeddings;
@@ -23,6 +24,7 @@ pub struct RetrievalEvaluator {
     pub score_fn: ScoreFn,
     pub ignore_identical_ids: bool,
     pub stored: Option<Arc<StoredCorpus>>,
+    pub vector_cache: Option<VectorCache>,
 }
 
 impl RetrievalEvaluator {
@@ -32,6 +34,7 @@ impl RetrievalEvaluator {
             score_fn: opts.score_fn,
             ignore_identical_ids: opts.ignore_identical_ids,
             stored: opts.corpus_embeddings.clone(),
+            vector_cache: opts.vector_cache.clone(),
         })
     }
 }
@@ -42,7 +45,7 @@ impl Evaluator for RetrievalEvaluator {
     }
 
     fn run(&self, model: &Model, batch: usize, progress: &ProgressBar) -> Result<Evaluation> {
-        let Model::Encoder { enc, .. } = model else {
+        let Model::Encoder { enc, folder, .. } = model else {
             return Err(Error::msg(
                 "retrieval evaluation needs a sentence encoder (a cross-encoder only reranks)",
             ));
@@ -50,9 +53,13 @@ impl Evaluator for RetrievalEvaluator {
         let set = &self.set;
         let q: Vec<&str> = set.queries.iter().map(|(_, t)| t.as_str()).collect();
         let c: Vec<&str> = set.corpus.iter().map(|(_, t)| t.as_str()).collect();
-        let (ce, index) = match &self.stored {
-            Some(stored) => stored.vectors(&c)?,
-            None => {
+        let (ce, index) = match (&self.stored, &self.vector_cache, folder) {
+            (Some(stored), ..) => stored.vectors(&c)?,
+            (None, Some(cache), Some(folder)) => (
+                cache.document_vectors(enc, folder, &c, batch, progress)?,
+                None,
+            ),
+            _ => {
                 progress.set_length(c.len() as u64);
                 (enc.encode_document(&c, batch, progress)?, None)
             }

@@ -114,7 +114,7 @@ impl State {
         if rec.args != step.args {
             return Ok(run("its arguments changed"));
         }
-        let skip = step.products();
+        let skip = step.unfingerprinted();
         let now = fingerprints(&inputs, &skip)?;
         for (p, f) in &now {
             let holds = match rec.inputs.get(p) {
@@ -141,7 +141,7 @@ impl State {
     }
 
     pub fn start(&mut self, step: &Step) -> Result<()> {
-        let inputs = fingerprints(&step.inputs(), &step.products())?;
+        let inputs = fingerprints(&step.inputs(), &step.unfingerprinted())?;
         self.steps.insert(
             step.name.clone(),
             Record {

@@ -5,6 +5,11 @@ use std::path::PathBuf;
 /// The state's file name in a recipe's out folder.
 pub const STATE_FILE: &str = "recipe_state.json";
 
+/// Flags whose folder is a cache, neither read as an input nor a product: its files are named by
+/// everything they depend on, so what it holds never changes what a step computes (a step that
+/// filled it must not make the next step that reads it look changed, nor an empty one missing).
+const CACHE_FLAGS: [&str; 1] = ["--vector-cache"];
+
 #[derive(Clone, Debug)]
 pub struct Step {
     pub name: String,
@@ -17,11 +22,30 @@ pub struct Step {
 }
 
 impl Step {
+    /// The arguments that may name a path: not flags, nor a cache flag's folder.
+    fn path_args(&self) -> impl Iterator<Item = &String> {
+        let after = std::iter::once(None).chain(self.args.iter().map(Some));
+        (self.args.iter().zip(after))
+            .filter(|(a, prev)| {
+                !a.starts_with("--") && !prev.is_some_and(|p| CACHE_FLAGS.contains(&p.as_str()))
+            })
+            .map(|(a, _)| a)
+    }
+
+    /// What a fingerprint of a folder it reads leaves out: its products, and the cache folders
+    /// it names (`CACHE_FLAGS`).
+    pub fn unfingerprinted(&self) -> Vec<PathBuf> {
+        let caches = (self.args.windows(2))
+            .filter(|w| CACHE_FLAGS.contains(&w[0].as_str()))
+            .map(|w| PathBuf::from(&w[1]));
+        self.products().into_iter().chain(caches).collect()
+    }
+
     /// The files and folders the step reads: every argument that names an existing path (or
     /// NAME=PATH), except its own outputs and what lies under its --out.
     pub fn inputs(&self) -> Vec<PathBuf> {
         let mut out: Vec<PathBuf> = Vec::new();
-        for a in self.args.iter().filter(|a| !a.starts_with("--")) {
+        for a in self.path_args() {
             let candidates = [Some(a.as_str()), a.split_once('=').map(|(_, p)| p)];
             for c in candidates.into_iter().flatten() {
                 let p = PathBuf::from(c);
@@ -53,7 +77,7 @@ impl Step {
             ".parquet", ".arrow", ".csv", ".tsv", ".jsonl", ".txt", ".json",
         ];
         let mut out: Vec<PathBuf> = Vec::new();
-        for a in self.args.iter().filter(|a| !a.starts_with("--")) {
+        for a in self.path_args() {
             let c = a.split_once('=').map_or(a.as_str(), |(_, p)| p);
             let looks_like_path = c.contains('/') || DATA.iter().any(|e| c.ends_with(e));
             let p = PathBuf::from(c);
@@ -87,5 +111,36 @@ impl Step {
     /// What the step writes: its --out and its outputs.
     pub fn products(&self) -> Vec<PathBuf> {
         self.out.iter().chain(&self.outputs).cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_folder_is_no_input_and_never_missing() {
+        let d = tempfile::tempdir().unwrap();
+        let (model, cache) = (d.path().join("m"), d.path().join("vectors"));
+        std::fs::create_dir_all(&model).unwrap();
+        let step = |cache: &std::path::Path| Step {
+            name: "e".into(),
+            command: "evaluate".into(),
+            args: ["--model", model.to_str().unwrap()]
+                .into_iter()
+                .chain(["--vector-cache", cache.to_str().unwrap()])
+                .map(String::from)
+                .collect(),
+            outputs: vec![],
+            out: None,
+        };
+        // before the first run the folder does not exist: not a missing input
+        assert_eq!(step(&cache).missing_inputs(&[]), Vec::<PathBuf>::new());
+        std::fs::create_dir_all(&cache).unwrap();
+        assert_eq!(step(&cache).inputs(), vec![model.clone()]);
+        // the same folder after another flag is an input as before
+        let mut other = step(&cache);
+        other.args[2] = "--corpus-embeddings".into();
+        assert_eq!(other.inputs(), vec![model, cache]);
     }
 }

@@ -149,6 +149,7 @@ impl TrainTask for BiEncoderTask {
         let model = Model::Encoder {
             enc: &enc,
             head: head.as_ref(),
+            folder: None,
         };
         Ok(Some(dev.run(&model, 64, &ProgressBar::hidden())?.score()))
     }
