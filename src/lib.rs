@@ -13,6 +13,7 @@ pub mod plot;
 pub mod recipe;
 pub mod runtime;
 pub mod search;
+pub mod settings;
 pub mod shard;
 pub mod tokenize;
 pub mod train;

@@ -3,6 +3,12 @@
 use condenser::cli;
 
 fn main() {
+    // every CONDENSER_* setting read once, before any work: a bad value is the command's one
+    // error, naming the variable and its valid values (never a panic in a kernel later)
+    if let Err(e) = condenser::settings::check() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
     // the process's own settings, made while it has one thread (setenv is safe only then) and
     // before the libraries start: the allocator, and the environment OpenBLAS and candle read
     condenser::runtime::tune_allocator();

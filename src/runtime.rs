@@ -34,11 +34,7 @@ pub fn peak_rss_mb() -> Option<f64> {
 /// /proc/cpuinfo and the tools it installs).
 pub fn skipped(check: &str, needs: &str, why: &str) {
     use std::io::Write;
-    let strict = std::env::var("CONDENSER_STRICT").unwrap_or_default();
-    let known = strict
-        .split(',')
-        .map(str::trim)
-        .any(|s| s == needs || s == "all");
+    let known = crate::settings::get().strict_about(needs);
     assert!(
         !known,
         "{check} was skipped for want of {needs} ({why}), which CONDENSER_STRICT says this machine has"

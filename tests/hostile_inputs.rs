@@ -345,3 +345,56 @@ fn bad_input_handled_before_stays_handled() {
     let line = encode(&tiny, &x, &out, "--columns nope");
     probe(&line, &[&x, &out], false, &["'nope'"]);
 }
+
+/// A misspelt run-time setting stops the command before any work (issue 83): exit code 2, one
+/// error naming the variable, the value and its valid values, no panic; before, CONDENSER_ISA and
+/// CONDENSER_F32_GEMM panicked in a kernel, CONDENSER_ENGINE and CONDENSER_GPU_ENGINE ran on, and
+/// CONDENSER_BLAS=bogus quietly loaded OpenBLAS as a "core type".
+#[test]
+fn a_misspelt_setting_is_one_error_naming_its_valid_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    std::fs::write(&input, "a sentence\n").unwrap();
+    let out = dir.path().join("out.parquet");
+    let args = [
+        "encode",
+        "--model",
+        "all-MiniLM-L6-v2",
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    for (var, valid) in [
+        ("CONDENSER_ISA", "baseline, avx2, avx512"),
+        ("CONDENSER_ENGINE", "on (default), off"),
+        ("CONDENSER_GPU_ENGINE", "on (default), off"),
+        (
+            "CONDENSER_BLAS",
+            "auto (default; on and 1 too), off (or 0), env, mkl, openblas",
+        ),
+        ("CONDENSER_F32_GEMM", "auto (default), own, blas"),
+        ("CONDENSER_BF16", "auto (default), mkl, own, avx512bf16"),
+        ("CONDENSER_INDEX_CHECKPOINT_SECS", "whole seconds"),
+    ] {
+        let o = common::condenser_env(&[(var, "bogus")], &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{var}: {err}");
+        assert!(
+            err.starts_with(&format!(
+                "error: {var}=\"bogus\" is not a value it takes: {valid}"
+            )),
+            "{var}: {err}"
+        );
+        assert!(!err.contains("panicked") && !out.exists(), "{var}: {err}");
+    }
+    // a value in another case, or blank, is read as it is meant
+    for (var, value) in [("CONDENSER_ISA", "AVX2"), ("CONDENSER_BLAS", " ")] {
+        let o = common::condenser_env(&[(var, value)], &args);
+        assert!(
+            o.status.success(),
+            "{var}={value:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

@@ -19,6 +19,7 @@ const ROOMS: &[&[&str]] = &[
     &["search"],
     &["model", "shard", "plot"],
     &["tokenize", "runtime", "data"],
+    &["settings"],
     &["hash", "error", "flags"],
 ];
 

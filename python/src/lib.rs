@@ -40,8 +40,11 @@ fn engine_info() -> (String, String, String) {
 
 #[pymodule]
 fn _condenser(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    // the process settings the binary makes at its start (src/main.rs): the allocator's
-    // thresholds and the environment the BLAS reads when it loads
+    // the process settings the binary makes at its start (src/main.rs): CONDENSER_* read once
+    // (a bad value is a ValueError naming it and its valid values), the allocator's thresholds
+    // and the environment the BLAS reads when it loads
+    condenser::settings::check()
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     condenser::runtime::tune_allocator();
     condenser::model::kernels::blas::prepare_env();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

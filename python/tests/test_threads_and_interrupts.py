@@ -102,3 +102,18 @@ def test_set_num_threads():
             condenser.set_num_threads(0)
     finally:
         condenser.set_num_threads(before)
+
+
+def test_a_misspelt_setting_is_a_value_error_at_import():
+    """CONDENSER_* are read once, at import: a bad value is a ValueError with the CLI's message."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, CONDENSER_ISA="bogus")
+    probe = ("import condenser\n"
+             "print('imported')\n")
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "imported" not in r.stdout
+    assert "ValueError: CONDENSER_ISA=\"bogus\" is not a value it takes: baseline, avx2, avx512" \
+        in r.stderr, r.stderr
+    assert "panicked" not in r.stderr

@@ -6,7 +6,7 @@
 //! it: the model folder's fingerprint (config, weights, tokenizer), its pooling, normalisation,
 //! max length, compute type and document prompt, the device, the batch size (batches set the
 //! padding, which moves the last bits), the texts in order, the threads, every `CONDENSER_*`
-//! setting, the CPU kernels and matmul library, and this build of condenser (its version and
+//! setting (as crate::settings parsed them), the CPU kernels and matmul library, and this build of condenser (its version and
 //! executable). Anything else changed makes another name, never a stale read.
 use crate::data::write_with;
 use crate::error::{Error, Result};
@@ -87,11 +87,10 @@ fn key(enc: &SentenceEncoder, folder: &Path, texts: &[&str], batch: usize) -> Re
         &(rayon::current_num_threads() as u64).to_le_bytes(),
     );
     field("build", build().as_bytes());
-    let mut settings: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("CONDENSER_"))
-        .collect();
-    settings.sort();
-    field("settings", format!("{settings:?}").as_bytes());
+    field(
+        "settings",
+        format!("{:?}", crate::settings::get()).as_bytes(),
+    );
     field("texts", &(texts.len() as u64).to_le_bytes());
     for t in texts {
         field("t", t.as_bytes());

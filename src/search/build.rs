@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 const CHUNK: usize = 1024;
 /// Building between checkpoints (CONDENSER_INDEX_CHECKPOINT_SECS overrides: tests, big machines).
 fn checkpoint_every() -> Duration {
-    let secs = std::env::var("CONDENSER_INDEX_CHECKPOINT_SECS").ok();
-    Duration::from_secs(secs.and_then(|s| s.parse().ok()).unwrap_or(300))
+    Duration::from_secs(crate::settings::get().index_checkpoint_secs.unwrap_or(300))
 }
 
 /// What a build did.

@@ -16,18 +16,9 @@ use crate::model::{Activation, Bert, BertEmbeddings, BertLayer, Dropout};
 use candle_core::{DType, Result, Tensor};
 
 /// CONDENSER_ENGINE=off trains through candle's graph instead (to compare the two, or to rule
-/// the engine out); anything else, or unset, uses the engine where it applies.
+/// the engine out); on, or unset, uses the engine where it applies.
 pub fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        !matches!(
-            std::env::var("CONDENSER_ENGINE")
-                .unwrap_or_default()
-                .to_ascii_lowercase()
-                .as_str(),
-            "off" | "0" | "candle"
-        )
-    })
+    crate::settings::get().engine == crate::settings::Switch::On
 }
 
 /// What a forward keeps for backward.

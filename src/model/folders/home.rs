@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 /// The data home: `$CONDENSER_HOME`, else `~/.cache/condenser`.
 pub fn home() -> PathBuf {
-    match std::env::var_os("CONDENSER_HOME").filter(|h| !h.is_empty()) {
-        Some(h) => PathBuf::from(h),
+    match &crate::settings::get().home {
+        Some(h) => h.clone(),
         None => std::env::var_os("HOME")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("."))

@@ -36,15 +36,6 @@ impl Isa {
             Isa::Avx512 => "AVX-512",
         }
     }
-
-    fn parse(s: &str) -> Option<Isa> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "baseline" | "sse2" => Some(Isa::Baseline),
-            "avx2" => Some(Isa::Avx2),
-            "avx512" | "avx-512" => Some(Isa::Avx512),
-            _ => None,
-        }
-    }
 }
 
 /// The widest class this CPU has.
@@ -62,19 +53,18 @@ pub fn detected() -> Isa {
     Isa::Baseline
 }
 
-/// The class code runs at: the detected one, capped by CONDENSER_ISA. An unknown value is
-/// refused loudly (a typo must not silently measure the wrong path).
+/// The class code runs at: the detected one, capped by CONDENSER_ISA (crate::settings refuses an
+/// unknown value before any work: a typo must not silently measure the wrong path).
 pub fn active() -> Isa {
     static ACTIVE: OnceLock<Isa> = OnceLock::new();
     *ACTIVE.get_or_init(|| {
-        let cpu = detected();
-        match std::env::var("CONDENSER_ISA") {
-            Ok(v) if !v.is_empty() => match Isa::parse(&v) {
-                Some(cap) => cap.min(cpu),
-                None => panic!("CONDENSER_ISA={v}: expected baseline, avx2 or avx512"),
-            },
-            _ => cpu,
-        }
+        use crate::settings::IsaCap;
+        let cap = crate::settings::get().isa.map(|c| match c {
+            IsaCap::Baseline => Isa::Baseline,
+            IsaCap::Avx2 => Isa::Avx2,
+            IsaCap::Avx512 => Isa::Avx512,
+        });
+        cap.map_or(detected(), |c| c.min(detected()))
     })
 }
 

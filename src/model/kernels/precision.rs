@@ -11,6 +11,7 @@
 use super::bf16::{self, MatRef, PackedB};
 use super::blas::{blas, NO_TRANS};
 use super::f32_gemm::PackedF32;
+use crate::settings::Bf16Setting;
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 
 #[derive(
@@ -43,17 +44,12 @@ impl Precision {
 
     /// Refuse a precision this CPU cannot run at its speed, naming the CPU and the way out.
     pub fn check_cpu(self, flag: &str) -> crate::error::Result<()> {
-        let choice = bf16::choice();
-        if self == Precision::Bf16 && choice == "mkl" && bf16_route() != Bf16Route::Mkl {
+        let choice = crate::settings::get().bf16;
+        if self == Precision::Bf16 && choice == Bf16Setting::Mkl && bf16_route() != Bf16Route::Mkl {
             return Err(crate::error::Error::msg(format!(
                 "{flag} bf16 with CONDENSER_BF16=mkl: the loaded BLAS ({}) has no bf16 GEMM; load \
                  oneMKL (CONDENSER_BLAS=mkl, fetched by datasets/fetch.sh) or unset CONDENSER_BF16",
                 super::blas::describe()
-            )));
-        }
-        if !matches!(choice.as_str(), "" | "auto" | "mkl" | "own" | "avx512bf16") {
-            return Err(crate::error::Error::msg(format!(
-                "CONDENSER_BF16={choice}: expected auto, mkl, own or avx512bf16"
             )));
         }
         if self == Precision::Bf16 && bf16_route() == Bf16Route::Own && !bf16::supported() {
@@ -90,9 +86,9 @@ pub fn bf16_route() -> Bf16Route {
     static ROUTE: std::sync::OnceLock<Bf16Route> = std::sync::OnceLock::new();
     *ROUTE.get_or_init(|| {
         let mkl = blas().is_some_and(|b| b.has_bf16());
-        match bf16::choice().as_str() {
-            "mkl" if mkl => Bf16Route::Mkl,
-            "" | "auto" if mkl && super::isa::has_amx_bf16() && !bf16::amx_enabled() => {
+        match crate::settings::get().bf16 {
+            Bf16Setting::Mkl if mkl => Bf16Route::Mkl,
+            Bf16Setting::Auto if mkl && super::isa::has_amx_bf16() && !bf16::amx_enabled() => {
                 Bf16Route::Mkl
             }
             _ => Bf16Route::Own,

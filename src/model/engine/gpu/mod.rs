@@ -29,18 +29,8 @@ mod workspace;
 /// (CONDENSER_ENGINE=off, or CONDENSER_GPU_ENGINE=off for the card alone). Which models it takes
 /// is `cuda::card_for`'s to say.
 pub fn on() -> bool {
-    let value = std::env::var("CONDENSER_GPU_ENGINE").unwrap_or_default();
-    if !matches!(value.as_str(), "" | "0" | "off" | "1" | "on") {
-        // a typo must not pass for either choice unseen: said once a process
-        static SAID: std::sync::Once = std::sync::Once::new();
-        SAID.call_once(|| {
-            eprintln!(
-                "warning: CONDENSER_GPU_ENGINE={value:?} is not 1, on, 0 or off; \
-                 the GPU engine runs (the default)"
-            )
-        });
-    }
-    cfg!(feature = "cuda") && !matches!(value.as_str(), "0" | "off") && super::enabled()
+    let on = crate::settings::get().gpu_engine == crate::settings::Switch::On;
+    cfg!(feature = "cuda") && on && super::enabled()
 }
 
 /// Every element of `got` within `tol` x max(1, max |want|) of `want`: the GPU engine's tests'

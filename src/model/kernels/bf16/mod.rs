@@ -218,15 +218,8 @@ fn run(
 /// (`amx::usable`) and CONDENSER_BF16=avx512bf16 does not keep the AVX512-BF16 kernel.
 pub fn amx_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| amx::usable() && choice() != "avx512bf16")
-}
-
-/// CONDENSER_BF16, lower-cased ("" when unset): where bf16 products run (`precision` checks
-/// and routes it; `avx512bf16` also keeps this module off AMX).
-pub fn choice() -> String {
-    std::env::var("CONDENSER_BF16")
-        .unwrap_or_default()
-        .to_ascii_lowercase()
+    let kept_off = crate::settings::get().bf16 == crate::settings::Bf16Setting::Avx512Bf16;
+    *ON.get_or_init(|| amx::usable() && !kept_off)
 }
 
 /// The micro-kernel strips run on, with its strip height: AMX's (its tile configuration loaded

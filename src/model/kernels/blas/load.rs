@@ -1,6 +1,7 @@
 //! Finding the BLAS at run time: the candidates in the order CONDENSER_BLAS asks for, dlopened
 //! until one has cblas_sgemm, with its kernel or version name and thread-count calls.
 use super::library::{Blas, CoreName, GemmBf16, GetThreads, MklVersion, SetThreads, Sgemm, Vendor};
+use crate::settings::BlasChoice;
 
 type SetThreadingLayer = unsafe extern "C" fn(i32) -> i32;
 use std::ffi::{CStr, CString};
@@ -55,7 +56,7 @@ fn candidates(order: &[Vendor]) -> Vec<Candidate> {
     };
     let mut list = Vec::new();
     if let Some(p) = explicit_lib() {
-        let p = PathBuf::from(p);
+        let p = p.to_path_buf();
         let mkl = p
             .file_name()
             .is_some_and(|f| f.to_string_lossy().contains("mkl"));
@@ -88,15 +89,13 @@ fn candidates(order: &[Vendor]) -> Vec<Candidate> {
 }
 
 /// CONDENSER_BLAS_LIB when set to something (an empty value counts as unset, as shells leave it).
-fn explicit_lib() -> Option<std::ffi::OsString> {
-    std::env::var_os("CONDENSER_BLAS_LIB").filter(|p| !p.is_empty())
+fn explicit_lib() -> Option<&'static Path> {
+    crate::settings::get().blas_lib.as_deref()
 }
 
-/// CONDENSER_BLAS, lower-cased ("" when unset).
-fn choice() -> String {
-    std::env::var("CONDENSER_BLAS")
-        .unwrap_or_default()
-        .to_ascii_lowercase()
+/// CONDENSER_BLAS (crate::settings).
+fn choice() -> BlasChoice {
+    crate::settings::get().blas
 }
 
 /// The environment the libraries read when they start: OpenBLAS's kernel for this CPU (the
@@ -110,16 +109,15 @@ fn choice() -> String {
 /// its own process's environment (runtime.rs); it gets the libraries' defaults unless it calls
 /// this, and `describe` says so.
 pub fn prepare_env() {
-    let choice = choice();
-    match choice.as_str() {
-        "0" | "off" => return, // candle's own gemm: its pool keeps every core
-        "env" | "mkl" => {}
-        "" | "auto" | "openblas" => {
+    match choice() {
+        BlasChoice::Off => return, // candle's own gemm: its pool keeps every core
+        BlasChoice::Env | BlasChoice::Mkl => {}
+        BlasChoice::Auto | BlasChoice::OpenBlas => {
             if let Some(core) = best_core() {
                 set_env("OPENBLAS_CORETYPE", core);
             }
         }
-        core => set_env("OPENBLAS_CORETYPE", core),
+        BlasChoice::Core(core) => set_env("OPENBLAS_CORETYPE", core),
     }
     if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
         set_env("CANDLE_NUM_THREADS", "1");
@@ -130,12 +128,12 @@ pub fn prepare_env() {
 pub(super) fn load() -> Option<Blas> {
     use Vendor::*;
     let choice = choice();
-    let order: &[Vendor] = match choice.as_str() {
-        "0" | "off" => return None,
-        "mkl" => &[Mkl],
-        "" | "auto" if crate::runtime::cpu_vendor() == "GenuineIntel" => &[Mkl, OpenBlas],
-        "" | "auto" => &[OpenBlas, Mkl],
-        _ => &[OpenBlas],
+    let order: &[Vendor] = match choice {
+        BlasChoice::Off => return None,
+        BlasChoice::Mkl => &[Mkl],
+        BlasChoice::Auto if crate::runtime::cpu_vendor() == "GenuineIntel" => &[Mkl, OpenBlas],
+        BlasChoice::Auto => &[OpenBlas, Mkl],
+        BlasChoice::Env | BlasChoice::OpenBlas | BlasChoice::Core(_) => &[OpenBlas],
     };
     let found = candidates(order).into_iter().find_map(|c| open(&c));
     let serial = CANDLE_SERIAL_SET.load(std::sync::atomic::Ordering::Relaxed);
@@ -149,9 +147,10 @@ pub(super) fn load() -> Option<Blas> {
         if let Some(p) = explicit_lib() {
             eprintln!(
                 "warning: CONDENSER_BLAS_LIB={} could not be loaded as a BLAS; using candle's gemm",
-                PathBuf::from(p).display()
+                p.display()
             );
-        } else if choice == "mkl" || choice == "openblas" {
+        } else if matches!(choice, BlasChoice::Mkl | BlasChoice::OpenBlas) {
+            let choice = format!("{choice:?}").to_lowercase();
             eprintln!(
                 "warning: CONDENSER_BLAS={choice}: the library was not found (bash \
                  datasets/fetch.sh installs both); using candle's gemm"

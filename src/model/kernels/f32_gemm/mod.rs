@@ -37,35 +37,16 @@ pub(crate) use tiles::tile;
 use tiles::tile_wide;
 pub use tiles::{MR, NR, WR};
 
-/// CONDENSER_F32_GEMM: `auto` (the default: each of condenser's f32 inference kernels where it
-/// was measured faster than the BLAS, `isa::own_f32_linears` and `isa::own_f32_attention`),
-/// `own` (both kernels on any CPU with AVX2 + FMA) or `blas` (neither). An unknown value is
-/// refused loudly, as CONDENSER_ISA is (a typo must not silently measure the other path).
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Setting {
-    Auto,
-    Own,
-    Blas,
-}
-
-fn setting() -> Setting {
-    static SETTING: std::sync::OnceLock<Setting> = std::sync::OnceLock::new();
-    *SETTING.get_or_init(|| {
-        let v = std::env::var("CONDENSER_F32_GEMM").unwrap_or_default();
-        match v.to_ascii_lowercase().as_str() {
-            "" | "auto" => Setting::Auto,
-            "own" => Setting::Own,
-            "blas" => Setting::Blas,
-            _ => panic!("CONDENSER_F32_GEMM={v}: expected auto, own or blas"),
-        }
-    })
-}
-
+/// CONDENSER_F32_GEMM (crate::settings): `auto` (the default: each of condenser's f32 inference
+/// kernels where it was measured faster than the BLAS, `isa::own_f32_linears` and
+/// `isa::own_f32_attention`), `own` (both kernels on any CPU with AVX2 + FMA) or `blas`
+/// (neither).
 fn choose(auto: fn() -> bool) -> bool {
-    match setting() {
-        Setting::Auto => auto() && supported(),
-        Setting::Own => supported(),
-        Setting::Blas => false,
+    use crate::settings::F32Gemm;
+    match crate::settings::get().f32_gemm {
+        F32Gemm::Auto => auto() && supported(),
+        F32Gemm::Own => supported(),
+        F32Gemm::Blas => false,
     }
 }
 

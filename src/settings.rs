@@ -1,0 +1,402 @@
+//! Every `CONDENSER_*` run-time setting, read once a process into one value with one policy:
+//! a value is trimmed and compared without case, empty is unset (the default, as shells leave
+//! it), and anything else unknown is an error naming the variable and its valid values, raised by
+//! the front end before any work (the binary's `main`, the Python module's first call), never a
+//! panic deep in a kernel nor a silent default. The list below is the one docs/engine.md prints.
+use crate::error::{Error, Result};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// A switch: the engines may run (`on`, the default) or are kept off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+/// CONDENSER_ISA: the widest CPU class code may run at (the CPU's own where unset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IsaCap {
+    Baseline,
+    Avx2,
+    Avx512,
+}
+
+/// CONDENSER_F32_GEMM: where condenser's f32 inference kernels run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum F32Gemm {
+    /// Each where it was measured faster than the BLAS.
+    Auto,
+    /// Both on any CPU with AVX2 + FMA.
+    Own,
+    /// Neither.
+    Blas,
+}
+
+/// CONDENSER_BF16: where bf16 products run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bf16Setting {
+    /// condenser's kernel: AMX tiles where the CPU has them, else AVX512-BF16.
+    Auto,
+    /// oneMKL's bf16 GEMM (the loaded BLAS must be oneMKL).
+    Mkl,
+    /// condenser's kernel, said outright.
+    Own,
+    /// condenser's AVX512-BF16 kernel, AMX kept off.
+    Avx512Bf16,
+}
+
+/// CONDENSER_BLAS: which f32 GEMM library is loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlasChoice {
+    /// The vendor's first (oneMKL on Intel, OpenBLAS elsewhere), the other next.
+    Auto,
+    /// No BLAS: candle's own gemm.
+    Off,
+    /// OpenBLAS with OPENBLAS_CORETYPE as the environment sets it.
+    Env,
+    Mkl,
+    OpenBlas,
+    /// OpenBLAS with this kernel (one of `OPENBLAS_CORES`, as OpenBLAS spells it).
+    Core(&'static str),
+}
+
+/// The kernel names OpenBLAS's x86-64 dynamic build takes as OPENBLAS_CORETYPE.
+pub const OPENBLAS_CORES: &[&str] = &[
+    "Katmai",
+    "Coppermine",
+    "Northwood",
+    "Prescott",
+    "Banias",
+    "Atom",
+    "Core2",
+    "Penryn",
+    "Dunnington",
+    "Nehalem",
+    "Athlon",
+    "Opteron",
+    "Opteron_SSE3",
+    "Barcelona",
+    "Nano",
+    "Sandybridge",
+    "Bobcat",
+    "Bulldozer",
+    "Piledriver",
+    "Haswell",
+    "Steamroller",
+    "Excavator",
+    "Zen",
+    "SkylakeX",
+    "Cooperlake",
+    "SapphireRapids",
+];
+
+/// What a test needs and CONDENSER_STRICT may say this machine has (`runtime::skipped`).
+pub const STRICT_NEEDS: &[&str] = &[
+    "all",
+    "baseline",
+    "avx2",
+    "avx512",
+    "avx512bf16",
+    "amx",
+    "blas",
+    "threads",
+    "cxx",
+    "gpu",
+];
+
+/// One variable: its name, the values it takes and what it does (docs/engine.md's table).
+pub struct Variable {
+    pub name: &'static str,
+    pub values: &'static str,
+    pub about: &'static str,
+}
+
+pub const VARIABLES: &[Variable] = &[
+    Variable {
+        name: "CONDENSER_ENGINE",
+        values: "on (default), off; 1, 0 and candle are read as on, off, off",
+        about: "off: every model through candle's graph (CPU and GPU engines kept off)",
+    },
+    Variable {
+        name: "CONDENSER_GPU_ENGINE",
+        values: "on (default), off; 1 and 0 as on and off",
+        about: "off: the GPU engine kept off, candle's graph on the card",
+    },
+    Variable {
+        name: "CONDENSER_ISA",
+        values: "baseline, avx2, avx512 (unset: the CPU's widest)",
+        about: "caps the CPU class condenser's kernels run at",
+    },
+    Variable {
+        name: "CONDENSER_F32_GEMM",
+        values: "auto (default), own, blas",
+        about: "condenser's f32 inference kernels: where measured faster, always, or never",
+    },
+    Variable {
+        name: "CONDENSER_BF16",
+        values: "auto (default), mkl, own, avx512bf16",
+        about: "where bf16 products run: condenser's kernel (AMX where the CPU has it), oneMKL's, \
+                condenser's said outright, or its AVX512-BF16 kernel with AMX kept off",
+    },
+    Variable {
+        name: "CONDENSER_BLAS",
+        values: "auto (default; on and 1 too), off (or 0), env, mkl, openblas, or an OpenBLAS \
+                 kernel name (haswell, skylakex, zen, ...)",
+        about: "the f32 GEMM library loaded",
+    },
+    Variable {
+        name: "CONDENSER_BLAS_LIB",
+        values: "a path",
+        about: "the one BLAS library tried (a name with \"mkl\" in it is oneMKL)",
+    },
+    Variable {
+        name: "CONDENSER_HOME",
+        values: "a folder (default ~/.cache/condenser)",
+        about: "where installed models live",
+    },
+    Variable {
+        name: "CONDENSER_INDEX_CHECKPOINT_SECS",
+        values: "whole seconds (default 300)",
+        about: "how often `index` checkpoints a build",
+    },
+    Variable {
+        name: "CONDENSER_STRICT",
+        values: "a comma list of all, baseline, avx2, avx512, avx512bf16, amx, blas, threads, \
+                 cxx, gpu",
+        about: "tests: what the machine has, so a test skipped for want of it fails",
+    },
+];
+
+/// Every setting, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub engine: Switch,
+    pub gpu_engine: Switch,
+    pub isa: Option<IsaCap>,
+    pub f32_gemm: F32Gemm,
+    pub bf16: Bf16Setting,
+    pub blas: BlasChoice,
+    pub blas_lib: Option<PathBuf>,
+    pub home: Option<PathBuf>,
+    pub index_checkpoint_secs: Option<u64>,
+    pub strict: Vec<&'static str>,
+}
+
+impl Settings {
+    /// Parse from `get` (the environment, or a test's table): the first bad value is the error.
+    pub fn read(get: impl Fn(&str) -> Option<String>) -> Result<Settings> {
+        let value = |name: &str| -> Option<String> {
+            get(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let pick = |name: &str, table: &[(&str, u8)]| -> Result<Option<u8>> {
+            let Some(v) = value(name) else {
+                return Ok(None);
+            };
+            match table.iter().find(|(k, _)| k.eq_ignore_ascii_case(&v)) {
+                Some(&(_, x)) => Ok(Some(x)),
+                None => Err(bad(name, &v)),
+            }
+        };
+        let switch = |name: &str, extra: &[(&str, u8)]| -> Result<Switch> {
+            let table: Vec<(&str, u8)> = [("on", 1), ("1", 1), ("off", 0), ("0", 0)]
+                .into_iter()
+                .chain(extra.iter().copied())
+                .collect();
+            Ok(match pick(name, &table)? {
+                Some(0) => Switch::Off,
+                _ => Switch::On,
+            })
+        };
+        let isa = pick(
+            "CONDENSER_ISA",
+            &[
+                ("baseline", 0),
+                ("sse2", 0),
+                ("avx2", 1),
+                ("avx512", 2),
+                ("avx-512", 2),
+            ],
+        )?
+        .map(|x| [IsaCap::Baseline, IsaCap::Avx2, IsaCap::Avx512][x as usize]);
+        let f32_gemm = match pick(
+            "CONDENSER_F32_GEMM",
+            &[("auto", 0), ("own", 1), ("blas", 2)],
+        )? {
+            Some(1) => F32Gemm::Own,
+            Some(2) => F32Gemm::Blas,
+            _ => F32Gemm::Auto,
+        };
+        let bf16 = match pick(
+            "CONDENSER_BF16",
+            &[("auto", 0), ("mkl", 1), ("own", 2), ("avx512bf16", 3)],
+        )? {
+            Some(1) => Bf16Setting::Mkl,
+            Some(2) => Bf16Setting::Own,
+            Some(3) => Bf16Setting::Avx512Bf16,
+            _ => Bf16Setting::Auto,
+        };
+        let blas = match value("CONDENSER_BLAS") {
+            None => BlasChoice::Auto,
+            Some(v) => match v.to_ascii_lowercase().as_str() {
+                "auto" | "on" | "1" => BlasChoice::Auto,
+                "off" | "0" => BlasChoice::Off,
+                "env" => BlasChoice::Env,
+                "mkl" => BlasChoice::Mkl,
+                "openblas" => BlasChoice::OpenBlas,
+                _ => match OPENBLAS_CORES.iter().find(|c| c.eq_ignore_ascii_case(&v)) {
+                    Some(core) => BlasChoice::Core(core),
+                    None => return Err(bad("CONDENSER_BLAS", &v)),
+                },
+            },
+        };
+        let index_checkpoint_secs = match value("CONDENSER_INDEX_CHECKPOINT_SECS") {
+            None => None,
+            Some(v) => Some(
+                v.parse::<u64>()
+                    .map_err(|_| bad("CONDENSER_INDEX_CHECKPOINT_SECS", &v))?,
+            ),
+        };
+        let mut strict = Vec::new();
+        for need in value("CONDENSER_STRICT").iter().flat_map(|v| v.split(',')) {
+            let need = need.trim();
+            match STRICT_NEEDS.iter().find(|n| n.eq_ignore_ascii_case(need)) {
+                Some(n) => strict.push(*n),
+                None if need.is_empty() => {}
+                None => return Err(bad("CONDENSER_STRICT", need)),
+            }
+        }
+        Ok(Settings {
+            engine: switch("CONDENSER_ENGINE", &[("candle", 0)])?,
+            gpu_engine: switch("CONDENSER_GPU_ENGINE", &[])?,
+            isa,
+            f32_gemm,
+            bf16,
+            blas,
+            blas_lib: value("CONDENSER_BLAS_LIB").map(PathBuf::from),
+            home: value("CONDENSER_HOME").map(PathBuf::from),
+            index_checkpoint_secs,
+            strict,
+        })
+    }
+
+    /// CONDENSER_STRICT says this machine has `need`.
+    pub fn strict_about(&self, need: &str) -> bool {
+        self.strict.iter().any(|s| *s == need || *s == "all")
+    }
+}
+
+/// The error for `name`'s value `v`: the variable, the value and what it takes.
+fn bad(name: &str, v: &str) -> Error {
+    let values = VARIABLES
+        .iter()
+        .find(|x| x.name == name)
+        .map_or("", |x| x.values);
+    Error::msg(format!(
+        "{name}={v:?} is not a value it takes: {values} (unset it for the default)"
+    ))
+}
+
+static SETTINGS: OnceLock<std::result::Result<Settings, String>> = OnceLock::new();
+
+/// The process's settings, read from its environment on the first call: what the front ends
+/// call before any work, so a bad value stops the command with its message.
+pub fn check() -> Result<&'static Settings> {
+    SETTINGS
+        .get_or_init(|| Settings::read(|k| std::env::var(k).ok()).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| Error::msg(e.clone()))
+}
+
+/// The process's settings, for the code that acts on them. The binary and the Python module
+/// call `check` first, so a bad value has stopped them before this is reached; a program that
+/// links the library and skips `check` stops here with the same message.
+pub fn get() -> &'static Settings {
+    match check() {
+        Ok(s) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(pairs: &[(&str, &str)]) -> Result<Settings> {
+        Settings::read(|k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn unset_and_empty_are_the_defaults() {
+        let d = read(&[]).unwrap();
+        assert_eq!(d.engine, Switch::On);
+        assert_eq!(d.gpu_engine, Switch::On);
+        assert_eq!(
+            (d.isa, d.f32_gemm, d.bf16),
+            (None, F32Gemm::Auto, Bf16Setting::Auto)
+        );
+        assert_eq!(d.blas, BlasChoice::Auto);
+        assert_eq!(
+            read(&[("CONDENSER_ISA", " "), ("CONDENSER_BLAS", "")]).unwrap(),
+            d
+        );
+    }
+
+    #[test]
+    fn values_are_read_without_case_and_every_typo_is_named() {
+        let s = read(&[
+            ("CONDENSER_ENGINE", "Candle"),
+            ("CONDENSER_ISA", "AVX2"),
+            ("CONDENSER_BLAS", "skylakex"),
+            ("CONDENSER_BF16", "avx512bf16"),
+            ("CONDENSER_STRICT", "blas, avx2,"),
+        ])
+        .unwrap();
+        assert_eq!(s.engine, Switch::Off);
+        assert_eq!(s.isa, Some(IsaCap::Avx2));
+        assert_eq!(s.blas, BlasChoice::Core("SkylakeX"));
+        assert_eq!(s.bf16, Bf16Setting::Avx512Bf16);
+        assert!(s.strict_about("avx2") && !s.strict_about("gpu"));
+        for (name, valid) in [
+            ("CONDENSER_ENGINE", "on (default), off"),
+            ("CONDENSER_GPU_ENGINE", "on (default), off"),
+            ("CONDENSER_ISA", "baseline, avx2, avx512"),
+            ("CONDENSER_F32_GEMM", "auto (default), own, blas"),
+            ("CONDENSER_BF16", "auto (default), mkl, own, avx512bf16"),
+            ("CONDENSER_BLAS", "an OpenBLAS kernel name"),
+            ("CONDENSER_INDEX_CHECKPOINT_SECS", "whole seconds"),
+            ("CONDENSER_STRICT", "avx512bf16"),
+        ] {
+            let e = read(&[(name, "bogus")]).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("{name}=\"bogus\"")) && e.contains(valid),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn docs_engine_md_lists_every_variable_as_this_table() {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/engine.md"),
+        )
+        .unwrap();
+        for v in VARIABLES {
+            let row = format!(
+                "| `{}` | {} | {} |",
+                v.name,
+                v.values,
+                v.about.replace("  ", "")
+            );
+            let row: String = row.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(doc.contains(&row), "docs/engine.md lacks the row\n{row}");
+        }
+    }
+}
