@@ -18,6 +18,29 @@ pub fn tune_allocator() {
     }
 }
 
+/// The file that holds condenser's code in this process: the `condenser` executable, or the
+/// Python extension's shared library when Python loaded it (where `current_exe` is the
+/// interpreter, the same for every build of condenser). None where the platform cannot tell.
+pub fn code_file() -> Option<std::path::PathBuf> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        let here = code_file as *const libc::c_void;
+        // SAFETY: dladdr only reads the loader's tables for an address inside this image and
+        // fills `info`; dli_fname, when set, is a NUL-terminated path the loader owns.
+        let found = unsafe { libc::dladdr(here, &mut info) } != 0 && !info.dli_fname.is_null();
+        if found {
+            let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+            let path = std::path::PathBuf::from(name.to_string_lossy().into_owned());
+            // the main program's name is argv[0] as run, which may not be a path from here
+            if path.is_file() {
+                return Some(path);
+            }
+        }
+    }
+    std::env::current_exe().ok()
+}
+
 /// This process's peak resident memory so far (Linux's VmHWM), in MB; None where unknown.
 pub fn peak_rss_mb() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -248,5 +271,20 @@ pub(crate) fn test_root() -> std::path::PathBuf {
         built.to_path_buf()
     } else {
         std::env::current_dir().expect("a working folder")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// In a test binary condenser's code is linked into the executable, so the file dladdr names
+    /// is the executable itself (from Python it is the extension: python/tests).
+    #[test]
+    fn the_code_file_is_the_image_that_holds_this_function() {
+        let file = super::code_file().expect("linux names the image");
+        let exe = std::env::current_exe().unwrap();
+        assert_eq!(
+            std::fs::canonicalize(file).unwrap(),
+            std::fs::canonicalize(exe).unwrap()
+        );
     }
 }

@@ -191,67 +191,59 @@ impl Settings {
                 .map(|v| v.trim().to_string())
                 .filter(|v| !v.is_empty())
         };
-        let pick = |name: &str, table: &[(&str, u8)]| -> Result<Option<u8>> {
-            let Some(v) = value(name) else {
-                return Ok(None);
-            };
-            match table.iter().find(|(k, _)| k.eq_ignore_ascii_case(&v)) {
-                Some(&(_, x)) => Ok(Some(x)),
-                None => Err(bad(name, &v)),
-            }
-        };
-        let switch = |name: &str, extra: &[(&str, u8)]| -> Result<Switch> {
-            let table: Vec<(&str, u8)> = [("on", 1), ("1", 1), ("off", 0), ("0", 0)]
-                .into_iter()
-                .chain(extra.iter().copied())
-                .collect();
-            Ok(match pick(name, &table)? {
-                Some(0) => Switch::Off,
-                _ => Switch::On,
-            })
-        };
+        let blas_cores: Vec<(&str, BlasChoice)> = OPENBLAS_CORES
+            .iter()
+            .map(|c| (*c, BlasChoice::Core(c)))
+            .collect();
+        let blas = [
+            ("auto", BlasChoice::Auto),
+            ("on", BlasChoice::Auto),
+            ("1", BlasChoice::Auto),
+            ("off", BlasChoice::Off),
+            ("0", BlasChoice::Off),
+            ("env", BlasChoice::Env),
+            ("mkl", BlasChoice::Mkl),
+            ("openblas", BlasChoice::OpenBlas),
+        ];
+        let blas = pick(
+            &value,
+            "CONDENSER_BLAS",
+            BlasChoice::Auto,
+            &[&blas[..], &blas_cores].concat(),
+        )?;
         let isa = pick(
+            &value,
             "CONDENSER_ISA",
+            None,
             &[
-                ("baseline", 0),
-                ("sse2", 0),
-                ("avx2", 1),
-                ("avx512", 2),
-                ("avx-512", 2),
+                ("baseline", Some(IsaCap::Baseline)),
+                ("sse2", Some(IsaCap::Baseline)),
+                ("avx2", Some(IsaCap::Avx2)),
+                ("avx512", Some(IsaCap::Avx512)),
+                ("avx-512", Some(IsaCap::Avx512)),
             ],
-        )?
-        .map(|x| [IsaCap::Baseline, IsaCap::Avx2, IsaCap::Avx512][x as usize]);
-        let f32_gemm = match pick(
+        )?;
+        let f32_gemm = pick(
+            &value,
             "CONDENSER_F32_GEMM",
-            &[("auto", 0), ("own", 1), ("blas", 2)],
-        )? {
-            Some(1) => F32Gemm::Own,
-            Some(2) => F32Gemm::Blas,
-            _ => F32Gemm::Auto,
-        };
-        let bf16 = match pick(
+            F32Gemm::Auto,
+            &[
+                ("auto", F32Gemm::Auto),
+                ("own", F32Gemm::Own),
+                ("blas", F32Gemm::Blas),
+            ],
+        )?;
+        let bf16 = pick(
+            &value,
             "CONDENSER_BF16",
-            &[("auto", 0), ("mkl", 1), ("own", 2), ("avx512bf16", 3)],
-        )? {
-            Some(1) => Bf16Setting::Mkl,
-            Some(2) => Bf16Setting::Own,
-            Some(3) => Bf16Setting::Avx512Bf16,
-            _ => Bf16Setting::Auto,
-        };
-        let blas = match value("CONDENSER_BLAS") {
-            None => BlasChoice::Auto,
-            Some(v) => match v.to_ascii_lowercase().as_str() {
-                "auto" | "on" | "1" => BlasChoice::Auto,
-                "off" | "0" => BlasChoice::Off,
-                "env" => BlasChoice::Env,
-                "mkl" => BlasChoice::Mkl,
-                "openblas" => BlasChoice::OpenBlas,
-                _ => match OPENBLAS_CORES.iter().find(|c| c.eq_ignore_ascii_case(&v)) {
-                    Some(core) => BlasChoice::Core(core),
-                    None => return Err(bad("CONDENSER_BLAS", &v)),
-                },
-            },
-        };
+            Bf16Setting::Auto,
+            &[
+                ("auto", Bf16Setting::Auto),
+                ("mkl", Bf16Setting::Mkl),
+                ("own", Bf16Setting::Own),
+                ("avx512bf16", Bf16Setting::Avx512Bf16),
+            ],
+        )?;
         let index_checkpoint_secs = match value("CONDENSER_INDEX_CHECKPOINT_SECS") {
             None => None,
             Some(v) => Some(
@@ -269,8 +261,13 @@ impl Settings {
             }
         }
         Ok(Settings {
-            engine: switch("CONDENSER_ENGINE", &[("candle", 0)])?,
-            gpu_engine: switch("CONDENSER_GPU_ENGINE", &[])?,
+            engine: pick(
+                &value,
+                "CONDENSER_ENGINE",
+                Switch::On,
+                &switch(&[("candle", Switch::Off)]),
+            )?,
+            gpu_engine: pick(&value, "CONDENSER_GPU_ENGINE", Switch::On, &switch(&[]))?,
             isa,
             f32_gemm,
             bf16,
@@ -286,6 +283,34 @@ impl Settings {
     pub fn strict_about(&self, need: &str) -> bool {
         self.strict.iter().any(|s| *s == need || *s == "all")
     }
+}
+
+/// `name`'s value looked up (without case) in `table`, `default` where unset; a value not in
+/// it is the error naming the variable's valid values.
+fn pick<T: Copy>(
+    value: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    default: T,
+    table: &[(&str, T)],
+) -> Result<T> {
+    let Some(v) = value(name) else {
+        return Ok(default);
+    };
+    match table.iter().find(|(k, _)| k.eq_ignore_ascii_case(&v)) {
+        Some(&(_, x)) => Ok(x),
+        None => Err(bad(name, &v)),
+    }
+}
+
+/// An on/off variable's table, `extra` spellings after the usual ones.
+fn switch(extra: &[(&'static str, Switch)]) -> Vec<(&'static str, Switch)> {
+    let usual = [
+        ("on", Switch::On),
+        ("1", Switch::On),
+        ("off", Switch::Off),
+        ("0", Switch::Off),
+    ];
+    [&usual[..], extra].concat()
 }
 
 /// The error for `name`'s value `v`: the variable, the value and what it takes.

@@ -104,8 +104,7 @@ pub fn run(a: Args) -> Result<()> {
             let finals = finals::to_read(&a.baseline, stock, chosen, &also, &a.models)?;
             let opts = EvalOptions {
                 split: Some(a.split.clone()),
-                vector_cache: (a.vectors.vector_cache.as_deref())
-                    .map(crate::eval::vector_cache::VectorCache::new),
+                vector_cache: a.vectors.cache(),
                 ..Default::default()
             };
             let load = EVALUATORS[*kind].load;
@@ -145,8 +144,7 @@ impl Args {
             .inputs("--rule-from", &self.rule_from)
             .inputs("--state", &self.state);
         let io = self.models.iter().fold(io, |io, m| io.root("--models", m));
-        let io =
-            (self.vectors.vector_cache.iter()).fold(io, |io, d| io.output("--vector-cache", d));
+        let io = self.vectors.outputs(io);
         self.test.inputs(io).output("--out", &self.out)
     }
 }

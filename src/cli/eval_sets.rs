@@ -78,3 +78,15 @@ impl EvalSets {
         })
     }
 }
+
+/// `--vector-cache` as evaluate and choose both use it: the library's cache, and the folder among
+/// the command's outputs (written, never read as an input a recipe fingerprints).
+impl crate::flags::VectorCacheDir {
+    pub fn cache(&self) -> Option<crate::eval::vector_cache::VectorCache> {
+        (self.vector_cache.as_deref()).map(crate::eval::vector_cache::VectorCache::new)
+    }
+
+    pub fn outputs(&self, io: Io) -> Io {
+        (self.vector_cache.iter()).fold(io, |io, d| io.output("--vector-cache", d))
+    }
+}

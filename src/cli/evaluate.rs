@@ -5,7 +5,6 @@ use super::search_flags::{score_fn, UseIndex};
 use crate::data::Io;
 use crate::data::{PairColumns, DEFAULT_PAIR_COLUMNS};
 use crate::error::{Error, Result};
-use crate::eval::vector_cache::VectorCache;
 use crate::eval::{EvalOptions, EvalReport, EVALUATORS};
 use crate::flags::{self, CorpusEmbeddings, InferenceBatch, VectorCacheDir};
 use crate::search::{ScoreFn, StoredEmbeddings};
@@ -73,7 +72,7 @@ pub fn run(a: Args) -> Result<()> {
         split: a.split.clone(),
         ignore_identical_ids: a.ignore_identical_ids,
         corpus_embeddings,
-        vector_cache: a.vectors.vector_cache.as_deref().map(VectorCache::new),
+        vector_cache: a.vectors.cache(),
     };
     let evaluators = a
         .sets
@@ -112,8 +111,7 @@ impl Args {
             .inputs("--model", &self.models)
             .inputs("--corpus-embeddings", &self.corpus.corpus_embeddings)
             .inputs("--index", &self.use_index.index);
-        let io =
-            (self.vectors.vector_cache.iter()).fold(io, |io, d| io.output("--vector-cache", d));
+        let io = self.vectors.outputs(io);
         self.sets.inputs(io).output("--out", &self.out)
     }
 }

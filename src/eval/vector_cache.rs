@@ -103,8 +103,9 @@ fn key(enc: &SentenceEncoder, folder: &Path, texts: &[&str], batch: usize) -> Re
 fn build() -> &'static str {
     static BUILD: OnceLock<String> = OnceLock::new();
     BUILD.get_or_init(|| {
-        let exe = std::env::current_exe()
-            .and_then(std::fs::read)
+        // the code's own file (from Python, the extension, not the interpreter)
+        let exe = crate::runtime::code_file()
+            .and_then(|p| std::fs::read(p).ok())
             .map(|b| format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&b)))
             .unwrap_or_default();
         format!(

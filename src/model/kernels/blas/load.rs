@@ -24,11 +24,11 @@ struct Candidate {
     vendor: Vendor,
 }
 
-/// The source tree this binary was built in, then the tree around the executable
-/// (target/release/condenser -> ../../), joined with `rel`, where that file exists.
+/// The source tree this binary was built in, then the tree around the file holding condenser's
+/// code (target/release/condenser -> ../../), joined with `rel`, where that file exists.
 fn bundled(rel: &str) -> Vec<PathBuf> {
     let mut list = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)];
-    if let Ok(exe) = std::env::current_exe() {
+    if let Some(exe) = crate::runtime::code_file() {
         if let Some(root) = exe.ancestors().nth(3) {
             list.push(root.join(rel));
         }
