@@ -15,6 +15,10 @@
 #                                                      # loco's NAME/s<k>, a collection's splits left
 #                                                      # out together (default: "0", as before)
 # Each run resumes where it stopped (the recipe's state); peak RSS in out/loco/<name>.time.
+# A finished run's figures that loco reads (report/report.json, report/test/results.csv) and its
+# time are kept in docs/results/loco-runs/<name>[-s<k>]/, committed: a study longer than a session
+# resumes on a new checkout from them (a kept run is not rerun; KEPT=none reruns everything), and
+# loco over them reproduces the shipped rule without rerunning any (COLLECTIONS=none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=${C:-target/release/condenser}
@@ -26,19 +30,43 @@ label_free=p,pw
 if [ "$GPL" = true ]; then also=$also,g; label_free=$label_free,g; fi
 mkdir -p out/loco
 SPLITS=${SPLITS:-0}
+KEPT=${KEPT:-docs/results/loco-runs}
 # split 0 keeps the folder name it always had (out/loco/<name>), so earlier runs resume
 dir_of() { if [ "$2" = 0 ]; then echo out/loco/$1; else echo out/loco/$1-s$2; fi; }
+# where loco reads a run: its out folder once finished, else the kept copy
+finished() {
+  local d=$1 kept=$KEPT/$(basename $1)
+  if [ -f $d/report/test/results.csv ]; then echo $d
+  elif [ -f $kept/report/test/results.csv ]; then echo $kept; fi
+}
+keep() {
+  local d=$1 kept=$KEPT/$(basename $1)
+  [ "$KEPT" = none ] && return
+  mkdir -p $kept/report/test
+  cp $d/report/report.json $d/report/report.md $kept/report/
+  cp $d/report/test/results.csv $kept/report/test/
+  if [ -f $d.time ]; then
+    grep -E "Elapsed|Maximum resident" $d.time > $kept/time.txt
+    (uname -m; grep -m1 "model name" /proc/cpuinfo; nproc) >> $kept/time.txt
+  fi
+}
 one() {
   local c=$1 k=$2 others timer=() d
   d=$(dir_of $c $k)
+  if [ "$KEPT" != none ] && [ "$(finished $d)" = $KEPT/$(basename $d) ]; then
+    echo "$d: kept in $KEPT, not rerun" >&2; return
+  fi
   others=$(for o in $ALL; do [ $o = $c ] || printf '%s ' $o; done)
   [ -x /usr/bin/time ] && timer=(/usr/bin/time -v -o $d.time)
   "${timer[@]}" $C run recipes/retrieval-adaptation.toml \
     --set data=datasets/data/$c --set name=$c --set out=$d --set also=$also \
     --set split_seed=$k --set gpl=$GPL --set sources="$others" --set device=$DEVICE > $d.log 2>&1
+  keep $d
 }
+runs=${COLLECTIONS:-$ALL}
+[ "$runs" = none ] && runs=
 for k in $SPLITS; do
-  for c in ${COLLECTIONS:-$ALL}; do
+  for c in $runs; do
     if [ "${PARALLEL:-false}" = true ]; then one $c $k & else one $c $k; fi
   done
 done
@@ -49,9 +77,9 @@ for job in $(jobs -p); do wait $job || failed=1; done
 done_runs=()
 for k in $SPLITS; do
   for c in $ALL; do
-    d=$(dir_of $c $k)
+    d=$(finished $(dir_of $c $k))
     name=$c; [ "$SPLITS" = 0 ] || name=$c/s$k
-    [ -f $d/report/test/per_query.csv ] && done_runs+=(--collection $name=$d)
+    [ -n "$d" ] && done_runs+=(--collection $name=$d)
   done
 done
 $C loco "${done_runs[@]}" --label-free $label_free --out out/loco/report
