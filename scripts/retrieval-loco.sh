@@ -57,10 +57,19 @@ one() {
     echo "$d: kept in $KEPT, not rerun" >&2; return
   fi
   others=$(for o in $ALL; do [ $o = $c ] || printf '%s ' $o; done)
-  [ -x /usr/bin/time ] && timer=(/usr/bin/time -v -o $d.time)
+  # timed into .time.new, kept as .time only where some step ran: a rerun of a finished run
+  # (every step skipped) must not replace the run's own time with its 1-second check
+  [ -x /usr/bin/time ] && timer=(/usr/bin/time -v -o $d.time.new)
   "${timer[@]}" $C run recipes/retrieval-adaptation.toml \
     --set data=datasets/data/$c --set name=$c --set out=$d --set also=$also \
-    --set split_seed=$k --set gpl=$GPL --set sources="$others" --set device=$DEVICE > $d.log 2>&1
+    --set split_seed=$k --set gpl=$GPL --set sources="$others" --set device=$DEVICE > $d.log.new 2>&1
+  if grep -q "^\[[0-9]*/[0-9]*\] .*: done, skipped$" $d.log.new && \
+     ! grep -q "^\[[0-9]*/[0-9]*\] " <(grep -v ": done, skipped$" $d.log.new); then
+    rm -f $d.time.new $d.log.new
+  else
+    [ -f $d.time.new ] && mv $d.time.new $d.time
+    mv $d.log.new $d.log
+  fi
   keep $d
 }
 runs=${COLLECTIONS:-$ALL}
