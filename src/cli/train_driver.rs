@@ -58,7 +58,7 @@ impl TrainOpts {
         }
         if self.precision != Precision::F32 {
             if self.device != DeviceSpec::Cpu {
-                if !task.card_precision(self.precision) {
+                if !task.backend().device_precision(self.precision) {
                     return Err(crate::error::Error::msg(format!(
                         "--precision {} on a GPU: only a bi-encoder or cross-encoder training \
                          through the GPU engine (a cuda build's default on a card, unless \
@@ -151,7 +151,7 @@ impl TrainOpts {
             } else {
                 String::new()
             },
-            engine_note(task.engine_declines(), task.engine_kernels()),
+            engine_note(&task.backend()),
             out_dir.display()
         ));
         Ok(())
@@ -229,9 +229,9 @@ impl TrainOpts {
 
 /// Which path trained (the task's word, not the environment's), the CPU class its kernels ran
 /// at, and the peak memory, for the summary.
-fn engine_note(declined: Option<String>, kernels: String) -> String {
-    let path = match declined {
-        None => format!("condenser's engine, {kernels} kernels"),
+fn engine_note(backend: &crate::model::engine::Backend) -> String {
+    let path = match backend.declines() {
+        None => format!("condenser's engine, {} kernels", backend.kernels()),
         Some(why) => format!("candle's graph ({why})"),
     };
     match crate::runtime::peak_rss_mb() {

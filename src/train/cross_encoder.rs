@@ -8,7 +8,7 @@ use super::task::{dropout_key, Gradients, LossOutput, Score, TrainTask};
 use crate::data::{PairColumns, Pairs};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
-use crate::model::engine::{Engine, Leaf};
+use crate::model::engine::{Backend, Engine, Leaf};
 use crate::model::folders::save::save_cross_encoder;
 use crate::model::kernels::dropout_hash::row_id;
 use crate::model::CrossEncoderModel;
@@ -162,28 +162,12 @@ impl TrainTask for CrossEncoderTask {
         Ok(())
     }
 
-    fn card_precision(&self, p: crate::model::kernels::precision::Precision) -> bool {
-        super::task::engine_card_precision(&self.model.bert, p)
-    }
-
     fn num_examples(&self) -> usize {
         self.train.len()
     }
 
-    fn engine_declines(&self) -> Option<String> {
-        #[cfg(feature = "cuda")]
-        if crate::model::engine::gpu::cuda::card_for(&self.model.bert).is_some() {
-            return None;
-        }
-        Engine::declines(&self.model.bert.layers)
-    }
-
-    fn engine_kernels(&self) -> String {
-        #[cfg(feature = "cuda")]
-        if crate::model::engine::gpu::cuda::card_for(&self.model.bert).is_some() {
-            return "CUDA (cuBLAS and cuda/engine/)".into();
-        }
-        crate::model::kernels::isa::describe()
+    fn backend(&self) -> Backend {
+        Backend::of_bert(&self.model.bert)
     }
 
     fn notes(&self) -> Vec<String> {
@@ -212,12 +196,17 @@ impl TrainTask for CrossEncoderTask {
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
+        let backend = self.backend();
         #[cfg(feature = "cuda")]
-        if let Some(card) = crate::model::engine::gpu::cuda::card_for(&self.model.bert) {
-            return self.on_card(&card, idx, drop, weight);
+        if let Some(card) = backend.card() {
+            return self.on_card(card, idx, drop, weight);
         }
         let params = params::var_list(&self.varmap);
-        let Some(eng) = Engine::for_bert(&self.model.bert) else {
+        let Some(eng) = backend
+            .is_cpu()
+            .then(|| Engine::for_bert(&self.model.bert))
+            .flatten()
+        else {
             return super::task::backward(self.loss(idx, seed, drop)?, weight, &params);
         };
         let (ids, types, keys) = self.packed(idx);

@@ -11,7 +11,7 @@ use super::spans::two_spans;
 use super::task::{dropout_key, Gradients, LossOutput, Score, TrainTask};
 use crate::error::{Error, Result};
 use crate::hash::mix64;
-use crate::model::engine::Engine;
+use crate::model::engine::{Backend, Engine, Takes};
 use crate::model::folders::save::{save_condenser, CONDENSER_HEAD};
 use crate::model::layers::condenser::Condenser;
 use crate::model::layers::condenser::CondenserOutput;
@@ -185,11 +185,10 @@ impl TrainTask for PretrainTask {
         self.blocks.len
     }
 
-    fn engine_declines(&self) -> Option<String> {
+    fn backend(&self) -> Backend {
         let m = &self.model;
-        // plain MLM runs no head: its empty layer list is not a reason to leave the engine
-        Engine::declines(&m.bert.layers)
-            .or_else(|| m.head_mlm.then(|| Engine::declines(&m.head)).flatten())
+        let head: &[crate::model::BertLayer] = if m.head_mlm { &m.head } else { &[] };
+        Backend::of(&m.bert, head, Takes::CpuOnly)
     }
 
     /// MLM losses are means over masked tokens: a shard weighs its masked-token count. The span
@@ -237,7 +236,12 @@ impl TrainTask for PretrainTask {
         let params = params::var_list(&self.varmap);
         let m = &self.model;
         let fallback = || super::task::backward(self.loss(idx, seed, drop)?, weight, &params);
-        let Some(body) = Engine::for_bert(&m.bert) else {
+        let body = self
+            .backend()
+            .is_cpu()
+            .then(|| Engine::for_bert(&m.bert))
+            .flatten();
+        let Some(body) = body else {
             return fallback();
         };
         // plain MLM has no head to run

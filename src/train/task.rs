@@ -4,6 +4,7 @@ use super::config::TaskKey;
 use super::grads::ParamGrads;
 use crate::error::{Error, Result};
 use crate::hash::mix64;
+use crate::model::engine::Backend;
 use crate::model::kernels::precision::Precision;
 use crate::model::{Dropout, DropoutRates};
 use candle_core::backprop::GradStore;
@@ -104,12 +105,6 @@ pub trait TrainTask: Sync {
         )))
     }
 
-    /// Whether this task, its model on a GPU, runs its products in `p` there: f32 only, unless
-    /// it trains through the GPU engine, which runs bf16 too.
-    fn card_precision(&self, p: Precision) -> bool {
-        p == Precision::F32
-    }
-
     /// Whether the optimizer updates the variable `name` (default: every one). A frozen variable
     /// keeps its value: no step, no weight decay, no part in the gradient norm's clipping (as
     /// PyTorch leaves a parameter without a gradient).
@@ -126,17 +121,11 @@ pub trait TrainTask: Sync {
         None
     }
 
-    /// Why this task's BERT does not train through condenser's engine (None: it does). The
-    /// summary says which path ran; and only the engine keys its dropout masks by example, so
-    /// only then do the shards of a split batch draw what the whole batch would.
-    fn engine_declines(&self) -> Option<String> {
-        Some("this task runs candle's graph".into())
-    }
-
-    /// Which kernels condenser's engine runs for this task, for the summary (read where
-    /// `engine_declines` is None): the CPU class's, or a card's.
-    fn engine_kernels(&self) -> String {
-        crate::model::kernels::isa::describe()
+    /// The engine this task's BERT trains on (model/engine/backend.rs): the summary says which
+    /// ran, the trainer keys dropout by example only on an engine, and only the GPU engine runs
+    /// below f32 on a card.
+    fn backend(&self) -> Backend {
+        Backend::Graph("this task runs candle's graph".into())
     }
 
     /// What the task changed of what it was asked, for the user (a length cut to the model's).
@@ -201,16 +190,4 @@ pub trait TrainTask: Sync {
     fn synchronize(&self) -> Result<()> {
         Ok(super::params::device_of(self.varmap()).synchronize()?)
     }
-}
-
-/// `TrainTask::card_precision` of a task whose BERT, `bert`, trains through the GPU engine
-/// wherever a card's engine takes it (gpu/cuda.rs's `card_for`): f32 and bf16 there (bf16
-/// products, f32 master weights and accumulation), f32 only through candle's graph.
-pub fn engine_card_precision(bert: &crate::model::Bert, p: Precision) -> bool {
-    #[cfg(feature = "cuda")]
-    if crate::model::engine::gpu::cuda::card_for(bert).is_some() {
-        return matches!(p, Precision::F32 | Precision::Bf16);
-    }
-    let _ = bert;
-    p == Precision::F32
 }

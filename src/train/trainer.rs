@@ -97,7 +97,7 @@ pub fn train(
         1
     };
     // the engine keys dropout by example: shards then share the micro-batch's seed
-    let keyed = task.engine_declines().is_none();
+    let keyed = task.backend().declines().is_none();
     let rates = cfg
         .dropout
         .map(DropoutRates::uniform)

@@ -5,7 +5,7 @@
 //! device, on_card.rs), the head in candle there; elsewhere candle's padded graph runs it all.
 use crate::error::{Context, Error, Result};
 use crate::model::engine::gpu::heads::DevicePooling;
-use crate::model::engine::{run_batches, Engine};
+use crate::model::engine::{run_batches, Backend, Engine};
 use crate::model::layers::batch::by_length;
 use crate::model::layers::cross_encoder::activate;
 use crate::model::{CrossEncoder, PairTokenizer};
@@ -32,7 +32,12 @@ impl CrossEncoderModel {
             .map(|(a, b)| self.tok.encode(a, b))
             .collect::<Result<_>>()?;
         let lens: Vec<usize> = enc.iter().map(|e| e.0.len()).collect();
-        if let Some(engine) = Engine::for_bert(&self.model.bert) {
+        let backend = self.backend();
+        let engine = backend
+            .is_cpu()
+            .then(|| Engine::for_bert(&self.model.bert))
+            .flatten();
+        if let Some(engine) = engine {
             let budget = super::token_budget(batch, self.tok.max_seq_length);
             let threads = rayon::current_num_threads();
             return engine
@@ -72,17 +77,13 @@ impl CrossEncoderModel {
         activate(&self.model.head(&cls, None)?)?.to_vec2()
     }
 
-    /// Whether `on_card` scores with the GPU engine: the model on a card the engine takes
-    /// (`card_for`: f32 weights, BERT's GELU, heads of width 32 or 64).
-    pub fn on_card_takes(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        return crate::model::engine::gpu::cuda::card_for(&self.model.bert).is_some();
-        #[cfg(not(feature = "cuda"))]
-        false
+    /// The engine this cross-encoder scores on (model/engine/backend.rs).
+    pub fn backend(&self) -> Backend {
+        Backend::of_bert(&self.model.bert)
     }
 
     /// On a card, the scores of the tokenized pairs `enc` from the GPU engine where it takes
-    /// the model (`card_for`); None: candle's padded graph scores them (and without the `cuda`
+    /// the model (`backend`); None: candle's padded graph scores them (and without the `cuda`
     /// feature there is no card).
     fn on_card(
         &self,
@@ -92,10 +93,11 @@ impl CrossEncoderModel {
     ) -> Option<Result<Vec<Vec<f32>>>> {
         #[cfg(feature = "cuda")]
         {
-            use crate::model::engine::gpu::cuda::{card_for, Cuda};
-            let card = card_for(&self.model.bert)?;
+            use crate::model::engine::gpu::cuda::Cuda;
+            let backend = self.backend();
+            let card = backend.card()?;
             Some(
-                Cuda::new(&card)
+                Cuda::new(card)
                     .doing("the GPU engine")
                     .and_then(|dev| self.scores_on(dev, enc, batch, progress)),
             )

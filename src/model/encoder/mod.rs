@@ -10,7 +10,8 @@ mod prompts;
 pub use cross::CrossEncoderModel;
 pub use prompts::Prompts;
 
-use super::engine::{pad, run_batches, Engine};
+use super::engine::gpu::heads::DevicePooling;
+use super::engine::{pad, run_batches, Backend, Engine};
 use super::kernels::dropout::Dropout;
 use super::layers::batch::{by_length, TokenBatch};
 use super::layers::bert::Bert;
@@ -83,11 +84,30 @@ impl SentenceEncoder {
         Ok(ids)
     }
 
+    /// The engine this encoder encodes on (model/engine/backend.rs): the GPU engine where it
+    /// takes the model and the device runs the pooling (not max), the CPU engine, or candle's
+    /// graph.
+    pub fn backend(&self) -> Backend {
+        let b = Backend::of_bert(&self.bert);
+        if b.is_gpu() && DevicePooling::of(self.pooling).is_none() {
+            return Backend::Graph("the GPU engine does not pool max".into());
+        }
+        b
+    }
+
+    /// The CPU engine where the backend is it.
+    fn cpu_engine(&self) -> Option<Engine<'_>> {
+        self.backend()
+            .is_cpu()
+            .then(|| Engine::for_bert(&self.bert))
+            .flatten()
+    }
+
     /// Embeddings (b, dim) of already tokenized sequences, as a tensor (inference: no gradient).
     /// On the CPU in f32 the engine runs the forward (packed, no padding, no tape: 2-3x candle's
     /// graph for length-sorted batches); its states equal candle's (tests/engine.rs).
     pub fn embed(&self, seqs: &[&[u32]]) -> candle_core::Result<Tensor> {
-        match Engine::for_bert(&self.bert) {
+        match self.cpu_engine() {
             Some(engine) => {
                 let fwd = engine.forward(seqs, None, None, None, false)?;
                 let (states, mask, _) = pad(&fwd)?;
@@ -188,7 +208,7 @@ impl SentenceEncoder {
             .collect::<Result<_>>()?;
         let dim = self.dim();
         let lens: Vec<usize> = seqs.iter().map(Vec::len).collect();
-        let engine = Engine::for_bert(&self.bert);
+        let engine = self.cpu_engine();
         if skip > 0 && engine.is_none() {
             return Err(crate::error::Error::msg(
                 "a prompt left out of the pooling (the folder's include_prompt false) is applied \

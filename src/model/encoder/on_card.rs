@@ -15,26 +15,15 @@ use crate::model::Bert;
 use indicatif::ProgressBar;
 
 impl SentenceEncoder {
-    /// Whether `on_card` runs this encoder on the GPU engine: its model on a card the engine
-    /// takes (`card_for`: f32 weights, BERT's GELU, heads of width 32 or 64) and a pooling the
-    /// device runs (not max).
-    pub fn on_card_takes(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        return self.card_route().is_some();
-        #[cfg(not(feature = "cuda"))]
-        false
-    }
-
-    /// The card and the device's pooling where the GPU engine runs this encoder: the one
-    /// condition `on_card_takes` reports and `on_card` acts on.
+    /// The card and the device's pooling where the GPU engine runs this encoder (`backend`).
     #[cfg(feature = "cuda")]
     fn card_route(&self) -> Option<(candle_core::cuda::CudaDevice, DevicePooling)> {
-        let card = crate::model::engine::gpu::cuda::card_for(&self.bert)?;
+        let card = self.backend().card()?.clone();
         Some((card, DevicePooling::of(self.pooling)?))
     }
 
     /// On a card, the embeddings of `seqs` from the GPU engine where it takes this encoder
-    /// (`on_card_takes`); None: candle's graph encodes them (and without the `cuda` feature
+    /// (`backend`); None: candle's graph encodes them (and without the `cuda` feature
     /// there is no card).
     pub(super) fn on_card(
         &self,

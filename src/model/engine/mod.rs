@@ -14,6 +14,7 @@
 //! Heads and losses stay in candle (small): a task runs the engine, hands the hidden states to
 //! candle as a leaf, takes the leaf's gradient back and runs the engine's backward. Numbers equal
 //! the candle path's (tests/engine.rs) except for dropout's draws (hashed here, a stream there).
+mod backend;
 mod batches;
 mod embeddings;
 mod first_token;
@@ -27,6 +28,7 @@ mod stack;
 mod threads;
 mod weights;
 
+pub use backend::{Backend, Takes};
 pub use batches::{run_batches, token_batches};
 pub use embeddings::EmbGrads;
 pub use gemm::Gemm;

@@ -100,7 +100,7 @@ impl InferenceOptions {
     /// A sentence encoder from `dir` with these options applied.
     pub fn encoder(&self, dir: &Path) -> Result<SentenceEncoder> {
         let mut enc = self.encoder_as(dir, self.dtype(), self.precision()?)?;
-        if self.engine_card() && !enc.on_card_takes() {
+        if self.engine_card() && !enc.backend().is_gpu() {
             // the GPU engine does not run this model (its activation, head width or pooling):
             // candle's graph does, at the compute dtype, as without the engine
             enc = self.encoder_as(dir, self.compute().dtype(), Precision::F32)?;
@@ -125,7 +125,7 @@ impl InferenceOptions {
     /// less is told so.
     pub fn cross_encoder(&self, dir: &Path) -> Result<CrossEncoderModel> {
         let mut ce = CrossEncoderModel::load(dir, &self.device)?;
-        if self.device.is_cpu() || (self.engine_card() && ce.on_card_takes()) {
+        if self.device.is_cpu() || (self.engine_card() && ce.backend().is_gpu()) {
             ce.model.set_precision(self.precision()?)?;
         } else if let Some(asked) = self.dtype.filter(|d| *d != ComputeType::F32) {
             eprintln!(

@@ -29,14 +29,6 @@ fn on_device(task: &BiEncoderTask) -> Option<(Ranking, DevicePooling)> {
     Some((task.spec.ranking?, DevicePooling::of(task.enc.pooling)?))
 }
 
-/// The card the task's model lives on when the GPU engine trains it (model/engine/gpu/cuda.rs's
-/// `card_for`; GradCache, a mini-batch size, runs on the engine too: `cached`). None: candle's
-/// graph trains it.
-#[cfg(feature = "cuda")]
-pub fn card(task: &BiEncoderTask) -> Option<candle_core::cuda::CudaDevice> {
-    crate::model::engine::gpu::cuda::card_for(&task.enc.bert)
-}
-
 /// `gradients` on the task's card, the engine made at the first call and kept in the task.
 #[cfg(feature = "cuda")]
 pub fn on_card(

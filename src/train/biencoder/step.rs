@@ -4,7 +4,7 @@ use super::task::{BiEncoderTask, HEAD_PREFIX};
 use super::{engine_step, gradcache, no_duplicates};
 use crate::error::{Error, Result};
 use crate::eval::Model;
-use crate::model::engine::Engine;
+use crate::model::engine::{Backend, Engine};
 use crate::model::folders::save::{save_sentence_encoder, EncoderLayout};
 use crate::model::kernels::precision::Precision;
 use crate::model::{Dropout, DropoutRates};
@@ -23,7 +23,7 @@ impl TrainTask for BiEncoderTask {
         if p != Precision::F32 && !on_cpu {
             // the GPU engine trains in p and encodes the dev set in p too (encoder/on_card.rs);
             // where it declines the pooling (max), candle encodes, in f32
-            let dev = if self.enc.on_card_takes() {
+            let dev = if self.enc.backend().is_gpu() {
                 "so do dev evaluation's, on the engine too"
             } else {
                 "dev evaluation runs f32 on candle's graph (the engine does not pool max)"
@@ -36,28 +36,12 @@ impl TrainTask for BiEncoderTask {
         Ok(())
     }
 
-    fn card_precision(&self, p: Precision) -> bool {
-        task::engine_card_precision(&self.enc.bert, p)
-    }
-
     fn set_threads(&mut self, n: usize) {
         self.threads = n.max(1);
     }
 
-    fn engine_declines(&self) -> Option<String> {
-        #[cfg(feature = "cuda")]
-        if super::gpu_step::card(self).is_some() {
-            return None;
-        }
-        Engine::declines(&self.enc.bert.layers)
-    }
-
-    fn engine_kernels(&self) -> String {
-        #[cfg(feature = "cuda")]
-        if super::gpu_step::card(self).is_some() {
-            return "CUDA (cuBLAS and cuda/engine/)".into();
-        }
-        crate::model::kernels::isa::describe()
+    fn backend(&self) -> Backend {
+        Backend::of_bert(&self.enc.bert)
     }
 
     fn notes(&self) -> Vec<String> {
@@ -65,8 +49,7 @@ impl TrainTask for BiEncoderTask {
     }
 
     fn own_split(&self) -> Option<usize> {
-        let engine = Engine::for_bert(&self.enc.bert).is_some();
-        (!self.spec.per_example && engine).then_some(self.threads)
+        (!self.spec.per_example && self.backend().is_cpu()).then_some(self.threads)
     }
 
     fn num_examples(&self) -> usize {
@@ -115,11 +98,15 @@ impl TrainTask for BiEncoderTask {
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
+        let backend = self.backend();
         #[cfg(feature = "cuda")]
-        if let Some(card) = super::gpu_step::card(self) {
-            return super::gpu_step::on_card(self, &card, idx, drop, weight);
+        if let Some(card) = backend.card() {
+            return super::gpu_step::on_card(self, card, idx, drop, weight);
         }
-        let engine = Engine::for_bert(&self.enc.bert);
+        let engine = backend
+            .is_cpu()
+            .then(|| Engine::for_bert(&self.enc.bert))
+            .flatten();
         match (self.mini_batch, &engine) {
             (Some(m), Some(eng)) => gradcache::engine_gradients(self, eng, idx, drop, weight, m),
             (Some(m), None) => gradcache::gradients(self, idx, drop, weight, m),

@@ -1,0 +1,106 @@
+//! Which engine runs a BERT, decided in one place (issue 83): condenser's GPU engine on a card it
+//! takes, condenser's CPU engine, or candle's graph with the reason both declined. Callers ask
+//! the Backend their model carries (a task's `backend()`, an encoder's) instead of testing the
+//! device, dtype and activation themselves; the conditions live here and in the two engines'
+//! own `declines` (stack.rs for the CPU, gpu/cuda.rs's `card_for` for a card).
+use super::stack::Engine;
+use crate::model::kernels::precision::Precision;
+use crate::model::{Bert, BertLayer};
+
+/// The engine a model runs on.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// condenser's GPU engine on this card (model/engine/gpu).
+    #[cfg(feature = "cuda")]
+    Gpu(candle_core::cuda::CudaDevice),
+    /// condenser's CPU engine (stack.rs).
+    Cpu,
+    /// candle's graph, and why the engines do not run the model, in words for a summary.
+    Graph(String),
+}
+
+/// What a model's code can run on besides candle's graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Takes {
+    /// The CPU engine and, on a card, the GPU engine (bi-encoders, cross-encoders).
+    Both,
+    /// The CPU engine only (pretraining: on a card, candle's graph).
+    CpuOnly,
+}
+
+impl Backend {
+    /// The backend of `bert` followed by the `head` layers (a Condenser head; empty for none),
+    /// for code that runs on what `takes` names.
+    pub fn of(bert: &Bert, head: &[BertLayer], takes: Takes) -> Backend {
+        #[cfg(feature = "cuda")]
+        if takes == Takes::Both && head.is_empty() {
+            if let Some(card) = super::gpu::cuda::card_for(bert) {
+                return Backend::Gpu(card);
+            }
+        }
+        let _ = takes;
+        let why = Engine::declines(&bert.layers).or_else(|| {
+            // plain MLM runs no head: an empty head is no reason to leave the engine
+            (!head.is_empty()).then(|| Engine::declines(head)).flatten()
+        });
+        match why {
+            None => Backend::Cpu,
+            Some(why) => Backend::Graph(why),
+        }
+    }
+
+    /// The backend of a bi-encoder's or cross-encoder's BERT.
+    pub fn of_bert(bert: &Bert) -> Backend {
+        Self::of(bert, &[], Takes::Both)
+    }
+
+    /// Why condenser's engines do not run the model (None: one of them does). Only the engines
+    /// key dropout masks by example, so a split batch draws what the whole batch would only then.
+    pub fn declines(&self) -> Option<&str> {
+        match self {
+            Backend::Graph(why) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// Whether this is the GPU engine.
+    pub fn is_gpu(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        if let Backend::Gpu(_) = self {
+            return true;
+        }
+        false
+    }
+
+    /// Whether this is the CPU engine.
+    pub fn is_cpu(&self) -> bool {
+        matches!(self, Backend::Cpu)
+    }
+
+    /// The card, where the GPU engine runs the model.
+    #[cfg(feature = "cuda")]
+    pub fn card(&self) -> Option<&candle_core::cuda::CudaDevice> {
+        match self {
+            Backend::Gpu(card) => Some(card),
+            _ => None,
+        }
+    }
+
+    /// Which kernels the engine runs, for a summary: a card's, or the CPU class's (also what a
+    /// graph's products run on, through the same Linear kernels).
+    pub fn kernels(&self) -> String {
+        if self.is_gpu() {
+            return "CUDA (cuBLAS and cuda/engine/)".into();
+        }
+        crate::model::kernels::isa::describe()
+    }
+
+    /// Whether a model on a GPU may run its products in `p` here: the GPU engine runs f32 and
+    /// bf16 (bf16 products, f32 master weights and accumulation); candle's graph there, f32.
+    pub fn device_precision(&self, p: Precision) -> bool {
+        if self.is_gpu() {
+            return matches!(p, Precision::F32 | Precision::Bf16);
+        }
+        p == Precision::F32
+    }
+}
