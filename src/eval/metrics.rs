@@ -180,8 +180,10 @@ pub fn dot(a: &[f32], b: &[f32]) -> f64 {
         .sum()
 }
 
+/// The cosine in f64, as the evaluators report it (sentence-transformers' scores to 1e-7); norms
+/// floored at 1e-12, the encoders' and search's epsilon (torch's `normalize`).
 pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let (na, nb) = (dot(a, a).sqrt().max(1e-8), dot(b, b).sqrt().max(1e-8));
+    let (na, nb) = (dot(a, a).sqrt().max(1e-12), dot(b, b).sqrt().max(1e-12));
     dot(a, b) / (na * nb)
 }
 

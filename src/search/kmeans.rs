@@ -3,6 +3,7 @@
 //! GEMM per block of rows against all centroids.
 use crate::error::{Error, Result};
 use crate::model::kernels::blas::{blas, NO_TRANS, TRANS};
+use crate::model::layers::pooling::l2_normalize_row;
 use rand::{rngs::StdRng, SeedableRng};
 use rayon::prelude::*;
 
@@ -18,14 +19,9 @@ pub fn unit_rows(v: &[f32], dim: usize) -> Vec<f32> {
     out
 }
 
-/// Each row of `v` scaled to unit length, in place.
+/// Each row of `v` scaled to unit length, in place (the encoders' row normaliser).
 pub fn unit_in_place(v: &mut [f32], dim: usize) {
-    v.par_chunks_mut(dim.max(1)).for_each(|r| {
-        let n = r.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if n > 0.0 {
-            r.iter_mut().for_each(|x| *x /= n);
-        }
-    });
+    v.par_chunks_mut(dim.max(1)).for_each(l2_normalize_row);
 }
 
 /// Per row of `x` (row after row, `dim` wide), the `p` centroids (rows of `c`) with the largest

@@ -6,7 +6,7 @@ use super::options::{Candidates, MineOptions, Miners};
 use crate::augment::Bm25;
 use crate::error::{Error, Result};
 use crate::model::Embeddings;
-use crate::search::{indexed_corpus, search, IndexedCorpus, ScoreFn};
+use crate::search::{indexed_corpus, score_pair, search, IndexedCorpus, ScoreFn};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 
@@ -17,10 +17,9 @@ pub struct Found {
     pub positive_scores: Vec<Vec<f32>>,
 }
 
+/// The cosine as the search ranks by it (search/score.rs), so mined scores are search's.
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
-    dot / (n(a) * n(b))
+    score_pair(ScoreFn::Cosine, a, b)
 }
 
 /// The corpus side, built once: its embeddings and/or its BM25 index.

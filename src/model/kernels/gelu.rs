@@ -3,6 +3,7 @@
 //! calls, which cost more than all of BERT's matmuls together on BLAS; this rational
 //! approximation (the single-precision one XLA and Eigen use, a few ulp) vectorizes.
 //! Backward: Phi(x) + x phi(x).
+use super::contiguous_f32;
 use super::fastmath::exp_f32;
 use crate::dispatch;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Result, Shape, Tensor};
@@ -90,20 +91,13 @@ dispatch! {
 struct Gelu;
 struct GeluGrad;
 
-fn contiguous_f32<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
-    match l.contiguous_offsets() {
-        Some((a, b)) => Ok(&s.as_slice::<f32>()?[a..b]),
-        None => candle_core::bail!("gelu: input must be contiguous"),
-    }
-}
-
 impl CustomOp1 for Gelu {
     fn name(&self) -> &'static str {
         "gelu-erf"
     }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         Ok((
-            CpuStorage::F32(map(contiguous_f32(s, l)?, 0.0, gelu_into)),
+            CpuStorage::F32(map(contiguous_f32(s, l, "gelu")?, 0.0, gelu_into)),
             l.shape().clone(),
         ))
     }
@@ -118,7 +112,7 @@ impl CustomOp1 for GeluGrad {
     }
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> Result<(CpuStorage, Shape)> {
         Ok((
-            CpuStorage::F32(map(contiguous_f32(s, l)?, 1.0, gelu_backward)),
+            CpuStorage::F32(map(contiguous_f32(s, l, "gelu")?, 1.0, gelu_backward)),
             l.shape().clone(),
         ))
     }

@@ -6,22 +6,16 @@
 //! outside the matmuls.
 //! Backward (per row, xhat = (x - mean) * rstd, g = dy * w):
 //!   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dw = sum_rows(dy * xhat),  db = sum_rows(dy)
+use super::contiguous_f32;
 use super::dropout_hash::Mask;
 use super::vector::{dot, sum};
 use crate::dispatch;
-use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 /// Rows handled per parallel task; below 4 tasks' worth the op runs on the calling thread
 /// (training already runs shards on their own threads).
 const ROWS: usize = 64;
-
-fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
-    match l.contiguous_offsets() {
-        Some((a, b)) => Ok(&s.as_slice::<f32>()?[a..b]),
-        None => bail!("layer-norm: a contiguous input is required"),
-    }
-}
 
 /// The `xhat` and `rstd` buffers `residual_norm` writes for `rows` rows of width `h`: whole
 /// where backward will read them (`keep`), else one row of scratch and no rstd (inference: the
@@ -188,7 +182,11 @@ impl CustomOp3 for Fwd {
         sb: &CpuStorage,
         lb: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (x, w, b) = (slice(sx, lx)?, slice(sw, lw)?, slice(sb, lb)?);
+        let (x, w, b) = (
+            contiguous_f32(sx, lx, "layer-norm")?,
+            contiguous_f32(sw, lw, "layer-norm")?,
+            contiguous_f32(sb, lb, "layer-norm")?,
+        );
         let h = w.len();
         let mut y = vec![0f32; x.len()];
         rows_of(&mut y, h, |first, out| {
@@ -250,7 +248,11 @@ impl CustomOp3 for Bwd {
         sg: &CpuStorage,
         lg: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (x, w, dy) = (slice(sx, lx)?, slice(sw, lw)?, slice(sg, lg)?);
+        let (x, w, dy) = (
+            contiguous_f32(sx, lx, "layer-norm")?,
+            contiguous_f32(sw, lw, "layer-norm")?,
+            contiguous_f32(sg, lg, "layer-norm")?,
+        );
         let h = w.len();
         let rows = x.len() / h;
         let mut out = vec![0f32; (rows + 2) * h];

@@ -1,9 +1,10 @@
 //! x W^T + b as one CPU op with its own backward (the Linear layer's product).
 use super::bf16::MatRef;
 use super::blas::{blas, NO_TRANS, TRANS};
+use super::contiguous_f32;
 use super::matmul::matmul;
 use super::precision::{self, PackedWeight, Precision};
-use candle_core::{bail, CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
 use std::sync::Arc;
 
 /// Products in a lower precision apply on the CPU to f32 tensors only.
@@ -29,13 +30,6 @@ pub fn fusable(x: &Tensor, w: &Tensor, b: &Tensor) -> bool {
         && x.elem_count() > 0
 }
 
-fn contiguous<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
-    match l.contiguous_offsets() {
-        Some((a, b)) => Ok(&s.as_slice::<f32>()?[a..b]),
-        None => bail!("linear: a contiguous input is required"),
-    }
-}
-
 impl FusedLinear {
     pub fn new(precision: Precision, packed: Option<Arc<PackedWeight>>) -> FusedLinear {
         FusedLinear { precision, packed }
@@ -57,9 +51,9 @@ impl CustomOp3 for FusedLinear {
         lb: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let (x, w, b) = (
-            contiguous(sx, lx)?,
-            contiguous(sw, lw)?,
-            contiguous(sb, lb)?,
+            contiguous_f32(sx, lx, "linear")?,
+            contiguous_f32(sw, lw, "linear")?,
+            contiguous_f32(sb, lb, "linear")?,
         );
         let (out, inp) = lw.shape().dims2()?;
         let rows = x.len() / inp.max(1);

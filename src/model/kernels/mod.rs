@@ -26,6 +26,19 @@ pub mod vector;
 
 use candle_core::{DType, Result, Tensor};
 
+/// A custom op's f32 CPU input as one slice; `op` names the op in the error for a strided input
+/// (the ops' callers make their inputs contiguous first).
+pub(crate) fn contiguous_f32<'a>(
+    s: &'a candle_core::CpuStorage,
+    l: &candle_core::Layout,
+    op: &str,
+) -> Result<&'a [f32]> {
+    match l.contiguous_offsets() {
+        Some((a, b)) => Ok(&s.as_slice::<f32>()?[a..b]),
+        None => candle_core::bail!("{op}: a contiguous input is required"),
+    }
+}
+
 /// max |a - b| over all elements (tests and gradient checks compare tensors with it).
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
     (a - b)?

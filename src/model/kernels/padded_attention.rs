@@ -12,9 +12,10 @@
 //!   dV = Pd^T dC,  dPd = dC V^T,  dP = dPd * mask,  dS = scale * P * (dP - rowsum(dP * P)),
 //!   dQ = dS K,  dK = dS^T Q.
 use super::blas::{blas, NO_TRANS, TRANS};
+use super::contiguous_f32;
 use super::softmax::{score_grad_row, softmax_row};
 use super::vector::dot;
-use candle_core::{bail, CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -29,13 +30,6 @@ pub struct Attention {
     bias: Arc<Vec<f32>>,
     /// Dropout on the probabilities: per (b, head, query, key) 0 or 1/(1 - p); None without.
     mask: Option<Arc<Vec<f32>>>,
-}
-
-fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> Result<&'a [f32]> {
-    match l.contiguous_offsets() {
-        Some((a, b)) => Ok(&s.as_slice::<f32>()?[a..b]),
-        None => bail!("attention: contiguous inputs are required"),
-    }
 }
 
 /// Run `f(item, out_chunk)` for every batch item, in parallel with serial BLAS when the caller is
@@ -92,7 +86,11 @@ impl CustomOp3 for Attention {
         sv: &CpuStorage,
         lv: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (q, k, v) = (slice(sq, lq)?, slice(sk, lk)?, slice(sv, lv)?);
+        let (q, k, v) = (
+            contiguous_f32(sq, lq, "attention")?,
+            contiguous_f32(sk, lk, "attention")?,
+            contiguous_f32(sv, lv, "attention")?,
+        );
         let (b, s, h) = lq.shape().dims3()?;
         let hd = h / self.heads;
         let mut ctx = vec![0f32; b * s * h];
@@ -169,7 +167,10 @@ impl candle_core::CustomOp2 for Backward {
         sg: &CpuStorage,
         lg: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
-        let (qkv, dc) = (slice(sqkv, lqkv)?, slice(sg, lg)?);
+        let (qkv, dc) = (
+            contiguous_f32(sqkv, lqkv, "attention")?,
+            contiguous_f32(sg, lg, "attention")?,
+        );
         let (b, s, h) = self.shape;
         let n = b * s * h;
         let (q, k, v) = (&qkv[..n], &qkv[n..2 * n], &qkv[2 * n..]);
