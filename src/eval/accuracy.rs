@@ -2,7 +2,7 @@
 //! of an encoder's embeddings (SBERT's NLI training), or a cross-encoder's most probable class.
 //! NLI files may name the classes (entailment, neutral, contradiction); unlabelled rows (-1, "-")
 //! are dropped.
-use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Model, Task};
+use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Model};
 use super::unique::encode_unique;
 use crate::data::{read_classes, Pairs};
 use crate::error::{Context, Error, Result};
@@ -13,6 +13,8 @@ use std::path::Path;
 
 pub const KIND: EvaluatorKind = EvaluatorKind {
     flag: "accuracy",
+    task: "nli",
+    headline: &["accuracy"],
     help: "pairs labelled with class ids (NLI: 0/1/2 or entailment/neutral/contradiction) as \
            NAME=PATH: accuracy of a softmax head (an encoder trained with one) or a cross-encoder",
     load: |path, opts| Ok(Box::new(AccuracyEvaluator::read(path, opts)?)),
@@ -33,8 +35,8 @@ impl AccuracyEvaluator {
 }
 
 impl Evaluator for AccuracyEvaluator {
-    fn task(&self) -> Task {
-        Task::Nli
+    fn kind(&self) -> &'static EvaluatorKind {
+        &KIND
     }
 
     fn run(&self, model: &Model, batch: usize, progress: &ProgressBar) -> Result<Evaluation> {

@@ -1,7 +1,7 @@
 //! Binary pair classification: sentence-transformers' BinaryClassificationEvaluator on cosine
 //! similarity for an encoder, on the scores for a cross-encoder. Best-threshold accuracy and F1
 //! (with precision and recall there), average precision, and MCC at the F1 threshold.
-use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
+use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model};
 use super::metrics::{average_precision, best_accuracy, best_f1, cosine, matthews};
 use super::unique::encode_unique;
 use crate::data::Pairs;
@@ -12,6 +12,8 @@ use std::path::Path;
 
 pub const KIND: EvaluatorKind = EvaluatorKind {
     flag: "classification",
+    task: "classification",
+    headline: &["cosine_accuracy", "cosine_f1", "cosine_ap", "ap"],
     help: "binary pairs (sentence1, sentence2, label 0/1) as NAME=PATH: accuracy, F1 and average \
            precision of cosine similarity (an encoder) or of the scores (a cross-encoder)",
     load: |path, opts| Ok(Box::new(BinaryEvaluator::read(path, opts)?)),
@@ -45,8 +47,8 @@ impl BinaryEvaluator {
 }
 
 impl Evaluator for BinaryEvaluator {
-    fn task(&self) -> Task {
-        Task::Classification
+    fn kind(&self) -> &'static EvaluatorKind {
+        &KIND
     }
 
     fn run(&self, model: &Model, batch: usize, progress: &ProgressBar) -> Result<Evaluation> {

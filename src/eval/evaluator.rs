@@ -89,39 +89,9 @@ impl<'a> Model<'a> {
     }
 }
 
-/// The kind of evaluation, for reports (which metrics headline a row).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Task {
-    Sts,
-    Classification,
-    Retrieval,
-    Nli,
-}
-
-impl Task {
-    pub fn name(self) -> &'static str {
-        match self {
-            Task::Sts => "sts",
-            Task::Classification => "classification",
-            Task::Retrieval => "retrieval",
-            Task::Nli => "nli",
-        }
-    }
-
-    /// The metrics shown on the terminal (everything is in the files).
-    pub fn headline(self) -> &'static [&'static str] {
-        match self {
-            Task::Sts => &["spearman_cosine", "pearson_cosine", "spearman", "pearson"],
-            Task::Classification => &["cosine_accuracy", "cosine_f1", "cosine_ap", "ap"],
-            Task::Retrieval => &["ndcg@10", "mrr@10", "recall@100", "map@100"],
-            Task::Nli => &["accuracy"],
-        }
-    }
-}
-
 pub trait Evaluator: Send + Sync {
-    fn task(&self) -> Task;
+    /// The kind this evaluator is (its task name and headline metrics for reports).
+    fn kind(&self) -> &'static EvaluatorKind;
     /// Score `model`, encoding or predicting in batches of `batch`.
     fn run(&self, model: &Model, batch: usize, progress: &ProgressBar) -> Result<Evaluation>;
 }
@@ -146,6 +116,11 @@ pub struct EvalOptions {
 /// An evaluator kind: its `evaluate` flag (`--<flag> NAME=PATH`), help, and how it reads its data.
 pub struct EvaluatorKind {
     pub flag: &'static str,
+    /// The task a report names (results.json's "task").
+    pub task: &'static str,
+    /// The metrics shown on the terminal, in order (everything is in the files); a retrieval
+    /// metric matches with its score function's prefix (cos_sim_ndcg@10).
+    pub headline: &'static [&'static str],
     pub help: &'static str,
     pub load: fn(&std::path::Path, &EvalOptions) -> Result<Box<dyn Evaluator>>,
 }

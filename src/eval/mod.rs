@@ -28,7 +28,7 @@ mod unique;
 pub mod vector_cache;
 
 pub use classification::binary_metrics;
-pub use evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
+pub use evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model};
 pub use ranking::ranking_metrics;
 pub use registry::{dev_evaluator, EVALUATORS};
 pub use results::{EvalReport, EvalResult};

@@ -1,4 +1,4 @@
-use super::{Metrics, Task};
+use super::Metrics;
 use crate::data::write_atomic;
 use crate::error::{Context, Result};
 use serde::ser::SerializeMap;
@@ -10,7 +10,11 @@ use std::path::Path;
 pub struct EvalResult {
     pub model: String,
     pub dataset: String,
-    pub task: Task,
+    /// The evaluator's kind's task name (sts, classification, retrieval, nli).
+    pub task: &'static str,
+    /// Its kind's headline metrics (the terminal's table).
+    #[serde(skip)]
+    pub headline: &'static [&'static str],
     /// The evaluator's primary metric.
     pub primary: String,
     #[serde(serialize_with = "ordered")]
@@ -78,7 +82,8 @@ impl EvalReport {
                 report.results.push(EvalResult {
                     model: model.clone(),
                     dataset: name.clone(),
-                    task: ev.task(),
+                    task: ev.kind().task,
+                    headline: ev.kind().headline,
                     primary: e.primary,
                     metrics: e.metrics,
                     per_query: e.per_query,
@@ -108,14 +113,8 @@ impl EvalReport {
             "model", "dataset", "task"
         );
         for r in &self.results {
-            let _ = write!(
-                s,
-                "{:<mw$}  {:<dw$}  {:<14} ",
-                r.model,
-                r.dataset,
-                r.task.name()
-            );
-            for h in r.task.headline() {
+            let _ = write!(s, "{:<mw$}  {:<dw$}  {:<14} ", r.model, r.dataset, r.task);
+            for h in r.headline {
                 // retrieval names carry the score function as a prefix
                 if let Some((k, v)) = r
                     .metrics
@@ -137,14 +136,8 @@ impl EvalReport {
             .doing("writing results.csv")?;
         for r in &self.results {
             for (k, v) in &r.metrics {
-                w.write_record([
-                    r.model.as_str(),
-                    &r.dataset,
-                    r.task.name(),
-                    k,
-                    &v.to_string(),
-                ])
-                .doing("writing results.csv")?;
+                w.write_record([r.model.as_str(), &r.dataset, r.task, k, &v.to_string()])
+                    .doing("writing results.csv")?;
             }
         }
         let bytes = w

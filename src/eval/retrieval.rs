@@ -1,7 +1,7 @@
 //! Retrieval evaluation as sentence-transformers' InformationRetrievalEvaluator defines it: exact
 //! search over the encoded corpus, hits ordered by (-score, doc id), queries without relevant
 //! documents dropped, and accuracy/precision/recall@k, MRR@10, nDCG@10 (binary gains), MAP@100.
-use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
+use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model};
 use super::ranking::{ndcg, ranking_metrics, MAP_AT, MRR_AT, NDCG_AT, PRECISION_RECALL_AT};
 use super::vector_cache::VectorCache;
 use crate::data::retrieval::RetrievalSet;
@@ -14,6 +14,8 @@ use std::sync::Arc;
 
 pub const KIND: EvaluatorKind = EvaluatorKind {
     flag: "retrieval",
+    task: "retrieval",
+    headline: &["ndcg@10", "mrr@10", "recall@100", "map@100"],
     help:
         "retrieval folders (queries, corpus, qrels) as NAME=DIR: nDCG@10, MRR@10, recall@k, MAP@100",
     load: |path, opts| Ok(Box::new(RetrievalEvaluator::read(path, opts)?)),
@@ -40,8 +42,8 @@ impl RetrievalEvaluator {
 }
 
 impl Evaluator for RetrievalEvaluator {
-    fn task(&self) -> Task {
-        Task::Retrieval
+    fn kind(&self) -> &'static EvaluatorKind {
+        &KIND
     }
 
     fn run(&self, model: &Model, batch: usize, progress: &ProgressBar) -> Result<Evaluation> {

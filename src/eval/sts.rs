@@ -1,7 +1,7 @@
 //! STS: sentence-transformers' EmbeddingSimilarityEvaluator for an encoder (Pearson and Spearman
 //! of cosine, dot, euclidean and manhattan similarity against the gold scores), and its
 //! CECorrelationEvaluator for a cross-encoder (of its scores).
-use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model, Task};
+use super::evaluator::{EvalOptions, Evaluation, Evaluator, EvaluatorKind, Metrics, Model};
 use super::metrics::{cosine, dot, euclidean, manhattan, pearson, spearman};
 use super::unique::encode_unique;
 use crate::data::Pairs;
@@ -12,6 +12,8 @@ use std::path::Path;
 
 pub const KIND: EvaluatorKind = EvaluatorKind {
     flag: "sts",
+    task: "sts",
+    headline: &["spearman_cosine", "pearson_cosine", "spearman", "pearson"],
     help: "STS pairs (sentence1, sentence2, score) as NAME=PATH: Spearman/Pearson of similarity \
            (an encoder) or of the scores (a cross-encoder)",
     load: |path, opts| Ok(Box::new(StsEvaluator::read(path, opts)?)),
@@ -32,8 +34,8 @@ impl StsEvaluator {
 }
 
 impl Evaluator for StsEvaluator {
-    fn task(&self) -> Task {
-        Task::Sts
+    fn kind(&self) -> &'static EvaluatorKind {
+        &KIND
     }
 
     fn run(&self, model: &Model, batch: usize, progress: &ProgressBar) -> Result<Evaluation> {
