@@ -115,10 +115,10 @@ pub fn encode_file(
     let done = parts.done(&range);
     if done > 0 {
         progress.suspend(|| {
-            eprintln!(
+            crate::runtime::notes::note(&format!(
                 "resuming: {done} rows were encoded by an interrupted run ({})",
                 parts::folder(&dest).display()
-            )
+            ))
         });
         progress.set_position(done as u64);
     }

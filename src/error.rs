@@ -81,25 +81,6 @@ impl Error {
     pub fn msg(msg: impl std::fmt::Display) -> Self {
         Error::Msg(msg.to_string())
     }
-
-    /// The same error with its row moved by `offset` rows (a batch's rows counted from the file's
-    /// start); other kinds unchanged.
-    pub fn shift_row(self, offset: usize) -> Self {
-        match self {
-            Error::Cell {
-                path,
-                row,
-                column,
-                source,
-            } => Error::Cell {
-                path,
-                row: row + offset,
-                column,
-                source,
-            },
-            e => e,
-        }
-    }
 }
 
 /// Attach a file name to foreign errors (io, parquet, arrow, json) at the point we know it.

@@ -2,6 +2,7 @@
 //! their own process).
 
 pub mod cancel;
+pub mod notes;
 pub mod progress;
 
 /// Keep large tensor buffers in the malloc heap. glibc serves blocks over 32 MB with fresh mmap

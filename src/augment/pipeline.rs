@@ -238,10 +238,10 @@ pub fn augment(
     if done > 0 {
         let labelled = rows[..done].iter().filter(|r| r.2.is_none()).count();
         progress.suspend(|| {
-            eprintln!(
+            crate::runtime::notes::note(&format!(
                 "resuming: {done} pairs ({labelled} labelled) were written by an interrupted run ({})",
                 parts::folder(&dest).display()
-            )
+            ))
         });
         progress.set_position(labelled as u64);
     }

@@ -73,10 +73,10 @@ impl Parts {
         let replace = resume.stale == Stale::Replace || found.is_empty();
         if state_file.is_file() && replace {
             if let Some(why) = stale(&state_file, &state)? {
-                eprintln!(
+                crate::runtime::notes::note(&format!(
                     "note: removed {}: an interrupted run's parts with other settings ({why})",
                     dir.display()
-                );
+                ));
                 std::fs::remove_dir_all(&dir).map_err(|e| Error::file(&dir, e))?;
             }
         }

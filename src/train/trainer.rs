@@ -204,11 +204,11 @@ pub fn train(
                 // through stderr itself, not the bar's println: a hidden bar (a library
                 // caller's) drops what it is asked to print
                 progress.suspend(|| {
-                    eprintln!(
+                    crate::runtime::notes::note(&format!(
                         "step {}: f16 gradients overflowed; update skipped, loss scale now {}",
                         st.step + 1,
                         loss_scale::factor(&st)
-                    )
+                    ))
                 });
             }
             drop((grads, taken));

@@ -164,10 +164,10 @@ impl MinedBlocks for Blocks<'_> {
         let done = parts.done(range);
         if done > 0 {
             self.progress.suspend(|| {
-                eprintln!(
+                crate::runtime::notes::note(&format!(
                     "resuming: {done} anchors were mined by an interrupted run ({})",
                     parts::folder(self.dest).display()
-                )
+                ))
             });
         }
         let from = parts.resumed_at();

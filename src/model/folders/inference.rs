@@ -113,7 +113,7 @@ impl InferenceOptions {
             .into_iter()
             .flatten()
         {
-            eprintln!("note: {n}");
+            crate::runtime::notes::note(&format!("note: {n}"));
         }
         Ok(enc)
     }
@@ -128,12 +128,12 @@ impl InferenceOptions {
         if self.device.is_cpu() || (self.engine_card() && ce.backend().is_gpu()) {
             ce.model.set_precision(self.precision()?)?;
         } else if let Some(asked) = self.dtype.filter(|d| *d != ComputeType::F32) {
-            eprintln!(
+            crate::runtime::notes::note(&format!(
                 "note: the cross-encoder scores in f32 on this GPU (candle's graph: the GPU \
                  engine is off or does not take this model); --dtype {} applies on the CPU and \
                  on the GPU engine",
                 asked.dtype().as_str()
-            );
+            ));
         }
         Ok(ce)
     }

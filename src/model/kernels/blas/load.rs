@@ -145,16 +145,16 @@ pub(super) fn load() -> Option<Blas> {
     if found.is_none() {
         // the run still works, on candle's slower gemm; say so where the user looks
         if let Some(p) = explicit_lib() {
-            eprintln!(
+            crate::runtime::notes::note(&format!(
                 "warning: CONDENSER_BLAS_LIB={} could not be loaded as a BLAS; using candle's gemm",
                 p.display()
-            );
+            ));
         } else if matches!(choice, BlasChoice::Mkl | BlasChoice::OpenBlas) {
             let choice = format!("{choice:?}").to_lowercase();
-            eprintln!(
+            crate::runtime::notes::note(&format!(
                 "warning: CONDENSER_BLAS={choice}: the library was not found (bash \
                  datasets/fetch.sh installs both); using candle's gemm"
-            );
+            ));
         }
     }
     found
