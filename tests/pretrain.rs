@@ -667,7 +667,7 @@ fn plain_mlm_keeps_the_checkpoints_mlm_head_and_the_engine_equals_the_graph() {
     assert!(t.fresh().is_empty(), "fresh: {:?}", t.fresh());
     assert!(t.model.head.is_empty());
     // no head is no reason to leave the engine (it trained on candle's graph, "no layers")
-    assert_eq!(t.engine_declines(), None);
+    assert_eq!(t.backend().declines(), None);
     let note = t.mlm_head_note(HeadInit::Fresh);
     assert!(
         note.contains("the starting checkpoint's own") && note.contains("plain MLM"),
