@@ -15,7 +15,7 @@
 #                                                      # loco's NAME/s<k>, a collection's splits left
 #                                                      # out together (default: "0", as before)
 # Each run resumes where it stopped (the recipe's state); peak RSS in out/loco/<name>.time.
-# A finished run's figures that loco reads (report/report.json, report/test/results.csv) and its
+# A finished run's figures that loco reads (report/report.json, report/test/{results,per_query}.csv) and its
 # time are kept in docs/results/loco-runs/<name>[-s<k>]/, committed: a study longer than a session
 # resumes on a new checkout from them (a kept run is not rerun; KEPT=none reruns everything), and
 # loco over them reproduces the shipped rule without rerunning any (COLLECTIONS=none).
@@ -44,7 +44,7 @@ keep() {
   [ "$KEPT" = none ] && return
   mkdir -p $kept/report/test
   cp $d/report/report.json $d/report/report.md $kept/report/
-  cp $d/report/test/results.csv $kept/report/test/
+  cp $d/report/test/results.csv $d/report/test/per_query.csv $kept/report/test/
   if [ -f $d.time ]; then
     grep -E "Elapsed|Maximum resident" $d.time > $kept/time.txt
     (uname -m; grep -m1 "model name" /proc/cpuinfo; nproc) >> $kept/time.txt
