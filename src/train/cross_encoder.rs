@@ -202,11 +202,7 @@ impl TrainTask for CrossEncoderTask {
             return self.on_card(card, idx, drop, weight);
         }
         let params = params::var_list(&self.varmap);
-        let Some(eng) = backend
-            .is_cpu()
-            .then(|| Engine::for_bert(&self.model.bert))
-            .flatten()
-        else {
+        let Some(eng) = backend.cpu_engine(&self.model.bert) else {
             return super::task::backward(self.loss(idx, seed, drop)?, weight, &params);
         };
         let (ids, types, keys) = self.packed(idx);

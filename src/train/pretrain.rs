@@ -236,12 +236,7 @@ impl TrainTask for PretrainTask {
         let params = params::var_list(&self.varmap);
         let m = &self.model;
         let fallback = || super::task::backward(self.loss(idx, seed, drop)?, weight, &params);
-        let body = self
-            .backend()
-            .is_cpu()
-            .then(|| Engine::for_bert(&m.bert))
-            .flatten();
-        let Some(body) = body else {
+        let Some(body) = self.backend().cpu_engine(&m.bert) else {
             return fallback();
         };
         // plain MLM has no head to run

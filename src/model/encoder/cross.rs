@@ -5,7 +5,7 @@
 //! device, on_card.rs), the head in candle there; elsewhere candle's padded graph runs it all.
 use crate::error::{Context, Error, Result};
 use crate::model::engine::gpu::heads::DevicePooling;
-use crate::model::engine::{run_batches, Backend, Engine};
+use crate::model::engine::{run_batches, Backend};
 use crate::model::layers::batch::by_length;
 use crate::model::layers::cross_encoder::activate;
 use crate::model::{CrossEncoder, PairTokenizer};
@@ -32,12 +32,7 @@ impl CrossEncoderModel {
             .map(|(a, b)| self.tok.encode(a, b))
             .collect::<Result<_>>()?;
         let lens: Vec<usize> = enc.iter().map(|e| e.0.len()).collect();
-        let backend = self.backend();
-        let engine = backend
-            .is_cpu()
-            .then(|| Engine::for_bert(&self.model.bert))
-            .flatten();
-        if let Some(engine) = engine {
+        if let Some(engine) = self.backend().cpu_engine(&self.model.bert) {
             let budget = super::token_budget(batch, self.tok.max_seq_length);
             let threads = rayon::current_num_threads();
             return engine

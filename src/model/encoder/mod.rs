@@ -97,10 +97,7 @@ impl SentenceEncoder {
 
     /// The CPU engine where the backend is it.
     fn cpu_engine(&self) -> Option<Engine<'_>> {
-        self.backend()
-            .is_cpu()
-            .then(|| Engine::for_bert(&self.bert))
-            .flatten()
+        self.backend().cpu_engine(&self.bert)
     }
 
     /// Embeddings (b, dim) of already tokenized sequences, as a tensor (inference: no gradient).

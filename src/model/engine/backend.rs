@@ -77,6 +77,12 @@ impl Backend {
         matches!(self, Backend::Cpu)
     }
 
+    /// The CPU engine over `bert`, where it is this backend (None on a card or the graph): the
+    /// one way callers build the engine they were routed to.
+    pub fn cpu_engine<'m>(&self, bert: &'m Bert) -> Option<Engine<'m>> {
+        self.is_cpu().then(|| Engine::for_bert(bert)).flatten()
+    }
+
     /// The card, where the GPU engine runs the model.
     #[cfg(feature = "cuda")]
     pub fn card(&self) -> Option<&candle_core::cuda::CudaDevice> {

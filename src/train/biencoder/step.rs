@@ -4,7 +4,7 @@ use super::task::{BiEncoderTask, HEAD_PREFIX};
 use super::{engine_step, gradcache, no_duplicates};
 use crate::error::{Error, Result};
 use crate::eval::Model;
-use crate::model::engine::{Backend, Engine};
+use crate::model::engine::Backend;
 use crate::model::folders::save::{save_sentence_encoder, EncoderLayout};
 use crate::model::kernels::precision::Precision;
 use crate::model::{Dropout, DropoutRates};
@@ -103,10 +103,7 @@ impl TrainTask for BiEncoderTask {
         if let Some(card) = backend.card() {
             return super::gpu_step::on_card(self, card, idx, drop, weight);
         }
-        let engine = backend
-            .is_cpu()
-            .then(|| Engine::for_bert(&self.enc.bert))
-            .flatten();
+        let engine = backend.cpu_engine(&self.enc.bert);
         match (self.mini_batch, &engine) {
             (Some(m), Some(eng)) => gradcache::engine_gradients(self, eng, idx, drop, weight, m),
             (Some(m), None) => gradcache::gradients(self, idx, drop, weight, m),
