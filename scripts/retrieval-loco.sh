@@ -19,6 +19,8 @@
 # time are kept in docs/results/loco-runs/<name>[-s<k>]/, committed: a study longer than a session
 # resumes on a new checkout from them (a kept run is not rerun; KEPT=none reruns everything), and
 # loco over them reproduces the shipped rule without rerunning any (COLLECTIONS=none).
+#   SPLITS="0 1" COLLECTIONS=none SHIP=true ...          # the shipped rules from the eight kept
+#                                                      # halves into recipes/retrieval-adaptation-rules.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
 C=${C:-target/release/condenser}
@@ -92,3 +94,9 @@ for k in $SPLITS; do
   done
 done
 $C loco "${done_runs[@]}" --label-free $label_free --out out/loco/report
+if [ "${SHIP:-false}" = true ]; then
+  # through a temporary file, renamed: the recipe never reads half a rule file
+  cp out/loco/report/loco.json recipes/retrieval-adaptation-rules.json.tmp
+  mv recipes/retrieval-adaptation-rules.json.tmp recipes/retrieval-adaptation-rules.json
+  echo "shipped out/loco/report/loco.json as recipes/retrieval-adaptation-rules.json" >&2
+fi
