@@ -16,14 +16,14 @@ impl Loco {
                 s,
                 "### {}: each collection left out in turn\n\n| left out | rule set on the \
                  others | its pick | test gain over stock | best method: gain | regret | harm | \
-                 within target | ahead beyond 2 sd |\n|---|---|---|---|---|---|---|---|---|\n",
+                 risk | within target | ahead beyond 2 sd |\n|---|---|---|---|---|---|---|---|---|---|\n",
                 st.setting
             );
             for r in &st.rotations {
                 let o = &r.outcome;
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {}: {:+.4} | {:.4} | {:.4} | {} | {} |",
+                    "| {} | {} | {} | {} | {}: {:+.4} | {:.4} | {:.4} | {:.4} | {} | {} |",
                     r.left_out,
                     r.rule.name(),
                     o.pick.method,
@@ -32,6 +32,7 @@ impl Loco {
                     o.best.gain,
                     o.regret,
                     o.harm,
+                    o.risk,
                     yes(o.within_target),
                     yes(o.ahead)
                 );
