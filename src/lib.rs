@@ -15,6 +15,7 @@ pub mod runtime;
 pub mod search;
 pub mod settings;
 pub mod shard;
+pub mod study;
 pub mod tokenize;
 pub mod train;
 

@@ -15,7 +15,7 @@ const ROOMS: &[&[&str]] = &[
     &["cli"],
     &["augment"],
     &["train", "encode", "recipe"],
-    &["eval", "overlap"],
+    &["eval", "overlap", "study"],
     &["search"],
     &["model", "shard", "plot"],
     &["tokenize", "runtime", "data"],

@@ -109,9 +109,9 @@ fn pick_chooses_on_dev_and_training_reads_the_choice() {
     assert!(!choice.exists());
     let o = pick("stsb-dev");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let c = condenser::eval::pick::Choice::load(&choice, "lr").unwrap();
+    let c = condenser::study::pick::Choice::load(&choice, "lr").unwrap();
     assert_eq!(c.value, "3e-4");
-    assert!(condenser::eval::pick::Choice::load(&choice, "epochs").is_err());
+    assert!(condenser::study::pick::Choice::load(&choice, "epochs").is_err());
     // a bi-encoder trained with the choice: 4 STSb pairs, one step of batch 4, no warm-up
     let tiny = common::tiny_bert(d.path());
     let train = d.path().join("pairs.parquet");

@@ -3,15 +3,15 @@ use super::model_opts::ModelOpts;
 use super::progress::{self, out};
 use crate::data::Io;
 use crate::error::{Error, Result};
-use crate::eval::choice::Choice;
-use crate::eval::choice_report::ChoiceReport;
-use crate::eval::finals;
-use crate::eval::loco::test_gains;
-use crate::eval::loco_shipped::Shipped;
-use crate::eval::over_seeds::{read_per_query, read_results, SeedReport};
 use crate::eval::{EvalOptions, EvalReport, EVALUATORS};
 use crate::flags::{self, InferenceBatch, VectorCacheDir};
 use crate::recipe::State;
+use crate::study::choice::Choice;
+use crate::study::choice_report::ChoiceReport;
+use crate::study::finals;
+use crate::study::loco::test_gains;
+use crate::study::loco_shipped::Shipped;
+use crate::study::over_seeds::{read_per_query, read_results, SeedReport};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]

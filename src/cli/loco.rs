@@ -1,8 +1,8 @@
 use super::progress::out;
 use crate::data::{write_atomic, Io};
 use crate::error::{Context, Error, Result};
-use crate::eval::loco::{read_all, Loco};
 use crate::flags;
+use crate::study::loco::{read_all, Loco};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -1,9 +1,9 @@
 use super::progress::out;
 use crate::data::Io;
 use crate::error::{Error, Result};
-use crate::eval::over_seeds::read_results;
-use crate::eval::pick::Choice;
 use crate::flags;
+use crate::study::over_seeds::read_results;
+use crate::study::pick::Choice;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -1,9 +1,9 @@
 use super::progress::out;
 use crate::data::Io;
 use crate::error::Result;
-use crate::eval::over_seeds::{read_results, SeedReport};
 use crate::flags;
 use crate::recipe::State;
+use crate::study::over_seeds::{read_results, SeedReport};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]

@@ -1,10 +1,10 @@
 //! The flags every training command shares, and the TrainConfig they make.
 use crate::data::Io;
 use crate::error::Result;
-use crate::eval::pick::Choice;
 use crate::flags;
 use crate::model::Precision;
 use crate::runtime::DeviceSpec;
+use crate::study::pick::Choice;
 use crate::train::TrainConfig;
 use std::path::{Path, PathBuf};
 

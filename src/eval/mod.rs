@@ -1,23 +1,13 @@
 //! Evaluation: one evaluator a file behind one trait (sentence-transformers' evaluation/ folder),
 //! used by `evaluate` and by dev evaluation during training; the metrics; the `[CLS]` attention
-//! analysis and the similarity matrix; methods over seeds (`over_seeds`, for `report`).
+//! analysis and the similarity matrix. What studies do with evaluations (methods over seeds, dev
+//! choices, leave one collection out) is study/'s.
 pub mod accuracy;
-pub mod choice;
-pub mod choice_report;
 pub mod classification;
 pub mod cls_attention;
 pub mod correlation;
-pub mod dev_evidence;
 mod evaluator;
-pub mod finals;
-pub mod loco;
-pub mod loco_gains;
-pub mod loco_report;
-pub mod loco_rule;
-pub mod loco_shipped;
 pub mod metrics;
-pub mod over_seeds;
-pub mod pick;
 pub mod ranking;
 mod registry;
 mod results;

@@ -1,8 +1,8 @@
 //! loco.rs's tests: test gains paired by query, rules set on the others and scored on the one
 //! left out, shipped rules applied.
 use super::*;
-use crate::eval::choice::{Choice, DevRow};
-use crate::eval::loco_shipped::Shipped;
+use crate::study::choice::{Choice, DevRow};
+use crate::study::loco_shipped::Shipped;
 
 fn dev_row(method: &str, gain: f64, se: f64, queries: usize) -> DevRow {
     DevRow {

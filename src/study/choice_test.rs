@@ -1,6 +1,6 @@
-//! eval/choice.rs's tests: per-query rows, the method chosen on dev folds and its report.
+//! study/choice.rs's tests: per-query rows, the method chosen on dev folds and its report.
 use super::*;
-use crate::eval::dev_evidence::QueryEvidence;
+use crate::study::dev_evidence::QueryEvidence;
 
 type Rows = Vec<(String, String, String, f64)>;
 
