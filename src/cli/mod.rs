@@ -2,6 +2,7 @@
 //! into the library; printing happens here and nowhere in the library.
 mod analyze;
 mod augment;
+mod biencoder_fit;
 mod choose;
 mod command;
 mod command_line;

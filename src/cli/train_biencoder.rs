@@ -1,14 +1,12 @@
-use super::progress::out;
-use super::train_driver::RunCard;
+use super::biencoder_fit;
 use super::train_opts::TrainOpts;
 use crate::data::Io;
 use crate::data::{ColumnSpec, PairColumns, DEFAULT_PAIR_COLUMNS};
 use crate::error::Result;
 use crate::eval::{dev_evaluator, EvalOptions};
 use crate::flags;
-use crate::model::folders::card::CardKind;
 use crate::model::PoolingMode;
-use crate::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
+use crate::train::biencoder::{BiData, BiEncoderTask};
 use crate::train::losses::{self, LossSpec, Target};
 use std::path::PathBuf;
 
@@ -55,15 +53,12 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<()> {
     let spec = losses::find(a.loss.name).expect("a registry loss");
-    let opts = BiEncoderOptions {
-        pooling: a.pooling.map(Into::into),
-        max_seq_length: a.train_opts.max_seq_length(),
-        saved_max_seq_length: a.train_opts.given_max_seq_length(),
-        num_labels: a.num_labels as usize,
-        seed: a.train_opts.seed(),
-        device: a.train_opts.device()?,
-        mini_batch_size: a.mini_batch_size.map(|m| m as usize),
-    };
+    let opts = biencoder_fit::options(
+        &a.train_opts,
+        a.pooling,
+        a.num_labels as usize,
+        a.mini_batch_size.map(|m| m as usize),
+    )?;
     let mut task = BiEncoderTask::new(&a.init, spec, &opts)?;
     task.data = BiData::read(
         &a.train,
@@ -79,39 +74,15 @@ pub fn run(a: Args) -> Result<()> {
         };
         task.dev = Some(dev_evaluator(d, &eo, spec.target == Target::Class)?);
     }
-    if !spec.per_example {
-        out(&format!(
-            "loss {} uses in-batch negatives: batches are arranged without repeated texts{}{}\n",
-            spec.name,
-            match task.unavoidable_repeats(a.train_opts.batch_size) {
-                Some((most, batches)) => format!(
-                    " where possible (not everywhere: a text is in {most} rows and an epoch has \
-                     {batches} batches, so some of its rows share a batch and {})",
-                    if spec.target == Target::TextIds {
-                        "are left out of each other's negatives"
-                    } else {
-                        "serve as each other's negatives (mnr-masked leaves them out)"
-                    }
-                ),
-                None => String::new(),
-            },
-            if spec.cached {
-                format!(
-                    ", embedded {} rows at a time (GradCache)",
-                    task.mini_batch().unwrap_or(0)
-                )
-            } else {
-                String::new()
-            }
-        ));
-    }
-    let card = RunCard::fine_tuning(
-        CardKind::BiEncoder,
+    biencoder_fit::fit(
+        &mut task,
+        spec,
         &a.init,
-        [a.train.as_path()],
+        &a.train,
         a.dev.as_deref(),
-    );
-    a.train_opts.run(&mut task, &a.out, 2e-5, card)
+        &a.out,
+        &a.train_opts,
+    )
 }
 
 impl Args {

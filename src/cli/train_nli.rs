@@ -1,13 +1,12 @@
+use super::biencoder_fit;
 use super::progress::out;
-use super::train_driver::RunCard;
 use super::train_opts::TrainOpts;
 use crate::data::Io;
 use crate::data::{entailments, read_nli, PairColumns, DEFAULT_PAIR_COLUMNS};
 use crate::error::Result;
 use crate::eval::{accuracy, dev_evaluator, EvalOptions};
-use crate::model::folders::card::CardKind;
 use crate::model::PoolingMode;
-use crate::train::biencoder::{BiData, BiEncoderOptions, BiEncoderTask};
+use crate::train::biencoder::{BiData, BiEncoderTask};
 use crate::train::losses;
 use std::path::PathBuf;
 
@@ -54,15 +53,7 @@ pub fn run(a: Args) -> Result<()> {
         NliLoss::Mnr => "mnr",
     })
     .expect("a registry loss");
-    let opts = BiEncoderOptions {
-        pooling: Some(a.pooling.into()),
-        max_seq_length: a.train_opts.max_seq_length(),
-        saved_max_seq_length: a.train_opts.given_max_seq_length(),
-        num_labels: 3,
-        seed: a.train_opts.seed(),
-        device: a.train_opts.device()?,
-        mini_batch_size: None,
-    };
+    let opts = biencoder_fit::options(&a.train_opts, Some(a.pooling), 3, None)?;
     let mut task = BiEncoderTask::new(&a.init, spec, &opts)?;
     let (mut pairs, dropped) = read_nli(&a.train, &a.columns)?;
     if a.loss == NliLoss::Mnr {
@@ -89,13 +80,16 @@ pub fn run(a: Args) -> Result<()> {
             NliLoss::Softmax => (accuracy::KIND.load)(d, &eo)?,
         });
     }
-    let card = RunCard::fine_tuning(
-        CardKind::BiEncoder,
+    let dev = a.dev.as_deref();
+    biencoder_fit::fit(
+        &mut task,
+        spec,
         &a.init,
-        [a.train.as_path()],
-        a.dev.as_deref(),
-    );
-    a.train_opts.run(&mut task, &a.out, 2e-5, card)
+        &a.train,
+        dev,
+        &a.out,
+        &a.train_opts,
+    )
 }
 
 impl Args {
