@@ -42,11 +42,12 @@ fn engine_info() -> (String, String, String) {
 fn _condenser(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // the process settings the binary makes at its start (src/main.rs): CONDENSER_* read once
     // (a bad value is a ValueError naming it and its valid values), the allocator's thresholds
-    // and the environment the BLAS reads when it loads
+    // and the environment the BLAS reads when it loads (written as Python writes os.environ:
+    // numpy, imported first, has threads running by now)
     condenser::settings::check()
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     condenser::runtime::tune_allocator();
-    condenser::model::kernels::blas::prepare_env();
+    condenser::model::kernels::blas::prepare_env_in_interpreter();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<encoder::Encoder>()?;
     m.add_class::<cross::Scorer>()?;

@@ -134,3 +134,18 @@ def test_a_misspelt_setting_is_a_value_error_at_import():
     assert "ValueError: CONDENSER_ISA=\"bogus\" is not a value it takes: baseline, avx2, avx512" \
         in r.stderr, r.stderr
     assert "panicked" not in r.stderr
+
+
+def test_numpy_first_leaves_the_blas_as_the_binary_sets_it():
+    """numpy, imported first, starts its own OpenBLAS's threads; condenser still sets the kernel
+    its BLAS loads with, as the binary does (else Debian's OpenBLAS took another kernel on a Zen 4,
+    and train_biencoder from Python and the CLI gave other bits)."""
+    import subprocess
+    import sys
+    probe = ("import numpy, threading\n"
+             "numpy.ones((256, 256)) @ numpy.ones((256, 256))\n"
+             "import condenser\n"
+             "print(condenser.engine_info()[2])\n")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "loaded after threads started" not in r.stdout, r.stdout

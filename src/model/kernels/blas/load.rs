@@ -109,18 +109,42 @@ fn choice() -> BlasChoice {
 /// its own process's environment (runtime.rs); it gets the libraries' defaults unless it calls
 /// this, and `describe` says so.
 pub fn prepare_env() {
+    prepare(Writer::SingleThreaded);
+}
+
+/// `prepare_env` for a library loaded into an interpreter (the Python module's import), which
+/// writes the environment whatever threads run: numpy, imported first, has started its own
+/// OpenBLAS's threads, and with the environment left alone Debian's OpenBLAS took its Cooperlake
+/// kernel on a Zen 4 where the binary takes SkylakeX, so `train_biencoder` from Python and the
+/// CLI gave other bits (CI, 2026-12-07). Python's own `os.environ[k] = v` calls setenv with
+/// threads running too; this runs at import, holding the GIL, as that does.
+pub fn prepare_env_in_interpreter() {
+    prepare(Writer::Interpreter);
+}
+
+/// Who may write the environment, and when.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    /// Only while the process has one thread (the binary, first in main).
+    SingleThreaded,
+    /// An interpreter's import, as the interpreter itself writes its environment.
+    Interpreter,
+}
+
+fn prepare(w: Writer) {
     match choice() {
         BlasChoice::Off => return, // candle's own gemm: its pool keeps every core
         BlasChoice::Env | BlasChoice::Mkl => {}
         BlasChoice::Auto | BlasChoice::OpenBlas => {
             if let Some(core) = best_core() {
-                set_env("OPENBLAS_CORETYPE", core);
+                set_env(w, "OPENBLAS_CORETYPE", core);
             }
         }
-        BlasChoice::Core(core) => set_env("OPENBLAS_CORETYPE", core),
+        BlasChoice::Core(core) => {
+            set_env(w, "OPENBLAS_CORETYPE", core);
+        }
     }
-    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
-        set_env("CANDLE_NUM_THREADS", "1");
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() && set_env(w, "CANDLE_NUM_THREADS", "1") {
         CANDLE_SERIAL_SET.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
@@ -261,17 +285,20 @@ fn best_core() -> Option<&'static str> {
 }
 
 /// Set an environment variable that a library reads when it starts (OpenBLAS's kernel, candle's
-/// pool size) only while this process has a single thread (setenv races with any other thread's
-/// getenv): from `prepare_env`, first in main. A program that has started threads by then keeps
-/// the libraries' own defaults, said by `describe`.
-fn set_env(k: &str, v: &str) {
-    if !single_threaded() {
+/// pool size); whether it was set. The binary sets it only while the process has a single thread
+/// (setenv races with any other thread's getenv): from `prepare_env`, first in main; a program
+/// that has started threads by then keeps the libraries' own defaults, said by `describe`. An
+/// interpreter's import sets it as the interpreter does (`prepare_env_in_interpreter`).
+fn set_env(w: Writer, k: &str, v: &str) -> bool {
+    if w == Writer::SingleThreaded && !single_threaded() {
         ENV_SKIPPED.store(true, std::sync::atomic::Ordering::Relaxed);
-        return;
+        return false;
     }
     let (k, v) = (CString::new(k).unwrap(), CString::new(v).unwrap());
-    // SAFETY: NUL-terminated strings, and no other thread exists to read the environment.
+    // SAFETY: NUL-terminated strings; no other thread exists to read the environment, or (an
+    // interpreter's import) the interpreter writes its environment the same way under its lock
     unsafe { libc::setenv(k.as_ptr(), v.as_ptr(), 1) };
+    true
 }
 
 /// Whether this process runs one thread (Linux: one entry in /proc/self/task).

@@ -18,7 +18,7 @@ mod library;
 mod load;
 
 pub use library::{Blas, Vendor, NO_TRANS, ROW_MAJOR, TRANS};
-pub use load::prepare_env;
+pub use load::{prepare_env, prepare_env_in_interpreter};
 
 use library::SetThreads;
 use std::path::Path;
