@@ -80,13 +80,12 @@ pub fn run(a: Args) -> Result<()> {
             NliLoss::Softmax => (accuracy::KIND.load)(d, &eo)?,
         });
     }
-    let dev = a.dev.as_deref();
     biencoder_fit::fit(
         &mut task,
         spec,
         &a.init,
         &a.train,
-        dev,
+        a.dev.as_deref(),
         &a.out,
         &a.train_opts,
     )
