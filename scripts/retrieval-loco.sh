@@ -95,6 +95,13 @@ for k in $SPLITS; do
 done
 $C loco "${done_runs[@]}" --label-free $label_free --out out/loco/report
 if [ "${SHIP:-false}" = true ]; then
+  # a rule shipped from fewer runs than asked for would pass for the whole study: refused
+  want=$(( $(wc -w <<<"$SPLITS") * $(wc -w <<<"$ALL") ))
+  if [ $(( ${#done_runs[@]} / 2 )) -ne $want ]; then
+    echo "SHIP=true: loco ran on $(( ${#done_runs[@]} / 2 )) finished runs of the $want asked for" \
+      "(SPLITS=\"$SPLITS\" over $ALL); recipes/retrieval-adaptation-rules.json left as it was" >&2
+    exit 1
+  fi
   # through a temporary file, renamed: the recipe never reads half a rule file
   cp out/loco/report/loco.json recipes/retrieval-adaptation-rules.json.tmp
   mv recipes/retrieval-adaptation-rules.json.tmp recipes/retrieval-adaptation-rules.json
