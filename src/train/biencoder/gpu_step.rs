@@ -2,14 +2,15 @@
 //! forward, each named by (example, column) as the CPU engine names them (so the dropout masks
 //! are the CPU engine's), one backward, the backbone's gradients exported beside the loss
 //! head's. One forward instead of one a column: on a card a step's time goes to launches, and a
-//! column is as many as the batch. An in-batch ranking loss over a pooling the device runs
-//! (mean, cls) stays on the device from the tokens to the gradients (gpu_ranking.rs); any other
-//! loss runs in candle on the embeddings the device pooled, a leaf of n rows (`PooledLeaf`), or
-//! on the padded rows where candle pools (max).
+//! column is as many as the batch. Two routes: an in-batch ranking loss over a pooling the
+//! device runs (mean, cls) stays on the device from the tokens to the gradients (gpu_ranking.rs);
+//! any other loss runs in candle, the engine a backbone (`OnDevice`) under the one plain step
+//! and the one GradCache (plain.rs, gradcache.rs).
+use super::backbone::Backbone;
 use super::card::{Card, WholeBatch};
 use super::gpu_ranking::{ranking_loss, Shape};
-use super::gradcache;
 use super::task::BiEncoderTask;
+use super::{gradcache, plain};
 use crate::error::Result;
 use crate::model::engine::gpu::device::{Addr, Buf, Device};
 use crate::model::engine::gpu::grads::Grads;
@@ -19,9 +20,10 @@ use crate::model::engine::gpu::stack::Stack;
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::losses::Ranking;
-use crate::train::params;
 use crate::train::task::{dropout_key, Gradients};
+use candle_core::backprop::GradStore;
 use candle_core::Tensor;
+use std::sync::Mutex;
 
 /// The loss and pooling of a task whose whole step runs on the device: an in-batch ranking
 /// loss (`LossSpec::ranking`) over a pooling heads.cu runs. None: the loss runs in candle.
@@ -61,7 +63,10 @@ pub fn gradients<D: Device>(
     idx: &[usize],
     drop: Option<&Dropout>,
     weight: f64,
-) -> Result<Gradients> {
+) -> Result<Gradients>
+where
+    Card<D>: Send,
+{
     card.grads.restart(card.stack.device())?;
     let bert = &task.enc.bert;
     if let Some((r, pooling)) = on_device(task) {
@@ -74,44 +79,107 @@ pub fn gradients<D: Device>(
         head.backward(&mut card.stack, bert, drop, &card.grads)?;
         return finish(task, ParamGrads::default(), &card.grads, value);
     }
-    if let Some(pooling) = DevicePooling::of(task.enc.pooling) {
-        return pooled_in_candle(task, card, pooling, idx, drop, weight);
-    }
-    let (leaf, emb) = embed(task, &mut card.stack, idx, drop)?;
-    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
-    let store = loss.backward()?;
-    leaf.backward(&mut card.stack, bert, &store, drop, &card.grads)?;
-    let head = ParamGrads::from_store(&params::var_list(&task.varmap), store);
-    finish(task, head, &card.grads, value)
+    plain::gradients(task, &OnDevice::new(task, card, drop), idx, weight)
 }
 
-/// `gradients` for a loss that runs in candle (cosine, softmax, triplet...) over a pooling the
-/// device runs: the embeddings pooled (and normalised) on the device enter candle as a leaf of
-/// n rows (`PooledLeaf`), not as the padded batch pooled by candle's ops; the leaf's gradient
-/// goes back through the device's head.
-fn pooled_in_candle<D: Device>(
-    task: &BiEncoderTask,
-    card: &mut Card<D>,
-    pooling: DevicePooling,
-    idx: &[usize],
-    drop: Option<&Dropout>,
-    weight: f64,
-) -> Result<Gradients> {
-    let (at, shape) = embed_on_device(task, card, pooling, idx, drop)?;
-    let bert = &task.enc.bert;
-    let on = bert.embeddings.word.embeddings().device().clone();
-    let dev = card.stack.device();
-    let leaf = PooledLeaf::of(dev, at, (shape.rows, shape.width), &on)?;
-    let b = idx.len();
-    let emb = (0..task.data.texts.len())
-        .map(|c| leaf.emb.as_tensor().narrow(0, c * b, b))
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    let (loss, value) = task.weighted_loss(&emb, idx, weight)?;
-    let store = loss.backward()?;
-    let head = card.head.as_ref().expect("made by embed_on_device");
-    leaf.backward(&mut card.stack, head, (bert, &store), drop, &card.grads)?;
-    let loss_head = ParamGrads::from_store(&params::var_list(&task.varmap), store);
-    finish(task, loss_head, &card.grads, value)
+/// The GPU engine as a backbone (backbone.rs) for a loss in candle: every column's rows packed
+/// into one forward (its tape in the stack until the next forward), pooled on the device into a
+/// leaf of n rows (`PooledLeaf`) where the device runs the pooling, else pooled by candle over
+/// the padded rows (max). One thread: the card is one stream.
+struct OnDevice<'a, D: Device> {
+    task: &'a BiEncoderTask,
+    card: Mutex<&'a mut Card<D>>,
+    drop: Option<&'a Dropout>,
+    pooling: Option<DevicePooling>,
+}
+
+/// What an `OnDevice` forward keeps for its backward.
+enum Tape {
+    Padded(GpuLeaf),
+    Pooled(PooledLeaf),
+}
+
+impl<'a, D: Device> OnDevice<'a, D> {
+    fn new(task: &'a BiEncoderTask, card: &'a mut Card<D>, drop: Option<&'a Dropout>) -> Self {
+        OnDevice {
+            task,
+            card: Mutex::new(card),
+            drop,
+            pooling: DevicePooling::of(task.enc.pooling),
+        }
+    }
+}
+
+impl<D: Device> Backbone for OnDevice<'_, D>
+where
+    Card<D>: Send,
+{
+    type Tape = Tape;
+    type Grads = ();
+
+    fn threads(&self) -> usize {
+        1
+    }
+
+    fn embed(
+        &self,
+        rows: &[usize],
+        _: Option<usize>,
+        tape: bool,
+    ) -> Result<(Vec<Tensor>, Option<Tape>)> {
+        let (task, b) = (self.task, rows.len());
+        let mut card = self.card.lock().unwrap_or_else(|e| e.into_inner());
+        let (emb, kept) = match self.pooling {
+            Some(pooling) => {
+                let (at, shape) = embed_on_device(task, &mut card, pooling, rows, self.drop)?;
+                let on = task.enc.bert.embeddings.word.embeddings().device().clone();
+                let (n, width) = (shape.rows, shape.width);
+                let leaf = PooledLeaf::of(card.stack.device(), at, (n, width), &on)?;
+                let emb = (0..task.data.texts.len())
+                    .map(|c| leaf.emb.as_tensor().narrow(0, c * b, b))
+                    .collect::<candle_core::Result<Vec<_>>>()?;
+                (emb, Tape::Pooled(leaf))
+            }
+            None => {
+                let (leaf, emb) = embed(task, &mut card.stack, rows, self.drop)?;
+                (emb, Tape::Padded(leaf))
+            }
+        };
+        if tape {
+            return Ok((emb, Some(kept)));
+        }
+        Ok((emb.iter().map(Tensor::detach).collect(), None))
+    }
+
+    fn zero_grads(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn backward(&self, tape: Tape, store: &GradStore, _: &mut ()) -> Result<()> {
+        let mut guard = self.card.lock().unwrap_or_else(|e| e.into_inner());
+        let card = &mut **guard;
+        let bert = &self.task.enc.bert;
+        match tape {
+            Tape::Padded(leaf) => {
+                leaf.backward(&mut card.stack, bert, store, self.drop, &card.grads)?
+            }
+            Tape::Pooled(leaf) => {
+                let head = card.head.as_ref().expect("made by embed_on_device");
+                leaf.backward(&mut card.stack, head, (bert, store), self.drop, &card.grads)?
+            }
+        }
+        Ok(())
+    }
+
+    /// The backbone's gradients as views of the card's arena (held by the result's lease).
+    fn export(&self, _: ()) -> Result<ParamGrads> {
+        let card = self.card.lock().unwrap_or_else(|e| e.into_inner());
+        let (pairs, lease) = card.grads.export(&self.task.enc.bert)?;
+        let mut out = ParamGrads::default();
+        out.add_pairs(pairs)?;
+        out.hold(lease);
+        Ok(out)
+    }
 }
 
 /// Rows `idx`' columns as one forward's sequences, column after column, each keyed as the CPU
@@ -207,33 +275,22 @@ pub fn cached<D: Device>(
     drop: Option<&Dropout>,
     weight: f64,
     mini_batch: usize,
-) -> Result<Gradients> {
+) -> Result<Gradients>
+where
+    Card<D>: Send,
+{
     let chunks: Vec<&[usize]> = idx.chunks(mini_batch.max(1)).collect();
     card.grads.restart(card.stack.device())?;
     if let Some(device) = on_device(task) {
         return cached_on_device(task, card, device, &chunks, idx, drop, weight);
     }
-    let columns = task.data.texts.len();
-    let mut parts: Vec<Vec<Tensor>> = vec![Vec::with_capacity(chunks.len()); columns];
-    for chunk in &chunks {
-        let (_, emb) = embed(task, &mut card.stack, chunk, drop)?;
-        for (c, e) in emb.into_iter().enumerate() {
-            parts[c].push(e.detach());
-        }
-    }
-    let cached = gradcache::loss_over(task, &parts, idx, weight)?;
-    std::mem::drop(parts);
-    let mut start = 0;
-    let bert = &task.enc.bert;
-    for chunk in &chunks {
-        let (leaf, emb) = embed(task, &mut card.stack, chunk, drop)?;
-        if let Some(s) = gradcache::surrogate(&emb, &cached.emb_grads, start)? {
-            leaf.backward(&mut card.stack, bert, &s.backward()?, drop, &card.grads)?;
-        }
-        start += chunk.len();
-    }
-    let head = ParamGrads::from_store(&params::var_list(&task.varmap), cached.store);
-    finish(task, head, &card.grads, cached.value)
+    gradcache::gradients(
+        task,
+        &OnDevice::new(task, card, drop),
+        idx,
+        weight,
+        mini_batch,
+    )
 }
 
 /// `cached` with the loss on the device: pass 1 copies each mini-batch's embeddings into the

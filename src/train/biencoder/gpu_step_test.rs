@@ -1,7 +1,8 @@
 //! gpu_step.rs's tests: a bi-encoder step on the GPU engine (the emulated device, and a card
 //! where one answers) against the CPU engine's step, plain, by GradCache and in bf16.
+use super::super::backbone::CpuEngine;
 use super::super::card::Card;
-use super::super::{engine_step, BiData, BiEncoderOptions, BiEncoderTask};
+use super::super::{plain, BiData, BiEncoderOptions, BiEncoderTask};
 use crate::model::engine::gpu::device::{Counts, Device};
 use crate::model::engine::gpu::emulated::Emulated;
 use crate::model::engine::Engine;
@@ -151,7 +152,12 @@ fn three_steps_match(
         let drop = Dropout::new(cpu_task.folder.config.dropout_rates(), 5 + step);
         let got = gpu_step(&drop);
         let eng = Engine::for_bert(&cpu_task.enc.bert).unwrap();
-        let want = engine_step::gradients(cpu_task, &eng, &MUSIC, Some(&drop), 1.0).unwrap();
+        let cpu = CpuEngine {
+            task: cpu_task,
+            eng: &eng,
+            drop: Some(&drop),
+        };
+        let want = plain::gradients(cpu_task, &cpu, &MUSIC, 1.0).unwrap();
         assert!(
             (got.value - want.value).abs() <= 1e-5 * want.value.abs(),
             "step {step}: loss {} against {}",
@@ -376,7 +382,12 @@ fn same_step_within(
 ) {
     let (idx, drop) = step_rows(cpu_task, rows);
     let eng = Engine::for_bert(&cpu_task.enc.bert).unwrap();
-    let want = engine_step::gradients(cpu_task, &eng, &idx, Some(&drop), 1.0).unwrap();
+    let cpu = CpuEngine {
+        task: cpu_task,
+        eng: &eng,
+        drop: Some(&drop),
+    };
+    let want = plain::gradients(cpu_task, &cpu, &idx, 1.0).unwrap();
     assert!(
         (got.value - want.value).abs() <= tol.loss() * want.value.abs().max(1.0),
         "loss {} against {}",

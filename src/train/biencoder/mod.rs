@@ -1,12 +1,13 @@
 //! Training a sentence encoder (sentence-transformers' SentenceTransformer.fit) with one of the
 //! registry's losses; the result is a sentence-transformers folder.
+mod backbone;
 mod card;
 mod data;
-mod engine_step;
 mod gpu_ranking;
 mod gpu_step;
 mod gradcache;
 mod no_duplicates;
+mod plain;
 mod step;
 mod task;
 

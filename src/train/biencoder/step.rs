@@ -1,7 +1,9 @@
-//! The bi-encoder's training step as the trainer drives it: the batch order, the gradients (candle's
-//! graph, the engine, or GradCache through either), dev evaluation and the saved folder.
+//! The bi-encoder's training step as the trainer drives it: the batch order, the gradients (the
+//! batch whole or by GradCache, over a backbone: candle's graph, the CPU engine, the GPU engine),
+//! dev evaluation and the saved folder.
+use super::backbone::{Backbone, CpuEngine, Graph};
 use super::task::{BiEncoderTask, HEAD_PREFIX};
-use super::{engine_step, gradcache, no_duplicates};
+use super::{gradcache, no_duplicates, plain};
 use crate::error::{Error, Result};
 use crate::eval::Model;
 use crate::model::engine::Backend;
@@ -15,6 +17,16 @@ use candle_core::DType;
 use candle_nn::VarMap;
 use indicatif::ProgressBar;
 use std::path::Path;
+
+impl BiEncoderTask {
+    /// A step over `bb`: the whole batch at once, or GradCache's two passes for a cached loss.
+    fn step<B: Backbone>(&self, bb: &B, idx: &[usize], weight: f64) -> Result<Gradients> {
+        match self.mini_batch {
+            Some(m) => gradcache::gradients(self, bb, idx, weight, m),
+            None => plain::gradients(self, bb, idx, weight),
+        }
+    }
+}
 
 impl TrainTask for BiEncoderTask {
     fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
@@ -94,7 +106,7 @@ impl TrainTask for BiEncoderTask {
     fn gradients(
         &self,
         idx: &[usize],
-        seed: u64,
+        _seed: u64,
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
@@ -103,15 +115,17 @@ impl TrainTask for BiEncoderTask {
         if let Some(card) = backend.card() {
             return super::gpu_step::on_card(self, card, idx, drop, weight);
         }
-        let engine = backend.cpu_engine(&self.enc.bert);
-        match (self.mini_batch, &engine) {
-            (Some(m), Some(eng)) => gradcache::engine_gradients(self, eng, idx, drop, weight, m),
-            (Some(m), None) => gradcache::gradients(self, idx, drop, weight, m),
-            (None, Some(eng)) => engine_step::gradients(self, eng, idx, drop, weight),
-            (None, None) => {
-                let params = params::var_list(&self.varmap);
-                task::backward(self.loss(idx, seed, drop)?, weight, &params)
-            }
+        match backend.cpu_engine(&self.enc.bert) {
+            Some(eng) => self.step(
+                &CpuEngine {
+                    task: self,
+                    eng: &eng,
+                    drop,
+                },
+                idx,
+                weight,
+            ),
+            None => self.step(&Graph { task: self, drop }, idx, weight),
         }
     }
 
