@@ -1,29 +1,21 @@
-//! A bi-encoder step on the GPU engine (model/engine/gpu): every column's rows packed into one
-//! forward, each named by (example, column) as the CPU engine names them (so the dropout masks
-//! are the CPU engine's), one backward, the backbone's gradients exported beside the loss
-//! head's. One forward instead of one a column: on a card a step's time goes to launches, and a
-//! column is as many as the batch. Two routes: an in-batch ranking loss over a pooling the
-//! device runs (mean, cls) stays on the device from the tokens to the gradients (gpu_ranking.rs);
-//! any other loss runs in candle, the engine a backbone (`OnDevice`) under the one plain step
-//! and the one GradCache (plain.rs, gradcache.rs).
-use super::backbone::Backbone;
+//! A bi-encoder step on the GPU engine (model/engine/gpu), its gradients exported beside the loss
+//! head's. Two routes: an in-batch ranking loss over a pooling the device runs (mean, cls) stays
+//! on the device from the tokens to the gradients (gpu_ranking.rs), whole or by GradCache (here);
+//! any other loss runs in candle, the engine a backbone (`OnDevice`, gpu_backbone.rs) under the
+//! one plain step and the one GradCache (plain.rs, gradcache.rs).
 use super::card::{Card, WholeBatch};
+use super::gpu_backbone::{embed_on_device, OnDevice};
 use super::gpu_ranking::{ranking_loss, Shape};
 use super::task::BiEncoderTask;
 use super::{gradcache, plain};
 use crate::error::Result;
 use crate::model::engine::gpu::device::{Addr, Buf, Device};
 use crate::model::engine::gpu::grads::Grads;
-use crate::model::engine::gpu::heads::{DevicePooling, EmbedHead};
-use crate::model::engine::gpu::leaf::{GpuLeaf, PooledLeaf};
-use crate::model::engine::gpu::stack::Stack;
+use crate::model::engine::gpu::heads::DevicePooling;
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::losses::Ranking;
-use crate::train::task::{dropout_key, Gradients};
-use candle_core::backprop::GradStore;
-use candle_core::Tensor;
-use std::sync::Mutex;
+use crate::train::task::Gradients;
 
 /// The loss and pooling of a task whose whole step runs on the device: an in-batch ranking
 /// loss (`LossSpec::ranking`) over a pooling heads.cu runs. None: the loss runs in candle.
@@ -80,167 +72,6 @@ where
         return finish(task, ParamGrads::default(), &card.grads, value);
     }
     plain::gradients(task, &OnDevice::new(task, card, drop), idx, weight)
-}
-
-/// The GPU engine as a backbone (backbone.rs) for a loss in candle: every column's rows packed
-/// into one forward (its tape in the stack until the next forward), pooled on the device into a
-/// leaf of n rows (`PooledLeaf`) where the device runs the pooling, else pooled by candle over
-/// the padded rows (max). One thread: the card is one stream.
-struct OnDevice<'a, D: Device> {
-    task: &'a BiEncoderTask,
-    card: Mutex<&'a mut Card<D>>,
-    drop: Option<&'a Dropout>,
-    pooling: Option<DevicePooling>,
-}
-
-/// What an `OnDevice` forward keeps for its backward.
-enum Tape {
-    Padded(GpuLeaf),
-    Pooled(PooledLeaf),
-}
-
-impl<'a, D: Device> OnDevice<'a, D> {
-    fn new(task: &'a BiEncoderTask, card: &'a mut Card<D>, drop: Option<&'a Dropout>) -> Self {
-        OnDevice {
-            task,
-            card: Mutex::new(card),
-            drop,
-            pooling: DevicePooling::of(task.enc.pooling),
-        }
-    }
-}
-
-impl<D: Device> Backbone for OnDevice<'_, D>
-where
-    Card<D>: Send,
-{
-    type Tape = Tape;
-    type Grads = ();
-
-    fn threads(&self) -> usize {
-        1
-    }
-
-    fn embed(
-        &self,
-        rows: &[usize],
-        _: Option<usize>,
-        tape: bool,
-    ) -> Result<(Vec<Tensor>, Option<Tape>)> {
-        let (task, b) = (self.task, rows.len());
-        let mut card = self.card.lock().unwrap_or_else(|e| e.into_inner());
-        let (emb, kept) = match self.pooling {
-            Some(pooling) => {
-                let (at, shape) = embed_on_device(task, &mut card, pooling, rows, self.drop)?;
-                let on = task.enc.bert.embeddings.word.embeddings().device().clone();
-                let (n, width) = (shape.rows, shape.width);
-                let leaf = PooledLeaf::of(card.stack.device(), at, (n, width), &on)?;
-                let emb = (0..task.data.texts.len())
-                    .map(|c| leaf.emb.as_tensor().narrow(0, c * b, b))
-                    .collect::<candle_core::Result<Vec<_>>>()?;
-                (emb, Tape::Pooled(leaf))
-            }
-            None => {
-                let (leaf, emb) = embed(task, &mut card.stack, rows, self.drop)?;
-                (emb, Tape::Padded(leaf))
-            }
-        };
-        if tape {
-            return Ok((emb, Some(kept)));
-        }
-        Ok((emb.iter().map(Tensor::detach).collect(), None))
-    }
-
-    fn zero_grads(&self) -> Result<()> {
-        Ok(())
-    }
-
-    fn backward(&self, tape: Tape, store: &GradStore, _: &mut ()) -> Result<()> {
-        let mut guard = self.card.lock().unwrap_or_else(|e| e.into_inner());
-        let card = &mut **guard;
-        let bert = &self.task.enc.bert;
-        match tape {
-            Tape::Padded(leaf) => {
-                leaf.backward(&mut card.stack, bert, store, self.drop, &card.grads)?
-            }
-            Tape::Pooled(leaf) => {
-                let head = card.head.as_ref().expect("made by embed_on_device");
-                leaf.backward(&mut card.stack, head, (bert, store), self.drop, &card.grads)?
-            }
-        }
-        Ok(())
-    }
-
-    /// The backbone's gradients as views of the card's arena (held by the result's lease).
-    fn export(&self, _: ()) -> Result<ParamGrads> {
-        let card = self.card.lock().unwrap_or_else(|e| e.into_inner());
-        let (pairs, lease) = card.grads.export(&self.task.enc.bert)?;
-        let mut out = ParamGrads::default();
-        out.add_pairs(pairs)?;
-        out.hold(lease);
-        Ok(out)
-    }
-}
-
-/// Rows `idx`' columns as one forward's sequences, column after column, each keyed as the CPU
-/// engine keys it (example, column).
-fn packed_columns<'t>(task: &'t BiEncoderTask, idx: &[usize]) -> (Vec<&'t [u32]>, Vec<u64>) {
-    let (columns, b) = (task.data.texts.len(), idx.len());
-    let (mut seqs, mut keys) = (
-        Vec::with_capacity(columns * b),
-        Vec::with_capacity(columns * b),
-    );
-    for c in 0..columns {
-        seqs.extend(task.column(c, idx));
-        keys.extend(idx.iter().map(|&i| dropout_key(i, c)));
-    }
-    (seqs, keys)
-}
-
-/// Rows `idx`' columns through `stack` in one forward: the leaf (its tape in `stack` until the
-/// next forward) and each column's pooled rows, in candle.
-pub(super) fn embed<D: Device>(
-    task: &BiEncoderTask,
-    stack: &mut Stack<D>,
-    idx: &[usize],
-    drop: Option<&Dropout>,
-) -> Result<(GpuLeaf, Vec<Tensor>)> {
-    let (seqs, keys) = packed_columns(task, idx);
-    let bert = &task.enc.bert;
-    let on = bert.embeddings.word.embeddings().device().clone();
-    let leaf = GpuLeaf::forward(stack, bert, &seqs, None, &keys, drop, &on)?;
-    let pooled = task.enc.pool(leaf.states.as_tensor(), &leaf.mask)?;
-    let b = idx.len();
-    let emb = (0..task.data.texts.len())
-        .map(|c| pooled.narrow(0, c * b, b))
-        .collect::<candle_core::Result<_>>()?;
-    Ok((leaf, emb))
-}
-
-/// Rows `idx`' columns through the stack and the device's head (made at the first call): the
-/// embeddings' address (column after column, `idx.len()` rows each) and shape, valid until the
-/// next forward.
-fn embed_on_device<D: Device>(
-    task: &BiEncoderTask,
-    card: &mut Card<D>,
-    pooling: DevicePooling,
-    idx: &[usize],
-    drop: Option<&Dropout>,
-) -> Result<(Addr, Shape)> {
-    let (seqs, keys) = packed_columns(task, idx);
-    let bert = &task.enc.bert;
-    card.stack.forward(bert, &seqs, None, Some(&keys), drop)?;
-    let hidden = bert.embeddings.word.embeddings().dim(1)?;
-    let head = card
-        .head
-        .get_or_insert_with(|| EmbedHead::new(pooling, task.enc.normalize, hidden));
-    let emb = head.forward(&card.stack)?;
-    let shape = Shape {
-        rows: seqs.len(),
-        anchors: idx.len(),
-        width: head.width,
-    };
-    Ok((emb, shape))
 }
 
 /// The step's gradients: the loss head's (`head`), the backbone's as views of `grads`' arena

@@ -151,13 +151,7 @@ fn three_steps_match(
     for step in 0..3u64 {
         let drop = Dropout::new(cpu_task.folder.config.dropout_rates(), 5 + step);
         let got = gpu_step(&drop);
-        let eng = Engine::for_bert(&cpu_task.enc.bert).unwrap();
-        let cpu = CpuEngine {
-            task: cpu_task,
-            eng: &eng,
-            drop: Some(&drop),
-        };
-        let want = plain::gradients(cpu_task, &cpu, &MUSIC, 1.0).unwrap();
+        let want = cpu_step(cpu_task, &MUSIC, &drop);
         assert!(
             (got.value - want.value).abs() <= 1e-5 * want.value.abs(),
             "step {step}: loss {} against {}",
@@ -317,6 +311,13 @@ const MUSIC: [usize; 6] = [3, 4, 11, 21, 23, 24];
 /// products' rounding is far larger than the softmax's lost digits).
 const PARAPHRASES: [usize; 6] = [0, 1, 2, 3, 4, 5];
 
+/// The CPU engine's plain step over rows `idx`: what every GPU step here is held to.
+fn cpu_step(task: &BiEncoderTask, idx: &[usize], drop: &Dropout) -> crate::train::task::Gradients {
+    let eng = Engine::for_bert(&task.enc.bert).unwrap();
+    let (task, eng, drop) = (task, &eng, Some(drop));
+    plain::gradients(task, &CpuEngine { task, eng, drop }, idx, 1.0).unwrap()
+}
+
 /// The rows of a compared step, and its dropout.
 fn step_rows(task: &BiEncoderTask, rows: &[usize]) -> (Vec<usize>, Dropout) {
     (
@@ -381,13 +382,7 @@ fn same_step_within(
     rows: &[usize],
 ) {
     let (idx, drop) = step_rows(cpu_task, rows);
-    let eng = Engine::for_bert(&cpu_task.enc.bert).unwrap();
-    let cpu = CpuEngine {
-        task: cpu_task,
-        eng: &eng,
-        drop: Some(&drop),
-    };
-    let want = plain::gradients(cpu_task, &cpu, &idx, 1.0).unwrap();
+    let want = cpu_step(cpu_task, &idx, &drop);
     assert!(
         (got.value - want.value).abs() <= tol.loss() * want.value.abs().max(1.0),
         "loss {} against {}",

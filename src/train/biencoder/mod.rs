@@ -3,6 +3,7 @@
 mod backbone;
 mod card;
 mod data;
+mod gpu_backbone;
 mod gpu_ranking;
 mod gpu_step;
 mod gradcache;
