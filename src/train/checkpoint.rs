@@ -2,7 +2,7 @@
 //! written to a fresh folder and swapped in by rename, so a kill at any moment leaves the previous
 //! checkpoint whole. The data position and dropout masks derive from the step, so they need no
 //! saved RNG state.
-use super::optim::AdamW;
+use super::adamw::AdamW;
 use super::params;
 use crate::data::write_atomic;
 use crate::error::{Error, Result};

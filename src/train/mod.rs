@@ -1,11 +1,7 @@
 //! Training: the loop every training command shares (trainer, config, checkpoints), the tasks
 //! (cross-encoder, bi-encoder, Condenser pre-training), their losses and the differentiable ops
 //! those use, each gradient-checked.
-#[cfg(feature = "cuda")]
-pub mod adamw_cuda;
-pub mod adamw_host;
-#[cfg(test)]
-mod adamw_slots_test;
+pub mod adamw;
 pub mod biencoder;
 pub mod checkpoint;
 pub mod config;
@@ -17,9 +13,6 @@ pub mod grads;
 pub mod loss_scale;
 pub mod losses;
 pub mod masking;
-pub mod optim;
-#[cfg(test)]
-mod optim_test;
 pub mod params;
 pub mod pretrain;
 pub mod schedule;
@@ -29,10 +22,10 @@ pub mod trainer;
 #[cfg(test)]
 mod trainer_test;
 
+pub use adamw::AdamW;
 pub use config::{RunSettings, TaskKey, TrainConfig};
 pub use gradcheck::GradCheck;
 pub use grads::ParamGrads;
-pub use optim::AdamW;
 pub use schedule::{clip_factor, linear_schedule};
 pub use task::{Gradients, LossOutput, Score, TrainTask};
 pub use trainer::{train, TrainReport};

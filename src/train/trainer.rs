@@ -1,11 +1,11 @@
 //! The training loop every training command shares: seeded shuffles, gradient accumulation,
 //! linear warm-up/decay, clipping, evaluation with the best model kept, atomic checkpoints that a
 //! killed run resumes from bit for bit, a NaN stop, progress, train_log.csv and a loss curve.
+use super::adamw::AdamW;
 use super::checkpoint::{self, TrainState};
 use super::config::TrainConfig;
 use super::grads::ParamGrads;
 use super::loss_scale;
-use super::optim::AdamW;
 use super::params;
 use super::schedule::{clip_factor, linear_schedule};
 use super::task::{Gradients, TrainTask};

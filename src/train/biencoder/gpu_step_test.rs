@@ -135,7 +135,7 @@ fn three_steps_match(
     gpu_task: &BiEncoderTask,
     mut gpu_step: impl FnMut(&Dropout) -> crate::train::task::Gradients,
 ) {
-    use crate::train::optim::AdamW;
+    use crate::train::adamw::AdamW;
     let start: Vec<candle_core::Tensor> = params::var_list(&cpu_task.varmap)
         .iter()
         .map(|v| v.as_tensor().copy().unwrap())

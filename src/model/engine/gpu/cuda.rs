@@ -194,6 +194,7 @@ impl Device for Cuda {
             match a {
                 Arg::Addr(p) => b.arg(p),
                 Arg::I32(v) => b.arg(v),
+                Arg::U64(v) => b.arg(v),
                 Arg::F32(v) => b.arg(v),
                 Arg::Mask(m) => b.arg(m),
             };

@@ -16,6 +16,7 @@ pub type Addr = u64;
 pub enum Arg {
     Addr(Addr),
     I32(i32),
+    U64(u64),
     F32(f32),
     Mask(KernelMask),
 }

@@ -159,6 +159,7 @@ impl Device for Emulated {
             a = match x {
                 Arg::Addr(p) => a.arg(p),
                 Arg::I32(v) => a.arg(v),
+                Arg::U64(v) => a.arg(v),
                 Arg::F32(v) => a.arg(v),
                 Arg::Mask(m) => a.arg(m),
             };

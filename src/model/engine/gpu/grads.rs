@@ -2,7 +2,7 @@
 //! backward (GEMM beta 1, the kernels' partial sums), zeroed by one fill a step. The arena is an
 //! f32 tensor on the model's device, so that a parameter's gradient goes to the optimizer as a
 //! view of it: no copy and no allocation a step (AdamW's kernel reads it where backward wrote
-//! it; adamw_cuda.rs takes a view's offset). Copying ~100 gradients out was the largest share of
+//! it; train/adamw/slots.rs takes a view's offset). Copying ~100 gradients out was the largest share of
 //! what a step still allocated (docs/gpu.md).
 //!
 //! A view is only good until the arena is zeroed for the next batch. Every export hands out a

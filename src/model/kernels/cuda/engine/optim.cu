@@ -1,6 +1,6 @@
 // The optimizer's kernels (after attention.cu): AdamW over every parameter of a step in one
 // launch, and the gradients' global sum of squares in two, each parameter a slot of a table
-// the host uploads (train/adamw_cuda.rs). One launch a parameter was ~200 launches a step for
+// the host uploads (train/adamw/slots.rs). One launch a parameter was ~200 launches a step for
 // MiniLM's 101 parameters (update and norm), half of a step's budget of 400 (issue 57).
 
 // A parameter as the optimizer's table holds it (kernels/cuda/mod.rs's `Slot`, the same fields
@@ -16,7 +16,7 @@ struct Slot {
     u32 pad;
 };
 
-// w, m, v updated in place for slot blockIdx.y, as adamw_host.rs's adamw_chunk (torch's AdamW for
+// w, m, v updated in place for slot blockIdx.y, as train/adamw/host.rs's adamw_chunk (torch's AdamW for
 // an f32 parameter): m = lerp(m, g, c1), v = b2 v + c2 g^2, w = decay w - step m / (sqrt(v) /
 // bc2_sqrt + eps), g scaled first. A slot's values are shared by gridDim.x blocks.
 extern "C" __global__ void adamw_slots(const Slot* slots, float scale, float c1, float b2,

@@ -1,5 +1,5 @@
-//! AdamW (optim.rs) against sentence-transformers' decay groups and torch's update rule.
-use super::optim::*;
+//! AdamW (mod.rs) against sentence-transformers' decay groups and torch's update rule.
+use super::*;
 use candle_core::{DType, Device, Tensor, Var};
 
 #[test]
@@ -91,4 +91,46 @@ fn torch_rule(tensor_moments: bool) {
         opt.state().unwrap()["l.bias.v"].to_vec1::<f32>().unwrap(),
         state["l.bias.v"].to_vec1::<f32>().unwrap()
     );
+}
+
+/// The tensor-op route (moments as tensors: a parameter neither on the host nor the CUDA
+/// kernel's) and the host kernel round alike: three steps with weight decay, clipping-like
+/// scales and gradients of every magnitude give the same bits (issue 83: AdamW once).
+#[test]
+fn tensor_moments_round_as_the_host_kernel() {
+    let dev = Device::Cpu;
+    let n = 5_000;
+    let w0 = crate::model::kernels::test_data(n, 3);
+    let make = || {
+        let w = Var::from_slice(&w0, n, &dev).unwrap();
+        let b = Var::from_slice(&w0[..64], 64, &dev).unwrap();
+        vec![("l.weight".to_string(), w), ("l.bias".to_string(), b)]
+    };
+    let mut on_tensors = AdamW::with_tensor_moments(make(), 0.01).unwrap();
+    let mut on_host = AdamW::new(make(), 0.01);
+    for step in 0..3u32 {
+        let g: Vec<f32> = crate::model::kernels::test_data(n, 11 + step)
+            .iter()
+            .enumerate()
+            .map(|(i, x)| x * 10f32.powi(i as i32 % 7 - 4))
+            .collect();
+        let grads = vec![
+            Some(Tensor::from_slice(&g, n, &dev).unwrap()),
+            Some(Tensor::from_slice(&g[..64], 64, &dev).unwrap()),
+        ];
+        let scale = 0.5 / (step + 1) as f64;
+        on_tensors.step(&grads, 1e-2, scale).unwrap();
+        on_host.step(&grads, 1e-2, scale).unwrap();
+    }
+    for (a, b) in on_tensors.vars().iter().zip(on_host.vars()) {
+        let bits = |v: &Var| -> Vec<u32> {
+            let x = v.as_tensor().to_vec1::<f32>().unwrap();
+            x.iter().map(|f| f.to_bits()).collect()
+        };
+        assert_eq!(
+            bits(a),
+            bits(&b),
+            "the tensor route's weights differ from the host's"
+        );
+    }
 }

@@ -1,8 +1,18 @@
 //! AdamW as torch implements it (decoupled weight decay), with sentence-transformers' grouping:
 //! no decay for biases and LayerNorm weights (candle's AdamW decays every parameter). Global-norm
-//! gradient clipping as torch.nn.utils.clip_grad_norm_.
-use super::adamw_host::{sum_squares, Coefficients, HostUpdate};
-use candle_core::{Result, Tensor, Var};
+//! gradient clipping as torch.nn.utils.clip_grad_norm_. One formula (host.rs's `adamw_chunk`),
+//! three backends in this room: the host kernel, the GPU engine's device (slots.rs: one launch a
+//! step on a card, the emulated device in tests) and candle's tensor ops elsewhere, written op
+//! for op as the host's so that each rounds alike.
+pub mod host;
+pub mod slots;
+#[cfg(test)]
+mod slots_test;
+#[cfg(test)]
+mod tests;
+
+use candle_core::{DType, Result, Tensor, Var};
+use host::{sum_squares, Coefficients, HostUpdate};
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -13,9 +23,9 @@ pub struct Param {
     moments: Moments,
 }
 
-/// AdamW's moments: host vectors on the CPU (updated in parallel, in f64 arithmetic), f32 tensors
-/// beside the weights on a GPU (updated in place by one launch for every parameter on CUDA,
-/// adamw_cuda.rs, else with tensor ops; either way a step copies nothing to the host).
+/// AdamW's moments: host vectors on the CPU (updated in parallel), f32 tensors beside the
+/// weights on a GPU (updated in place by one launch for every parameter on CUDA, slots.rs, else
+/// with tensor ops; either way a step copies nothing to the host).
 enum Moments {
     Host { m: Vec<f32>, v: Vec<f32> },
     Device { m: Tensor, v: Tensor },
@@ -29,9 +39,49 @@ pub struct AdamW {
     pub eps: f64,
     /// Optimizer steps taken.
     pub t: u64,
-    /// the CUDA update's table of parameters, kept between steps
+    /// the CUDA update's device and table of parameters, kept between steps
     #[cfg(feature = "cuda")]
-    table: super::adamw_cuda::Table,
+    cuda: Option<OnCuda>,
+}
+
+/// The CUDA device of an f32 tensor laid out contiguously, else None (the caller then takes
+/// the tensor-op route, which is correct for any dtype and layout).
+#[cfg(feature = "cuda")]
+fn eligible(t: &Tensor) -> Option<candle_core::cuda::CudaDevice> {
+    match t.device() {
+        candle_core::Device::Cuda(d) if t.dtype() == DType::F32 && t.is_contiguous() => {
+            Some(d.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The GPU engine's device on a card (its launcher: slots.rs runs through it) and the memory
+/// the optimizer keeps there between steps.
+#[cfg(feature = "cuda")]
+struct OnCuda {
+    id: candle_core::cuda::DeviceId,
+    dev: crate::model::engine::gpu::cuda::Cuda,
+    table: slots::Table<crate::model::engine::gpu::cuda::Cuda>,
+}
+
+#[cfg(feature = "cuda")]
+impl OnCuda {
+    /// `kept`, made (again) where it is none or another card's.
+    fn on<'k>(
+        kept: &'k mut Option<OnCuda>,
+        card: &candle_core::cuda::CudaDevice,
+    ) -> Result<&'k mut OnCuda> {
+        if kept.as_ref().is_none_or(|k| k.id != card.id()) {
+            *kept = None;
+            *kept = Some(OnCuda {
+                id: card.id(),
+                dev: crate::model::engine::gpu::cuda::Cuda::new(card)?,
+                table: Default::default(),
+            });
+        }
+        Ok(kept.as_mut().expect("made above"))
+    }
 }
 
 /// Run `f` on a CPU f32 tensor's elements without copying them out (a copy elsewhere).
@@ -47,7 +97,7 @@ fn with_slice<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
     drop(storage);
     Ok(f(&t
         .flatten_all()?
-        .to_dtype(candle_core::DType::F32)?
+        .to_dtype(DType::F32)?
         .to_vec1::<f32>()?))
 }
 
@@ -55,7 +105,7 @@ fn with_slice<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
 /// never without the `cuda` feature).
 fn on_cuda(w: &Tensor) -> bool {
     #[cfg(feature = "cuda")]
-    return super::adamw_cuda::eligible(w).is_some();
+    return eligible(w).is_some();
     #[cfg(not(feature = "cuda"))]
     return {
         let _ = w;
@@ -85,7 +135,7 @@ impl AdamW {
             .map(|(name, var)| {
                 let n = var.elem_count();
                 let moments = if tensors || !var.device().is_cpu() {
-                    let z = || Tensor::zeros(var.shape(), candle_core::DType::F32, var.device());
+                    let z = || Tensor::zeros(var.shape(), DType::F32, var.device());
                     Moments::Device { m: z()?, v: z()? }
                 } else {
                     Moments::Host {
@@ -109,7 +159,7 @@ impl AdamW {
             eps: 1e-8,
             t: 0,
             #[cfg(feature = "cuda")]
-            table: Default::default(),
+            cuda: None,
         })
     }
 
@@ -143,19 +193,21 @@ impl AdamW {
             })?;
         }
         #[cfg(feature = "cuda")]
-        if let Some(dev) = on_device.first().and_then(super::adamw_cuda::eligible) {
-            if on_device
-                .iter()
-                .all(|g| super::adamw_cuda::eligible(g).is_some())
-            {
-                sq += super::adamw_cuda::sum_squares(&on_device, &dev)?;
+        if let Some(card) = on_device.first().and_then(eligible) {
+            if on_device.iter().all(|g| eligible(g).is_some()) {
+                // the norm's device and memory, kept between steps (the trainer asks for a norm
+                // every step, on one card)
+                static KEPT: std::sync::Mutex<Option<OnCuda>> = std::sync::Mutex::new(None);
+                let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+                let on = OnCuda::on(&mut kept, &card)?;
+                sq += slots::sum_squares(&on.dev, &mut on.table, &on_device)?;
                 return Ok(sq.sqrt());
             }
         }
         if !on_device.is_empty() {
             let squares = on_device
                 .iter()
-                .map(|g| g.to_dtype(candle_core::DType::F32)?.sqr()?.sum_all())
+                .map(|g| g.to_dtype(DType::F32)?.sqr()?.sum_all())
                 .collect::<Result<Vec<_>>>()?;
             sq += Tensor::stack(&squares, 0)?.sum_all()?.to_scalar::<f32>()? as f64;
         }
@@ -212,13 +264,8 @@ impl AdamW {
                     continue;
                 }
                 Moments::Device { m, v } => {
-                    let g = (g.to_dtype(candle_core::DType::F32)? * scale)?;
-                    *m = ((&*m * b1)? + (&g * (1.0 - b1))?)?;
-                    *v = ((&*v * b2)? + (g.sqr()? * (1.0 - b2))?)?;
-                    let upd = ((&*m / bc1)? / ((&*v / bc2)?.sqrt()? + eps)?)?;
-                    let w = p.var.as_tensor().to_dtype(candle_core::DType::F32)?;
-                    let w = ((w * decay)? - (upd * lr)?)?;
-                    p.var.set(&w.to_dtype(p.var.dtype())?)?;
+                    tensor_update(p.var.as_tensor(), g, (m, v), &c)
+                        .and_then(|w| p.var.set(&w.to_dtype(p.var.dtype())?))?;
                     continue;
                 }
             };
@@ -232,7 +279,7 @@ impl AdamW {
         }
         #[cfg(feature = "cuda")]
         if let Some(&(first, _)) = on_card.first() {
-            use super::adamw_cuda::{eligible, update, Update};
+            use slots::{update, Update};
             let ups = on_card
                 .iter()
                 .map(|&(k, decay)| {
@@ -247,15 +294,16 @@ impl AdamW {
                     Ok(Update { w, g, m, v, decay })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let dev = eligible(ups[0].w).expect("on_card holds CUDA parameters");
-            update(&dev, &mut self.table, &ups, &base)?;
+            let card = eligible(ups[0].w).expect("on_card holds CUDA parameters");
+            let on = OnCuda::on(&mut self.cuda, &card)?;
+            update(&on.dev, &mut on.table, &ups, &base)?;
         }
         Ok(())
     }
 
     /// Moments by parameter name (`<name>.m`, `<name>.v`), for checkpoints: the device's moments
     /// as views, not copies, so read them before the next step (a CUDA update writes them in
-    /// place: adamw_cuda.rs); checkpoint::save writes them at once, a tensor at a time. (Copied
+    /// place: slots.rs); checkpoint::save writes them at once, a tensor at a time. (Copied
     /// on the card, a checkpoint's moments doubled the optimizer's memory there at every save:
     /// 174 MiB above the training's own for MiniLM, the peak of a cross-encoder run on an H200.)
     pub fn state(&self) -> Result<HashMap<String, Tensor>> {
@@ -304,7 +352,7 @@ impl AdamW {
                 }
                 Moments::Device { m: dm, v: dv } => {
                     let place = |t: &Tensor| {
-                        t.to_dtype(candle_core::DType::F32)?
+                        t.to_dtype(DType::F32)?
                             .to_device(p.var.device())?
                             .reshape(p.var.shape())?
                             .copy()
@@ -317,4 +365,30 @@ impl AdamW {
         self.t = t;
         Ok(())
     }
+}
+
+/// AdamW with candle's tensor ops (a parameter neither on the host nor the CUDA kernel's): the
+/// host kernel's formula op for op (host.rs's `adamw_chunk`), each constant the same f32, so it
+/// rounds alike; a division is a tensor division (`Tensor / f64` multiplies by the inverse).
+/// m and v are updated; the new weights are returned, in f32.
+fn tensor_update(
+    w: &Tensor,
+    g: &Tensor,
+    (m, v): (&mut Tensor, &mut Tensor),
+    c: &Coefficients,
+) -> Result<Tensor> {
+    let f = |x: f32| x as f64; // exact: candle takes the constant back to the same f32
+    let g = g
+        .to_dtype(DType::F32)?
+        .reshape(m.shape())?
+        .affine(f(c.scale), 0.0)?;
+    *m = (&*m + (&g - &*m)?.affine(f(c.c1), 0.0)?)?;
+    *v = (v.affine(f(c.b2), 0.0)? + (&g * &g)?.affine(f(c.c2), 0.0)?)?;
+    let at = |x: f32| Tensor::new(x, m.device());
+    let denom = v
+        .sqrt()?
+        .broadcast_div(&at(c.bc2_sqrt)?)?
+        .affine(1.0, f(c.eps))?;
+    let step = (m.affine(f(c.step_size), 0.0)? / denom)?;
+    w.to_dtype(DType::F32)?.affine(f(c.decay), 0.0)? - step
 }
