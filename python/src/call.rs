@@ -102,6 +102,8 @@ pub fn run<R: Send>(
         };
         loop {
             let done = py.detach(|| wait(Some(Duration::from_millis(50))));
+            // the call's notes so far, to logging while the GIL is held (notes.rs)
+            crate::notes::flush(py);
             if let Some(r) = done {
                 return finish(r);
             }
@@ -110,6 +112,7 @@ pub fn run<R: Send>(
                 // exception (and its outputs are whole or absent when Python sees it)
                 token.cancel();
                 let _ = py.detach(|| wait(None));
+                crate::notes::flush(py);
                 return Err(e);
             }
         }

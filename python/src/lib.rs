@@ -6,6 +6,7 @@ mod commands;
 mod cross;
 mod encoder;
 mod errors;
+mod notes;
 mod overlap;
 mod table;
 
@@ -48,6 +49,7 @@ fn _condenser(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
     condenser::runtime::tune_allocator();
     condenser::model::kernels::blas::prepare_env_in_interpreter();
+    notes::install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<encoder::Encoder>()?;
     m.add_class::<cross::Scorer>()?;

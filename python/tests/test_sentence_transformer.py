@@ -106,3 +106,16 @@ def test_errors_are_python_exceptions_with_the_clis_message(tmp_path):
     with pytest.raises(FileNotFoundError):
         condenser.encode(model="all-MiniLM-L6-v2", input=str(tmp_path / "missing.parquet"), out=str(bad))
     assert not bad.exists()
+
+
+def test_the_librarys_notes_go_to_logging(caplog):
+    """A folder without a Pooling module is pooled by a default, and the note that says which
+    reaches logging's `condenser` logger (where a program can route or silence it), not stderr
+    alone."""
+    import logging
+
+    tiny = os.path.join(os.path.dirname(MODEL), "bert-tiny-mlm")
+    with caplog.at_level(logging.WARNING, logger="condenser"):
+        condenser.SentenceTransformer(tiny)
+    notes = [r.getMessage() for r in caplog.records if r.name == "condenser"]
+    assert any("no Pooling module" in n and n.startswith("note:") for n in notes), notes
