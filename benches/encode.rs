@@ -19,7 +19,8 @@
 //! encode` (WORKLOAD=stsb,cranfield,ce DTYPE=f32|bf16 BATCH=32).
 use candle_core::Device;
 use condenser::data::{retrieval, PairColumns, Pairs};
-use condenser::model::engine::{in_threads, Gemm};
+use condenser::model::engine::cpu::Gemm;
+use condenser::model::engine::in_threads;
 use condenser::model::kernels::blas::blas;
 use condenser::model::kernels::precision::{PackedWeight, Precision};
 use condenser::model::kernels::{bf16, f32_gemm};
@@ -203,7 +204,7 @@ fn seq_flops(c: &BertConfig, n: usize) -> f64 {
     l * (2.0 * n * (4.0 * h * h + 2.0 * h * i) + 4.0 * n * n * h)
 }
 
-/// `seq_flops` as a `[CLS]`-only head runs it (engine/first_token.rs): the last layer's
+/// `seq_flops` as a `[CLS]`-only head runs it (engine/cpu/first_token.rs): the last layer's
 /// attention scores and probability-weighted input rows for every token (heads x h each), the
 /// rest of it (q, Wk^T q, the values' projection of the weighted rows, o, FFN) for the first
 /// token alone. The figure is the work done, so that GFLOP/s stays a rate comparable with the

@@ -73,7 +73,7 @@ nvcc --version | tail -2
 # report for this generation (a spill is a kernel to rework on a card)
 # (the four files joined as mod.rs's ENGINE_SOURCE joins them)
 engine="$root/engine.cu"
-cat src/model/kernels/cuda/engine/{common.cuh,rows.cu,attention.cu,heads.cu,optim.cu} >"$engine"
+cat src/model/engine/gpu/kernels/{common.cuh,rows.cu,attention.cu,heads.cu,optim.cu} >"$engine"
 python3 scripts/nvrtc-check.py "$home/lib/libnvrtc.so" "$engine" "$CUDA_COMPUTE_CAP"
 nvcc -cubin -arch="sm_$CUDA_COMPUTE_CAP" -Xptxas -v -o "$root/engine.cubin" "$engine" 2>&1 |
   grep -E "Compiling entry|registers|spill" | paste - - - | sed -E 's/ptxas info +: //g; s/ +/ /g'

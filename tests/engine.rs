@@ -4,7 +4,7 @@
 //! exactly from their seeds); and ids outside the model's tables refused, never a panic.
 mod common;
 use candle_core::{Device, Tensor, Var};
-use condenser::model::engine::Engine;
+use condenser::model::engine::cpu::Stack;
 use condenser::model::{Bert, Dropout, DropoutRates, ModelFolder, TokenBatch};
 use condenser::train::params::{load_trainable, Trainable};
 use std::collections::HashMap;
@@ -50,8 +50,8 @@ fn weights(rows: usize, h: usize) -> Vec<f32> {
 /// constant per score row, which softmax removes), so both sides hold rounding noise (~1e-7).
 /// Every parameter's gradient from the engine's backward of `fwd` from `dhidden`, by var id.
 fn gradients(
-    eng: &Engine,
-    fwd: condenser::model::engine::Forward,
+    eng: &Stack,
+    fwd: condenser::model::engine::cpu::Forward,
     dhidden: Vec<f32>,
     drop: Option<&Dropout>,
 ) -> HashMap<candle_core::TensorId, Tensor> {
@@ -83,7 +83,7 @@ fn engine_equals_candle_forward_and_every_gradient() {
         .map(|s| (0..s.len()).map(|i| (2 * i >= s.len()) as u32).collect())
         .collect();
     let trefs: Vec<&[u32]> = types.iter().map(|s| s.as_slice()).collect();
-    let eng = Engine::for_bert(bert).expect("the engine applies on the CPU in f32 with BLAS");
+    let eng = Stack::for_bert(bert).expect("the engine applies on the CPU in f32 with BLAS");
     let fwd = eng.forward(&refs, Some(&trefs), None, None, true).unwrap();
     let p = fwd.packed.clone();
     // candle: padded batch, loss = sum(states * R) over real tokens
@@ -161,7 +161,7 @@ fn engine_gradients_match_finite_differences_with_dropout() {
         },
         9,
     );
-    let eng = Engine::for_bert(&t.model).unwrap();
+    let eng = Stack::for_bert(&t.model).unwrap();
     let h = cfg.hidden_size;
     let rows: usize = seqs.iter().map(Vec::len).sum();
     let r = weights(rows, h);
@@ -214,7 +214,7 @@ fn engine_gradients_match_finite_differences_with_dropout() {
 #[test]
 fn ids_outside_the_tables_are_refused() {
     let (t, _) = minilm();
-    let eng = Engine::for_bert(&t.model).unwrap();
+    let eng = Stack::for_bert(&t.model).unwrap();
     let long: Vec<u32> = vec![101; 513];
     type Case<'a> = (&'a [u32], Option<&'a [u32]>, &'a str);
     let cases: [Case; 3] = [
@@ -242,7 +242,7 @@ fn packed_batches_and_rows_are_checked() {
     let p = Packed::new(vec![3, 2], &[7, 8]).unwrap();
     assert_eq!((p.offsets(), p.rows()), (&[0usize, 3][..], 5));
     let (t, _) = minilm();
-    let eng = Engine::for_layers(&t.model.layers, condenser::model::Precision::F32).unwrap();
+    let eng = Stack::for_layers(&t.model.layers, condenser::model::Precision::F32).unwrap();
     let e = match eng.forward_rows(vec![0.0; 4 * 384], p, None, false) {
         Ok(_) => panic!("4 rows accepted for 5"),
         Err(e) => e.to_string(),
@@ -294,12 +294,12 @@ fn inference_on_the_engine_equals_candle_in_input_order() {
     let d = tempfile::tempdir().unwrap();
     let ce = CrossEncoderModel::load(&common::cross_encoder(d.path()), &Device::Cpu).unwrap();
     assert_eq!(
-        Engine::declines(&ce.model.bert.layers),
+        Stack::declines(&ce.model.bert.layers),
         None,
         "the engine runs it"
     );
     assert_eq!(
-        Engine::declines(&enc.bert.layers),
+        Stack::declines(&enc.bert.layers),
         None,
         "the engine runs it"
     );
@@ -332,7 +332,7 @@ fn inference_on_the_engine_equals_candle_in_input_order() {
     assert!(worst < 1e-5, "cross-encoder: worst difference {worst}");
 }
 
-/// The last layer at each item's first token alone (engine/first_token.rs: what the
+/// The last layer at each item's first token alone (engine/cpu/first_token.rs: what the
 /// cross-encoder's head and CLS pooling read) equals the full forward's first rows, for
 /// sequences of one token up to 42 with token types 0 and 1; and a CLS-pooled sentence encoder
 /// on the engine equals candle's padded forward, text by text.
@@ -351,7 +351,7 @@ fn first_token_forward_equals_the_full_forward_at_cls() {
     // the [CLS]-only forward's rows (one an item) against the full forward's at [CLS]: the
     // largest difference
     let first_vs_full = |bert: &Bert| -> f32 {
-        let eng = Engine::for_bert(bert).unwrap();
+        let eng = Stack::for_bert(bert).unwrap();
         let (full, first) = eng
             .infer(|run| {
                 Ok((
@@ -498,7 +498,7 @@ fn a_training_pass_without_a_tape_equals_the_taped_one_in_bf16() {
     t.model.set_precision(Precision::Bf16).unwrap();
     let seqs = sentences(&tok, 16);
     let ids: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-    let eng = Engine::for_bert(&t.model).unwrap();
+    let eng = Stack::for_bert(&t.model).unwrap();
     let cached = eng.forward(&ids, None, None, None, false).unwrap();
     let taped = eng.forward(&ids, None, None, None, true).unwrap();
     assert!(

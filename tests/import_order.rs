@@ -490,6 +490,23 @@ fn imports_point_down_and_no_files_import_each_other() {
     );
 }
 
+/// docs/architecture.md's size rule: one concept a file, none over 400 lines (tests in src/
+/// included; the integration tests under tests/ are outside the rule).
+#[test]
+fn no_source_file_is_over_400_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    read_src(&src, &src, &mut files);
+    assert!(files.len() > 200, "only {} files read", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .map(|(name, code)| (name, code.lines().count()))
+        .filter(|(_, n)| *n > 400)
+        .map(|(name, n)| format!("src/{name}: {n} lines"))
+        .collect();
+    assert!(long.is_empty(), "over 400 lines:\n{}", long.join("\n"));
+}
+
 #[test]
 fn the_checker_finds_an_upward_import_a_floor_breach_and_a_circle() {
     let file = |p: &str, s: &str| (p.to_string(), s.to_string());

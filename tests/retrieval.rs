@@ -198,7 +198,7 @@ fn cached_mnr_gives_plain_mnrs_gradients() {
     // and any chunking draws what plain MNR draws: the loss and a gradient agree again. That is
     // the engine's keying; candle's graph (CONDENSER_ENGINE=off) draws a stream a mini-batch,
     // which its second pass replays (gradcache.rs), so its draw differs from plain MNR's by design
-    if condenser::model::engine::Engine::for_bert(&plain.enc.bert).is_none() {
+    if condenser::model::engine::cpu::Stack::for_bert(&plain.enc.bert).is_none() {
         eprintln!(
             "cached_mnr_gives_plain_mnrs_gradients: candle's graph, no keyed masks to compare"
         );

@@ -8,7 +8,8 @@ use super::task::{dropout_key, Gradients, LossOutput, Score, TrainTask};
 use crate::data::{PairColumns, Pairs};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
-use crate::model::engine::{Backend, Engine, Leaf};
+use crate::model::engine::cpu::{self, Leaf};
+use crate::model::engine::Backend;
 use crate::model::folders::save::save_cross_encoder;
 use crate::model::kernels::dropout_hash::row_id;
 use crate::model::CrossEncoderModel;
@@ -278,7 +279,7 @@ impl CrossEncoderTask {
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<(Gradients, candle_core::backprop::GradStore)> {
-        let mask = match Engine::mask(drop, CLASSIFIER_SITE, false) {
+        let mask = match cpu::Stack::mask(drop, CLASSIFIER_SITE, false) {
             Some(m) => {
                 let rows: Vec<u64> = keys.iter().map(|&k| row_id(k, 0)).collect();
                 let h = cls.dim(1)?;

@@ -11,7 +11,7 @@ use super::spans::two_spans;
 use super::task::{dropout_key, Gradients, LossOutput, Score, TrainTask};
 use crate::error::{Error, Result};
 use crate::hash::mix64;
-use crate::model::engine::{Backend, Engine, Takes};
+use crate::model::engine::{cpu, Backend, Takes};
 use crate::model::folders::save::{save_condenser, CONDENSER_HEAD};
 use crate::model::layers::condenser::Condenser;
 use crate::model::layers::condenser::CondenserOutput;
@@ -241,7 +241,7 @@ impl TrainTask for PretrainTask {
         };
         // plain MLM has no head to run
         let head = match m.head_mlm {
-            true => match Engine::for_layers(&m.head, m.bert.precision()) {
+            true => match cpu::Stack::for_layers(&m.head, m.bert.precision()) {
                 Some(h) => Some(h),
                 None => return fallback(),
             },

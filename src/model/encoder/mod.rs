@@ -10,8 +10,9 @@ mod prompts;
 pub use cross::CrossEncoderModel;
 pub use prompts::Prompts;
 
+use super::engine::cpu::{self, pad};
 use super::engine::gpu::heads::DevicePooling;
-use super::engine::{pad, run_batches, Backend, Engine};
+use super::engine::{run_batches, Backend};
 use super::kernels::dropout::Dropout;
 use super::layers::batch::{by_length, TokenBatch};
 use super::layers::bert::Bert;
@@ -96,7 +97,7 @@ impl SentenceEncoder {
     }
 
     /// The CPU engine where the backend is it.
-    fn cpu_engine(&self) -> Option<Engine<'_>> {
+    fn cpu_engine(&self) -> Option<cpu::Stack<'_>> {
         self.backend().cpu_engine(&self.bert)
     }
 
@@ -222,7 +223,7 @@ impl SentenceEncoder {
                             let b: Vec<&[u32]> =
                                 batch.iter().map(|&i| seqs[i].as_slice()).collect();
                             if self.pooling.first_token_only() && skip == 0 {
-                                // the last layer at the [CLS] rows only (engine/first_token.rs)
+                                // the last layer at the [CLS] rows only (engine/cpu/first_token.rs)
                                 let cls = run.forward_first(&b, None).doing("model forward")?;
                                 return Ok(self.cls_rows(cls, b.len()));
                             }
@@ -266,7 +267,7 @@ impl SentenceEncoder {
     /// Each item's embedding from the engine's packed last-layer rows, its first `skip` rows
     /// left out (a prompt the pooling excludes; sentence-transformers zeroes their mask, so a
     /// text of the prompt alone pools nothing).
-    fn pool_packed(&self, fwd: &super::engine::Forward, skip: usize) -> Vec<Vec<f32>> {
+    fn pool_packed(&self, fwd: &cpu::Forward, skip: usize) -> Vec<Vec<f32>> {
         let h = self.bert.config.hidden_size;
         let p = &fwd.packed;
         p.offsets()

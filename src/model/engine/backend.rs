@@ -3,7 +3,7 @@
 //! the Backend their model carries (a task's `backend()`, an encoder's) instead of testing the
 //! device, dtype and activation themselves; the conditions live here and in the two engines'
 //! own `declines` (stack.rs for the CPU, gpu/cuda.rs's `card_for` for a card).
-use super::stack::Engine;
+use super::cpu::Stack;
 use crate::model::kernels::precision::Precision;
 use crate::model::{Bert, BertLayer};
 
@@ -39,9 +39,9 @@ impl Backend {
             }
         }
         let _ = takes;
-        let why = Engine::declines(&bert.layers).or_else(|| {
+        let why = Stack::declines(&bert.layers).or_else(|| {
             // plain MLM runs no head: an empty head is no reason to leave the engine
-            (!head.is_empty()).then(|| Engine::declines(head)).flatten()
+            (!head.is_empty()).then(|| Stack::declines(head)).flatten()
         });
         match why {
             None => Backend::Cpu,
@@ -79,8 +79,8 @@ impl Backend {
 
     /// The CPU engine over `bert`, where it is this backend (None on a card or the graph): the
     /// one way callers build the engine they were routed to.
-    pub fn cpu_engine<'m>(&self, bert: &'m Bert) -> Option<Engine<'m>> {
-        self.is_cpu().then(|| Engine::for_bert(bert)).flatten()
+    pub fn cpu_engine<'m>(&self, bert: &'m Bert) -> Option<Stack<'m>> {
+        self.is_cpu().then(|| Stack::for_bert(bert)).flatten()
     }
 
     /// The card, where the GPU engine runs the model.
@@ -96,7 +96,7 @@ impl Backend {
     /// graph's products run on, through the same Linear kernels).
     pub fn kernels(&self) -> String {
         if self.is_gpu() {
-            return "CUDA (cuBLAS and cuda/engine/)".into();
+            return "CUDA (cuBLAS and the GPU engine's kernels)".into();
         }
         crate::model::kernels::isa::describe()
     }

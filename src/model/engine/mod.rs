@@ -1,39 +1,19 @@
-//! condenser's own training engine for BERT on the CPU: forward and backward of the embeddings and
-//! the layers written out (llm.c's way) instead of taped op by op. Why (docs/engine.md has the
-//! measurements): candle's autograd allocates and zero-fills a gradient buffer for every graph
-//! node and adds them up, keeps every intermediate of the forward alive, and holds whatever a
-//! stored gradient's graph reaches; on the CPU that was most of a step outside the GEMMs. Here:
-//! - sequences are packed, never padded (item i's tokens are rows off_i .. off_i + n_i): every
-//!   GEMM and row kernel touches real tokens only;
-//! - forward keeps a named, minimal tape per layer (layer.rs), attention keeps no probabilities
-//!   (packed_attention.rs), dropout masks are seeded hashes recomputed in backward
-//!   (kernels/dropout_hash.rs);
-//! - backward accumulates straight into the gradient buffers (GEMM beta 1), across the
-//!   mini-batches of GradCache or gradient accumulation, with nothing else kept alive.
-//!
-//! Heads and losses stay in candle (small): a task runs the engine, hands the hidden states to
-//! candle as a leaf, takes the leaf's gradient back and runs the engine's backward. Numbers equal
-//! the candle path's (tests/engine.rs) except for dropout's draws (hashed here, a stream there).
+//! condenser's own training engines for BERT, two that mirror each other (llm.c's way: forward
+//! and backward written out instead of taped op by op): `cpu/` and `gpu/`, the same file and
+//! type names in each (`stack.rs` a `Stack`, `layer.rs`, `leaf.rs` a `Leaf`, `grads.rs` a
+//! `Grads`), and what they share here: the packed batch (`packed.rs`), the model's tensors
+//! (`weights.rs`), the choice between them and candle's graph (`backend.rs`), token batches for
+//! inference (`batches.rs`) and threads (`threads.rs`).
+
 mod backend;
 mod batches;
-mod embeddings;
-mod first_token;
-mod gemm;
+pub mod cpu;
 pub mod gpu;
-mod layer;
-mod leaf;
 mod packed;
-mod packed_attention;
-mod stack;
 mod threads;
 mod weights;
 
 pub use backend::{Backend, Takes};
 pub use batches::{run_batches, token_batches};
-pub use embeddings::EmbGrads;
-pub use gemm::Gemm;
-pub use layer::LayerGrads;
-pub use leaf::{pad, Leaf};
 pub use packed::Packed;
-pub use stack::{enabled, Engine, Forward, Grads, Infer};
 pub use threads::in_threads;

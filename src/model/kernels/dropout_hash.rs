@@ -44,7 +44,7 @@ impl Mask {
     }
 
     /// The seed, the keep threshold and the kept values' scale (the GPU kernels' copy of the
-    /// mask: kernels/cuda).
+    /// mask: engine/gpu/kernels/).
     pub fn parts(&self) -> (u64, u32, f32) {
         (self.seed, self.below, self.scale)
     }

@@ -6,7 +6,6 @@
 //! BERT: the layers (../layers) and the engine (../engine) compose these.
 pub mod bf16;
 pub mod blas;
-pub mod cuda;
 #[cfg(feature = "cuda")]
 pub mod cuda_uniform;
 pub mod dropout;

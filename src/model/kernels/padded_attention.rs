@@ -1,6 +1,6 @@
 //! Multi-head attention's core in candle's graph (padded batches): softmax(q k^T * scale + mask)
 //! (with dropout) times v, as one CPU f32 op on q, k, v in BERT's (b, s, hidden) layout. The
-//! engine has its own attention (engine/packed_attention.rs) and the two cannot be one: candle
+//! engine has its own attention (engine/cpu/packed_attention.rs) and the two cannot be one: candle
 //! hands this op padded (b, s, h) tensors and a dropout mask drawn from its stream, the engine
 //! packed rows and a mask it hashes again in backward, keeping a log-sum-exp per row instead of
 //! recomputing the scores. Their row math is shared (softmax.rs). Each head is a column block of hidden, so

@@ -271,7 +271,7 @@ impl Bert {
         self.layers
             .iter_mut()
             .try_for_each(|l| l.set_precision(p))?;
-        // the last layer's query also alone: the [CLS]-only forward (engine/first_token.rs: a
+        // the last layer's query also alone: the [CLS]-only forward (engine/cpu/first_token.rs: a
         // cross-encoder's scores, CLS pooling) projects one row an item by q, not by q, k and v
         if let Some(last) = self.layers.last_mut() {
             if last.attention.qkv_packed.is_some() {

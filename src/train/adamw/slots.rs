@@ -4,11 +4,11 @@
 //! keeps. As tensor ops the update took ~17 launches and as many allocations a parameter; a
 //! launch a parameter was still ~200 a step for MiniLM's 101 parameters (update and norm), half
 //! the GPU step's budget of 400 (issue 57). The kernels are the GPU engine's source
-//! (kernels/cuda/engine/), launched as the engine launches them (`Device::launch`), so the
+//! (engine/gpu/kernels/), launched as the engine launches them (`Device::launch`), so the
 //! emulated device runs this very code on every CI (slots_test.rs) and a card its own tests.
 use super::host::Coefficients;
 use crate::model::engine::gpu::device::{Addr, Arg, Buf, Device};
-use crate::model::kernels::cuda::Slot;
+use crate::model::engine::gpu::kernels::Slot;
 use candle_core::{DType, Result, Tensor};
 
 /// Blocks a slot's sum of squares is split over (each writes one partial sum).

@@ -1,4 +1,4 @@
-//! The optimizer's CUDA kernels (kernels/cuda/engine/optim.cu) on the CPU by emulation, against
+//! The optimizer's CUDA kernels (engine/gpu/kernels/optim.cu) on the CPU by emulation, against
 //! the CPU's AdamW and sum of squares on the same values: several parameters in one launch, each
 //! with its own size and decay (ragged against the grid, one larger than a turn of the grid),
 //! three steps with changing scales; the sum of squares against f64's. Then slots.rs itself (the
@@ -6,8 +6,8 @@
 use super::host::{adamw_chunk, Coefficients};
 use super::slots::{self, Table, Update};
 use crate::model::engine::gpu::emulated::Emulated;
-use crate::model::kernels::cuda::emulated::{emulator, Args};
-use crate::model::kernels::cuda::Slot;
+use crate::model::engine::gpu::kernels::emulated::{emulator, Args};
+use crate::model::engine::gpu::kernels::Slot;
 use crate::model::kernels::test_data;
 
 /// Sizes of the parameters: below a block, ragged, past a turn of the grid (3 blocks x 64).

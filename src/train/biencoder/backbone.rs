@@ -5,7 +5,7 @@
 //! is one implementation here, not another step.
 use super::task::BiEncoderTask;
 use crate::error::Result;
-use crate::model::engine::{Engine, Leaf};
+use crate::model::engine::cpu::{self, Leaf};
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use candle_core::backprop::GradStore;
@@ -92,13 +92,13 @@ impl Backbone for Graph<'_> {
 /// batch's.
 pub(super) struct CpuEngine<'a> {
     pub task: &'a BiEncoderTask,
-    pub eng: &'a Engine<'a>,
+    pub eng: &'a cpu::Stack<'a>,
     pub drop: Option<&'a Dropout>,
 }
 
 impl Backbone for CpuEngine<'_> {
     type Tape = Vec<Leaf>;
-    type Grads = crate::model::engine::Grads;
+    type Grads = cpu::Grads;
 
     /// A per-example loss is split by the trainer already: its step runs whole (one split,
     /// never threads x threads).

@@ -9,7 +9,7 @@ use super::task::BiEncoderTask;
 use crate::error::Result;
 use crate::model::engine::gpu::device::{Addr, Device};
 use crate::model::engine::gpu::heads::{DevicePooling, EmbedHead};
-use crate::model::engine::gpu::leaf::{GpuLeaf, PooledLeaf};
+use crate::model::engine::gpu::leaf::{Leaf, PooledLeaf};
 use crate::model::engine::gpu::stack::Stack;
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
@@ -31,7 +31,7 @@ pub(super) struct OnDevice<'a, D: Device> {
 
 /// What an `OnDevice` forward keeps for its backward.
 pub(super) enum Tape {
-    Padded(GpuLeaf),
+    Padded(Leaf),
     Pooled(PooledLeaf),
 }
 
@@ -144,11 +144,11 @@ pub(super) fn embed<D: Device>(
     stack: &mut Stack<D>,
     idx: &[usize],
     drop: Option<&Dropout>,
-) -> Result<(GpuLeaf, Vec<Tensor>)> {
+) -> Result<(Leaf, Vec<Tensor>)> {
     let (seqs, keys) = packed_columns(task, idx);
     let bert = &task.enc.bert;
     let on = bert.embeddings.word.embeddings().device().clone();
-    let leaf = GpuLeaf::forward(stack, bert, &seqs, None, &keys, drop, &on)?;
+    let leaf = Leaf::forward(stack, bert, &seqs, None, &keys, drop, &on)?;
     let pooled = task.enc.pool(leaf.states.as_tensor(), &leaf.mask)?;
     let b = idx.len();
     let emb = (0..task.data.texts.len())

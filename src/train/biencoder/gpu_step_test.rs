@@ -3,9 +3,9 @@
 use super::super::backbone::CpuEngine;
 use super::super::card::Card;
 use super::super::{plain, BiData, BiEncoderOptions, BiEncoderTask};
+use crate::model::engine::cpu;
 use crate::model::engine::gpu::device::{Counts, Device};
 use crate::model::engine::gpu::emulated::Emulated;
-use crate::model::engine::Engine;
 use crate::model::Dropout;
 use crate::train::losses;
 use crate::train::params;
@@ -313,7 +313,7 @@ const PARAPHRASES: [usize; 6] = [0, 1, 2, 3, 4, 5];
 
 /// The CPU engine's plain step over rows `idx`: what every GPU step here is held to.
 fn cpu_step(task: &BiEncoderTask, idx: &[usize], drop: &Dropout) -> crate::train::task::Gradients {
-    let eng = Engine::for_bert(&task.enc.bert).unwrap();
+    let eng = cpu::Stack::for_bert(&task.enc.bert).unwrap();
     let (task, eng, drop) = (task, &eng, Some(drop));
     plain::gradients(task, &CpuEngine { task, eng, drop }, idx, 1.0).unwrap()
 }

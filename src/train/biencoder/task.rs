@@ -2,7 +2,7 @@
 use super::data::BiData;
 use crate::error::{Error, Result};
 use crate::eval::Evaluator;
-use crate::model::engine::{pad, Engine, Leaf};
+use crate::model::engine::cpu::{self, pad, Leaf};
 use crate::model::{Bert, Dropout, Linear, ModelFolder, Pooling, SentenceEncoder};
 use crate::train::losses::{Loss, LossContext, LossSpec, Target};
 use crate::train::params::{self, load_trainable};
@@ -184,7 +184,7 @@ impl BiEncoderTask {
     /// wanted, else plain (no graph, no tape).
     pub(super) fn embed_engine(
         &self,
-        eng: &Engine,
+        eng: &cpu::Stack,
         col: usize,
         idx: &[usize],
         drop: Option<&Dropout>,

@@ -1,13 +1,13 @@
-//! The GPU engine's attention kernels (kernels/cuda/engine/attention.cu), run on the CPU by
+//! The GPU engine's attention kernels (engine/gpu/kernels/attention.cu), run on the CPU by
 //! emulation, against the CPU engine's packed attention on the same inputs, forward and backward,
 //! with and without dropout (the row kernels: kernels_test.rs).
 use super::assert_close as close;
 use super::buffers::ATT_THREADS;
 use super::kernels_test::{emu, masks, plus_bias, sum_partials};
+use crate::model::engine::cpu::packed_attention::{self, Heads, Products};
+use crate::model::engine::gpu::kernels::emulated::Args;
+use crate::model::engine::gpu::kernels::KernelMask;
 use crate::model::engine::packed::Packed;
-use crate::model::engine::packed_attention::{self, Heads, Products};
-use crate::model::kernels::cuda::emulated::Args;
-use crate::model::kernels::cuda::KernelMask;
 use crate::model::kernels::test_data;
 use crate::model::kernels::vector::add_column_sums;
 

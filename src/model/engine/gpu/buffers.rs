@@ -1,6 +1,6 @@
 //! The buffers a layer's forward and backward run on (layer.rs): where its weights and
 //! gradients lie (`LayerAddrs`), the batch's rows, the tape forward keeps for backward
-//! (`LayerTape`, 8h + i floats a token, as ../layer.rs keeps) and the scratch every layer's pass
+//! (`LayerTape`, 8h + i floats a token, as ../cpu/layer.rs keeps) and the scratch every layer's pass
 //! shares (`Scratch`), each allocated once for a row capacity and reused.
 use super::device::{Addr, Buf, Device};
 use candle_core::{bail, Result};
@@ -100,7 +100,7 @@ pub struct Rows {
     pub row_ids: Addr,
 }
 
-/// What forward keeps for backward, as ../layer.rs's `LayerTape`, for up to `rows` rows.
+/// What forward keeps for backward, as ../cpu/layer.rs's `LayerTape`, for up to `rows` rows.
 pub struct LayerTape<D: Device> {
     pub x: Buf<D, f32>,
     pub(super) qkv: Buf<D, f32>,

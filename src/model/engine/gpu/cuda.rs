@@ -1,10 +1,10 @@
 //! The card: memory and launches through cudarc's driver API on candle's stream (so that the
 //! engine's work and candle's heads and losses stay in order without a synchronisation), the
 //! products on a cuBLAS handle of its own (plain f32 math: no TF32, whatever candle's handle is
-//! set to), cuda/engine/ compiled by NVRTC once a process. Proven on a card by the tests that run
+//! set to), gpu/kernels/ compiled by NVRTC once a process. Proven on a card by the tests that run
 //! layer_test.rs's check here (docs/gpu.md); the CPU's CI builds it only in the `cuda` build.
 use super::device::{Addr, Arg, Counts, Device, Op, Operands};
-use crate::model::kernels::cuda::{engine_ptx, f32_address, ENGINE_MODULE};
+use crate::model::engine::gpu::kernels::{engine_ptx, f32_address, ENGINE_MODULE};
 use candle_core::cuda::cudarc::cublas::{sys as blas, CudaBlas};
 use candle_core::cuda::cudarc::driver::{
     result as driver, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,

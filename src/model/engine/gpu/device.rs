@@ -3,7 +3,7 @@
 //! tests, the CPU (emulated.rs: the CPU's BLAS and the kernels built by g++), so that everything
 //! the engine does between kernels (which buffer, which transposes, which strides) is tested on
 //! every CI against the CPU engine, and a card has only the device calls left to prove.
-use crate::model::kernels::cuda::KernelMask;
+use crate::model::engine::gpu::kernels::KernelMask;
 use candle_core::{Result, Tensor, Var};
 use std::cell::Cell;
 use std::marker::PhantomData;

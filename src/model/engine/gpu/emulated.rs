@@ -1,8 +1,8 @@
 //! The CPU standing in for a card (tests only): host memory by address, the CPU's BLAS for the
-//! GEMMs, cuda/engine/ built by g++ for the kernels (kernels/cuda/emulated.rs).
+//! GEMMs, gpu/kernels/ built by g++ for the kernels (gpu/kernels/emulated.rs).
 use super::device::{Addr, Arg, Counts, Device, Op, Operands};
+use crate::model::engine::gpu::kernels::emulated::{Args, Emulator};
 use crate::model::kernels::blas::{Blas, NO_TRANS, TRANS};
-use crate::model::kernels::cuda::emulated::{Args, Emulator};
 use candle_core::{bail, Result, Storage, Tensor};
 use std::cell::Cell;
 
@@ -16,7 +16,7 @@ impl Emulated {
     /// The emulated device, or None after saying why `check` was skipped (no g++, no BLAS: a
     /// failure where CONDENSER_STRICT says the machine has them).
     pub fn for_test(check: &str) -> Option<Emulated> {
-        let emu = match crate::model::kernels::cuda::emulated::emulator() {
+        let emu = match crate::model::engine::gpu::kernels::emulated::emulator() {
             Ok(e) => e,
             Err(why) => {
                 crate::runtime::skipped(check, "cxx", &why);

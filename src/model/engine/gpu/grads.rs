@@ -124,7 +124,7 @@ impl<D: Device> Grads<D> {
     }
 
     /// Each parameter (the model's tensor) with its gradient, a view of the arena (no copy), in
-    /// `Engine::export`'s order (q, k and v split again), and the lease to keep while the views
+    /// `Stack::export`'s order (q, k and v split again), and the lease to keep while the views
     /// are read.
     pub fn export(&self, bert: &Bert) -> Result<(Vec<(Tensor, Tensor)>, Lease)> {
         let mut out = Vec::new();
@@ -152,7 +152,7 @@ impl<D: Device> Grads<D> {
             .collect())
     }
 
-    /// Each parameter with where its gradient starts in the arena, in `Engine::export`'s order.
+    /// Each parameter with where its gradient starts in the arena, in `Stack::export`'s order.
     fn parameters(&self, bert: &Bert) -> Result<Vec<(Tensor, usize)>> {
         self.layout.check(bert)?;
         let mut out = Vec::new();

@@ -1,4 +1,4 @@
-//! A sentence encoder's head on the device (kernels/cuda/engine/heads.cu): a stack's last rows
+//! A sentence encoder's head on the device (engine/gpu/kernels/heads.cu): a stack's last rows
 //! pooled into one embedding an item and normalised where the model's Normalize module says,
 //! and the way back from the embeddings' gradient to the rows', with no candle tensor between.
 //! The row normalisation is also what a cosine ranking loss runs (train/biencoder).

@@ -1,4 +1,4 @@
-//! The GPU engine's row kernels (kernels/cuda/engine/rows.cu), run on the CPU by emulation,
+//! The GPU engine's row kernels (engine/gpu/kernels/rows.cu), run on the CPU by emulation,
 //! against the CPU engine's own functions on the same inputs: LayerNorms with the residual, bias
 //! and dropout folded in, the embeddings with their scatter, and GELU, forward and backward,
 //! with and without dropout, their gradients' partial sums included (attention:
@@ -9,11 +9,11 @@ use super::assert_close as close;
 use super::buffers::ROW_WARPS;
 use super::layer::row_blocks;
 use super::workspace::scatter_plan;
-use crate::model::engine::embeddings::{self, EmbGrads};
+use crate::model::engine::cpu::embeddings::{self, EmbGrads};
+use crate::model::engine::gpu::kernels::emulated::{emulator, kernels_in_source, Args, Emulator};
+use crate::model::engine::gpu::kernels::KernelMask;
 use crate::model::engine::packed::Packed;
 use crate::model::engine::weights::EmbW;
-use crate::model::kernels::cuda::emulated::{emulator, kernels_in_source, Args, Emulator};
-use crate::model::kernels::cuda::KernelMask;
 use crate::model::kernels::dropout_hash::Mask;
 use crate::model::kernels::gelu::{gelu_backward, gelu_into};
 use crate::model::kernels::layer_norm::{norm_buffers, residual_norm, residual_norm_backward};

@@ -1,4 +1,4 @@
-//! One BERT layer on a device, forward and backward, as ../layer.rs runs it on the CPU: the same
+//! One BERT layer on a device, forward and backward, as ../cpu/layer.rs runs it on the CPU: the same
 //! formulas and tape (8h + i floats a token), the products on the device's GEMM and everything
 //! between on the CUDA kernels, eight launches forward and 18 to 22 backward (in f32; under
 //! --precision bf16 each product's operands are rounded first: products.rs). The Linears'
@@ -15,8 +15,8 @@ use super::buffers::{
 };
 use super::device::{Addr, Arg, Device};
 use super::products::Gemms;
-use crate::model::engine::layer::Sites;
-use crate::model::kernels::cuda::KernelMask;
+use crate::model::engine::cpu::layer::Sites;
+use crate::model::engine::gpu::kernels::KernelMask;
 use candle_core::{bail, Result};
 
 /// Blocks of a row kernel's forward over t rows: a warp a row.
@@ -75,7 +75,7 @@ pub(super) fn add_partials<D: Device>(
 fn width(d: Dims) -> Result<usize> {
     match d.head_dim() {
         w @ (32 | 64) => Ok(w),
-        w => bail!("gpu engine: attention heads of width {w} (cuda/engine/ has 32 and 64)"),
+        w => bail!("gpu engine: attention heads of width {w} (gpu/kernels/ has 32 and 64)"),
     }
 }
 

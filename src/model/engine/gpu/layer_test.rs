@@ -1,5 +1,5 @@
 //! The GPU engine's layer (layer.rs) on the emulated device against the CPU engine's layer
-//! (../layer.rs) on the same weights and rows: output, input gradient and all twelve weight
+//! (../cpu/layer.rs) on the same weights and rows: output, input gradient and all twelve weight
 //! gradients (accumulated onto values already there), with dropout off and at every site.
 use super::assert_close as close;
 use super::buffers::{Bf16Weights, Dims, LayerAddrs, LayerParams, LayerTape, Rows, Scratch};
@@ -7,10 +7,10 @@ use super::device::{Buf, Device};
 use super::emulated::Emulated;
 use super::layer;
 use super::products;
-use crate::model::engine::gemm::Gemm;
-use crate::model::engine::layer::{self as cpu, LayerGrads, Pass, Sites};
+use crate::model::engine::cpu::gemm::Gemm;
+use crate::model::engine::cpu::layer::{self as cpu, LayerGrads, Pass, Sites};
+use crate::model::engine::cpu::packed_attention::Heads;
 use crate::model::engine::packed::Packed;
-use crate::model::engine::packed_attention::Heads;
 use crate::model::engine::weights::LayerW;
 use crate::model::kernels::blas::Blas;
 use crate::model::kernels::dropout_hash::Mask;
@@ -45,7 +45,7 @@ fn a_bf16_layer_matches_the_cpu_engine() {
     layer_matches(&dev, blas, Precision::Bf16);
 }
 
-/// The same check on a card: the cuBLAS products, NVRTC's build of cuda/engine/, the driver's
+/// The same check on a card: the cuBLAS products, NVRTC's build of gpu/kernels/, the driver's
 /// memory (a `cuda` build's test binary, run on the lent machine: scripts/README.md).
 #[cfg(feature = "cuda")]
 #[test]

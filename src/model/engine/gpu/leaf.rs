@@ -1,4 +1,4 @@
-//! Where the GPU engine meets candle, as ../leaf.rs for the CPU engine: a forward whose last
+//! Where the GPU engine meets candle, as ../cpu/leaf.rs for the CPU engine: a forward whose last
 //! layer's states enter candle's graph as a leaf (padded (b, len, h) on the model's device, with
 //! the 0/1 mask the heads pool by), so that a head and a loss run as candle ops; after candle's
 //! backward, the leaf's gradient goes back through the engine (packed again on the device).
@@ -10,14 +10,14 @@ use crate::model::{Bert, Dropout};
 use candle_core::backprop::GradStore;
 use candle_core::{Result, Tensor, Var};
 
-pub struct GpuLeaf {
+pub struct Leaf {
     /// (b, len, h): the states of real tokens, zeros where padded.
     pub states: Var,
     /// (b, len) 0/1: 1 for real tokens.
     pub mask: Tensor,
 }
 
-impl GpuLeaf {
+impl Leaf {
     /// Run `stack` forward on the sequences (named by `keys` for dropout), keeping its tape;
     /// the leaf lives on `on` (candle's handle on the stack's device).
     pub fn forward<D: Device>(
@@ -28,10 +28,10 @@ impl GpuLeaf {
         keys: &[u64],
         drop: Option<&Dropout>,
         on: &candle_core::Device,
-    ) -> Result<GpuLeaf> {
+    ) -> Result<Leaf> {
         let hidden = stack.forward(bert, ids, types, Some(keys), drop)?;
         let (states, mask, _) = stack.padded(hidden, on)?;
-        Ok(GpuLeaf { states, mask })
+        Ok(Leaf { states, mask })
     }
 
     /// The engine's backward from the leaf's gradient in `store` (none: the loss did not reach

@@ -1,7 +1,7 @@
 //! The GPU engine (issue 57, item 1; docs/gpu.md, "The GPU engine"): the CPU engine's forward and
-//! backward (../layer.rs, ../embeddings.rs) on a device, with buffers allocated once for a row
+//! backward (../cpu/layer.rs, ../cpu/embeddings.rs) on a device, with buffers allocated once for a row
 //! capacity, the products on the device's GEMM and everything else on the CUDA kernels
-//! (kernels/cuda). `Device` abstracts the card, so that the tests run the whole engine on the CPU
+//! (gpu/kernels/). `Device` abstracts the card, so that the tests run the whole engine on the CPU
 //! (emulated.rs) against the CPU engine; a card then proves only the device calls (cuda.rs).
 #[cfg(test)]
 mod attention_test;
@@ -13,6 +13,7 @@ pub mod device;
 pub(crate) mod emulated;
 pub mod grads;
 pub mod heads;
+pub mod kernels;
 #[cfg(test)]
 mod kernels_test;
 pub mod layer;
@@ -30,7 +31,7 @@ mod workspace;
 /// is `cuda::card_for`'s to say.
 pub fn on() -> bool {
     let on = crate::settings::get().gpu_engine == crate::settings::Switch::On;
-    cfg!(feature = "cuda") && on && super::enabled()
+    cfg!(feature = "cuda") && on && super::cpu::enabled()
 }
 
 /// Every element of `got` within `tol` x max(1, max |want|) of `want`: the GPU engine's tests'

@@ -1,5 +1,5 @@
 //! A whole BERT on a device: the embeddings and every layer, forward with the tape and backward
-//! into a gradient arena, as the CPU engine's `Engine::forward` / `backward` (../stack.rs) with
+//! into a gradient arena, as the CPU engine's `Stack::forward` / `backward` (../cpu/stack.rs) with
 //! the same dropout sites and masks. The weights are read where the model keeps them (candle's
 //! tensors on the card), but for q, k and v, copied into one (3h x h) weight and one 3h bias a
 //! forward (the optimizer changes them between steps). Everything else lives in a workspace
@@ -11,11 +11,11 @@ use super::grads::{Grads, Layout};
 use super::layer::{self, parts, row_blocks};
 use super::products::{padded_rows, RoundedWeights};
 use super::workspace::{batch_meta, Workspace};
-use crate::model::engine::embeddings::check_tables;
+use crate::model::engine::cpu;
+use crate::model::engine::cpu::check_tables;
+use crate::model::engine::gpu::kernels::KernelMask;
 use crate::model::engine::packed::Packed;
-use crate::model::engine::stack::Engine;
 use crate::model::engine::weights::{embedding_tensors, layer_tensors};
-use crate::model::kernels::cuda::KernelMask;
 use crate::model::kernels::precision::Precision;
 use crate::model::{Bert, BertLayer, Dropout};
 use candle_core::{bail, Result};
@@ -248,7 +248,7 @@ impl<D: Device> Stack<D> {
             Arg::Addr(g),
             Arg::Addr(bb),
             Arg::F32(eps),
-            Arg::Mask(KernelMask::of(Engine::mask(drop, 0, false).as_ref())),
+            Arg::Mask(KernelMask::of(cpu::Stack::mask(drop, 0, false).as_ref())),
             Arg::Addr(rows.row_ids),
             Arg::I32(t as i32),
             Arg::I32(h as i32),
@@ -265,7 +265,7 @@ impl<D: Device> Stack<D> {
             } else {
                 ws.hidden.at(0)
             };
-            let sites = Engine::sites(drop, l);
+            let sites = cpu::Stack::sites(drop, l);
             layer::forward(
                 dev,
                 p,
@@ -313,7 +313,7 @@ impl<D: Device> Stack<D> {
                 ws.scratch.dx().at(0)
             };
             let p = &batch.params[l];
-            let sites = Engine::sites(drop, l);
+            let sites = cpu::Stack::sites(drop, l);
             let gr = self.grad_addrs(grads, l);
             layer::backward(
                 dev,
@@ -336,7 +336,7 @@ impl<D: Device> Stack<D> {
             Arg::Addr(ws.xhat.at(0)),
             Arg::Addr(ws.rstd.at(0)),
             Arg::Addr(dev.tensor_addr(e[3])?),
-            Arg::Mask(KernelMask::of(Engine::mask(drop, 0, false).as_ref())),
+            Arg::Mask(KernelMask::of(cpu::Stack::mask(drop, 0, false).as_ref())),
             Arg::Mask(KernelMask::default()),
             Arg::Addr(rows.row_ids),
             Arg::I32(t as i32),

@@ -1,12 +1,12 @@
 //! The GPU engine's whole BERT (stack.rs) on the emulated device against the CPU engine
-//! (`Engine::forward` / `backward` / `export`) on one model and batch: the last layer's rows and
+//! (`cpu::Stack::forward` / `backward` / `export`) on one model and batch: the last layer's rows and
 //! every parameter's gradient, with dropout at every site, token types, repeated tokens; and a
 //! second step of the same size allocates nothing on the device.
 use super::assert_close as close;
 use super::device::{Buf, Device};
 use super::emulated::Emulated;
 use super::stack::Stack;
-use crate::model::engine::stack::Engine;
+use crate::model::engine::cpu;
 use crate::model::kernels::test_data;
 use crate::model::{Bert, BertConfig, Dropout, DropoutRates};
 use candle_core::{DType, Device as Candle, Tensor};
@@ -122,7 +122,7 @@ fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert, arena: &Ca
     let rows: usize = seqs.iter().map(Vec::len).sum();
     let dh = test_data(rows * h, 77);
 
-    let eng = Engine::for_bert(cpu_bert).unwrap();
+    let eng = cpu::Stack::for_bert(cpu_bert).unwrap();
     let fwd = eng
         .forward(&ids, Some(&tys), Some(&keys), Some(&drop), true)
         .unwrap();
@@ -168,8 +168,7 @@ fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert, arena: &Ca
 /// gradients for every parameter.
 #[test]
 fn a_candle_loss_over_the_leaf_matches_the_cpu_engine() {
-    use super::leaf::GpuLeaf;
-    use crate::model::engine::Leaf;
+    use crate::model::engine::cpu;
     let Some(dev) = Emulated::for_test("the emulated GPU leaf") else {
         return;
     };
@@ -196,8 +195,8 @@ fn a_candle_loss_over_the_leaf_matches_the_cpu_engine() {
         (pooled * &r).unwrap().sum_all().unwrap()
     };
 
-    let eng = Engine::for_bert(&bert).unwrap();
-    let leaf = Leaf::forward(&eng, &ids, None, &keys, Some(&drop)).unwrap();
+    let eng = cpu::Stack::for_bert(&bert).unwrap();
+    let leaf = cpu::Leaf::forward(&eng, &ids, None, &keys, Some(&drop)).unwrap();
     let l = loss(leaf.states.as_tensor(), &leaf.mask);
     let store = l.backward().unwrap();
     let mut grads = eng.zero_grads().unwrap();
@@ -207,7 +206,7 @@ fn a_candle_loss_over_the_leaf_matches_the_cpu_engine() {
 
     let mut stack = Stack::new(dev, &bert).unwrap();
     let g = stack.zero_grads(&Candle::Cpu).unwrap();
-    let leaf = GpuLeaf::forward(
+    let leaf = super::leaf::Leaf::forward(
         &mut stack,
         &bert,
         &ids,

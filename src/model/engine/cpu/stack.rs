@@ -1,12 +1,13 @@
 //! The engine proper: a stack of BERT layers (with the embeddings in front, or fed rows directly:
 //! a Condenser head), its forward with an optional tape, and its backward into gradient buffers.
-use super::embeddings::{self, EmbGrads};
+use super::super::packed::Packed;
+use super::super::weights;
+use super::embeddings;
 use super::first_token;
 use super::gemm::Gemm;
-use super::layer::{self, LayerGrads, LayerTape, Pass, Sites};
-use super::packed::Packed;
+use super::grads::Grads;
+use super::layer::{self, LayerTape, Pass, Sites};
 use super::packed_attention::Heads;
-use super::weights;
 use crate::hash::mix64;
 use crate::model::kernels::blas::{blas, Blas};
 use crate::model::kernels::dropout_hash::Mask;
@@ -46,9 +47,9 @@ impl Forward {
     }
 }
 
-/// An inference session's weights (`Engine::infer`); shared by the threads that encode.
+/// An inference session's weights (`Stack::infer`); shared by the threads that encode.
 pub struct Infer<'a> {
-    engine: &'a Engine<'a>,
+    engine: &'a Stack<'a>,
     emb: weights::EmbW<'a>,
     layers: Vec<weights::LayerW<'a>>,
 }
@@ -75,7 +76,7 @@ impl Infer<'_> {
         first_token::forward(e.gemm(), last, &fwd.hidden, &fwd.packed, e.heads)
     }
 
-    /// `Engine::forward` on these weights.
+    /// `Stack::forward` on these weights.
     fn forward_t(
         &self,
         ids: &[&[u32]],
@@ -86,7 +87,7 @@ impl Infer<'_> {
     ) -> Result<Forward> {
         let packed = Packed::of(ids, keys)?;
         embeddings::check(&self.emb, ids, types)?;
-        let mask = Engine::mask(drop, 0, false);
+        let mask = Stack::mask(drop, 0, false);
         let keep = pass.keeps();
         let (x, et) = embeddings::forward(&self.emb, ids, types, &packed, mask.as_ref(), keep);
         self.engine
@@ -94,14 +95,8 @@ impl Infer<'_> {
     }
 }
 
-/// Gradients of an engine's parameters, accumulated over any number of backward passes.
-pub struct Grads {
-    pub emb: Option<EmbGrads>,
-    pub layers: Vec<LayerGrads>,
-}
-
 /// A stack of BERT layers (with the embeddings in front, or fed rows directly: a Condenser head).
-pub struct Engine<'m> {
+pub struct Stack<'m> {
     emb: Option<&'m BertEmbeddings>,
     layers: &'m [BertLayer],
     heads: Heads,
@@ -109,15 +104,15 @@ pub struct Engine<'m> {
     blas: &'static Blas,
 }
 
-impl<'m> Engine<'m> {
+impl<'m> Stack<'m> {
     /// The engine for `bert`, or None where it does not apply (another device or dtype, no BLAS,
     /// an activation other than BERT's erf GELU): the caller then trains through candle.
-    pub fn for_bert(bert: &'m Bert) -> Option<Engine<'m>> {
+    pub fn for_bert(bert: &'m Bert) -> Option<Stack<'m>> {
         Self::build(Some(&bert.embeddings), &bert.layers, bert.precision())
     }
 
     /// The engine for layers fed rows directly (no embeddings).
-    pub fn for_layers(layers: &'m [BertLayer], precision: Precision) -> Option<Engine<'m>> {
+    pub fn for_layers(layers: &'m [BertLayer], precision: Precision) -> Option<Stack<'m>> {
         Self::build(None, layers, precision)
     }
 
@@ -149,13 +144,13 @@ impl<'m> Engine<'m> {
         emb: Option<&'m BertEmbeddings>,
         layers: &'m [BertLayer],
         precision: Precision,
-    ) -> Option<Engine<'m>> {
+    ) -> Option<Stack<'m>> {
         if Self::declines(layers).is_some() {
             return None;
         }
         let first = layers.first()?;
         let blas = blas()?;
-        Some(Engine {
+        Some(Stack {
             emb,
             layers,
             heads: Heads {
@@ -175,17 +170,14 @@ impl<'m> Engine<'m> {
         }
     }
 
-    /// Zeroed gradient buffers for this engine's parameters.
+    /// Zeroed gradient buffers for this stack's parameters (grads.rs).
     pub fn zero_grads(&self) -> Result<Grads> {
-        weights::with_weights(self.emb, self.layers, |e, ls| {
-            Ok(Grads {
-                emb: e.as_ref().map(EmbGrads::zeros),
-                layers: ls
-                    .iter()
-                    .map(|w| LayerGrads::zeros(w.g1.len(), w.bi.len()))
-                    .collect(),
-            })
-        })
+        Grads::zeros(self.emb, self.layers)
+    }
+
+    /// Each parameter (the model's tensor, a Var) with its accumulated gradient, as tensors.
+    pub fn export(&self, grads: Grads) -> Result<Vec<(Tensor, Tensor)>> {
+        grads.export(self.emb, self.layers)
     }
 
     /// Each dropout site's mask: the embeddings' is site 0, layer l's are 1 + 3l, 2 + 3l, 3 + 3l;
@@ -200,7 +192,7 @@ impl<'m> Engine<'m> {
         Mask::new(mix64(d.seed() ^ mix64(site.wrapping_add(0x5eed))), p)
     }
 
-    pub(super) fn sites(drop: Option<&Dropout>, l: usize) -> Sites {
+    pub(in crate::model::engine) fn sites(drop: Option<&Dropout>, l: usize) -> Sites {
         let base = 1 + 3 * l as u64;
         Sites {
             attention: Self::mask(drop, base, true),
@@ -340,32 +332,5 @@ impl<'m> Engine<'m> {
                 _ => Ok(Some(d)),
             }
         })
-    }
-
-    /// Each parameter (the model's tensor, a Var) with its accumulated gradient, as tensors.
-    pub fn export(&self, grads: Grads) -> Result<Vec<(Tensor, Tensor)>> {
-        let mut out = Vec::new();
-        let dev = candle_core::Device::Cpu;
-        if let (Some(e), Some(g)) = (self.emb, grads.emb) {
-            let ts = weights::embedding_tensors(e);
-            for (t, v) in ts.into_iter().zip([g.word, g.pos, g.typ, g.g, g.b]) {
-                out.push((t.clone(), Tensor::from_vec(v, t.shape(), &dev)?));
-            }
-        }
-        for (l, g) in self.layers.iter().zip(grads.layers) {
-            let ts = weights::layer_tensors(l)?;
-            let n = g.bqkv.len() / 3;
-            let (wq, bq) = (g.wqkv.chunks_exact(n * n), g.bqkv.chunks_exact(n));
-            let mut vs: Vec<Vec<f32>> = Vec::with_capacity(16);
-            for (w, b) in wq.zip(bq) {
-                vs.push(w.to_vec());
-                vs.push(b.to_vec());
-            }
-            vs.extend([g.wo, g.bo, g.g1, g.b1, g.wi, g.bi, g.wd, g.bd, g.g2, g.b2]);
-            for (t, v) in ts.into_iter().zip(vs) {
-                out.push((t.clone(), Tensor::from_vec(v, t.shape(), &dev)?));
-            }
-        }
-        Ok(out)
     }
 }

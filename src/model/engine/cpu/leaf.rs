@@ -1,7 +1,8 @@
 //! Where the engine meets candle: a forward whose last layer's states enter candle's graph as a
 //! leaf (padded to (b, len, h), with the 0/1 mask the heads pool by), so that a head and a loss run
 //! as candle ops; after candle's backward, the leaf's gradient goes back through the engine.
-use super::stack::{Engine, Forward, Grads};
+use super::grads::Grads;
+use super::stack::{Forward, Stack};
 use candle_core::backprop::GradStore;
 use candle_core::{Device, Result, Tensor, Var};
 
@@ -17,7 +18,7 @@ pub struct Leaf {
 impl Leaf {
     /// Run `engine` forward on the sequences (named by `keys` for dropout), keeping its tape.
     pub fn forward(
-        engine: &Engine,
+        engine: &Stack,
         ids: &[&[u32]],
         types: Option<&[&[u32]]>,
         keys: &[u64],
@@ -37,7 +38,7 @@ impl Leaf {
     /// it, and nothing is accumulated).
     pub fn backward(
         self,
-        engine: &Engine,
+        engine: &Stack,
         store: &GradStore,
         drop: Option<&crate::model::Dropout>,
         grads: &mut Grads,

@@ -1,4 +1,4 @@
-// The CUDA that cuda/engine/ uses, on the CPU, for its tests (emulated.rs): a block's threads are
+// The CUDA that gpu/kernels/ uses, on the CPU, for its tests (emulated.rs): a block's threads are
 // fibers (fiber.h) on the launching OS thread, run in turn by a scheduler, each until it waits
 // at a barrier or returns; __syncthreads is a barrier of the block, a warp's shuffle an exchange
 // through memory between two barriers of the warp, static __shared__ arrays plain statics (one

@@ -9,7 +9,7 @@
 //! caller is already one of several training threads. Without dropout, where it serves, a task's
 //! forward is one kernel instead (kernels/head_attention.rs: no n x n buffer, no BLAS call), its
 //! products in bf16 for a bf16 inference where AVX512-BF16 serves (kernels/bf16/attention.rs).
-use super::packed::Packed;
+use super::super::packed::Packed;
 use crate::model::kernels::bf16::attention as bf16_head;
 use crate::model::kernels::blas::{self, Blas, NO_TRANS, TRANS};
 use crate::model::kernels::dropout_hash::{self as mask, head_row_id, Mask};

@@ -1,7 +1,7 @@
 //! BERT's embeddings on packed rows: x = drop(LN(word[id] + position[p] + type[t])), and backward
 //! scattering the gradient into the three tables (dense gradients, as PyTorch's nn.Embedding).
-use super::packed::Packed;
-use super::weights::EmbW;
+use super::super::packed::Packed;
+use super::super::weights::EmbW;
 use crate::model::kernels::dropout_hash::{dropout_row, Mask};
 use crate::model::kernels::layer_norm::{norm_buffers, residual_norm, residual_norm_backward};
 use crate::model::kernels::vector::add_into;

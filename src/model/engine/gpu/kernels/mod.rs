@@ -4,16 +4,16 @@
 //! compiled by NVRTC at run time in a `cuda` build, and by g++ on the CPU for the tests that
 //! hold each kernel to the CPU's result (emulated.rs, on every CI: no card needed to find a
 //! wrong index or formula). Kept in every build, since the tests need no CUDA.
-use super::dropout_hash::Mask;
+use crate::model::kernels::dropout_hash::Mask;
 
 /// The kernels' one source, as NVRTC compiles it (emulate.cpp includes the same files in the
 /// same order).
 pub const ENGINE_SOURCE: &str = concat!(
-    include_str!("engine/common.cuh"),
-    include_str!("engine/rows.cu"),
-    include_str!("engine/attention.cu"),
-    include_str!("engine/heads.cu"),
-    include_str!("engine/optim.cu")
+    include_str!("common.cuh"),
+    include_str!("rows.cu"),
+    include_str!("attention.cu"),
+    include_str!("heads.cu"),
+    include_str!("optim.cu")
 );
 
 /// A dropout site as the kernels' `Mask` takes it (by value, as a kernel argument).
@@ -94,7 +94,7 @@ pub fn engine_ptx() -> candle_core::Result<&'static str> {
     });
     match ptx {
         Ok(p) => Ok(p),
-        Err(e) => candle_core::bail!("compiling the GPU engine's kernels (cuda/engine/): {e}"),
+        Err(e) => candle_core::bail!("compiling the GPU engine's kernels (gpu/kernels/): {e}"),
     }
 }
 

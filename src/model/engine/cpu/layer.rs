@@ -8,10 +8,10 @@
 //!   qkv = x Wqkv^T + bqkv          ctx = attention(qkv)           ao = ctx Wo^T + bo
 //!   a   = LN1(drop(ao) + x)        u = a Wi^T + bi                 f = gelu(u) Wd^T + bd
 //!   out = LN2(drop(f) + a)
+use super::super::packed::Packed;
+use super::super::weights::LayerW;
 use super::gemm::Gemm;
-use super::packed::Packed;
 use super::packed_attention::{self, Heads, Products};
-use super::weights::LayerW;
 use crate::model::kernels::dropout_hash::Mask;
 use crate::model::kernels::gelu::{gelu_backward, gelu_in_place, gelu_into};
 use crate::model::kernels::layer_norm::{norm_buffers, residual_norm, residual_norm_backward};

@@ -1,11 +1,11 @@
 // The GPU engine's kernels (engine/) on the CPU (emulate.h), for emulated.rs's tests: `emu_launch` runs a kernel by name
 // with its arguments as cuLaunchKernel takes them (an array of pointers to each argument).
 #include "emulate.h"
-#include "engine/common.cuh"
-#include "engine/rows.cu"
-#include "engine/attention.cu"
-#include "engine/heads.cu"
-#include "engine/optim.cu"
+#include "common.cuh"
+#include "rows.cu"
+#include "attention.cu"
+#include "heads.cu"
+#include "optim.cu"
 #include <mutex>
 #include <string>
 #include <type_traits>

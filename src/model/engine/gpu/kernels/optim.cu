@@ -3,7 +3,7 @@
 // the host uploads (train/adamw/slots.rs). One launch a parameter was ~200 launches a step for
 // MiniLM's 101 parameters (update and norm), half of a step's budget of 400 (issue 57).
 
-// A parameter as the optimizer's table holds it (kernels/cuda/mod.rs's `Slot`, the same fields
+// A parameter as the optimizer's table holds it (gpu/kernels/mod.rs's `Slot`, the same fields
 // in the same order): its weight, gradient and moments, n values each, and its weight-decay
 // factor (1 - lr wd, or 1 where it does not decay).
 struct Slot {

@@ -8,11 +8,11 @@
 //! every layer).
 //! Same formulas as layer.rs's forward, in inference: no dropout, no tape; past attention the
 //! layer's own tail (`layer::tail`).
+use super::super::packed::Packed;
+use super::super::weights::LayerW;
 use super::gemm::Gemm;
 use super::layer::{self, Sites};
-use super::packed::Packed;
 use super::packed_attention::Heads;
-use super::weights::LayerW;
 use crate::model::kernels::blas::{NO_TRANS, TRANS};
 use crate::model::kernels::softmax;
 use crate::model::kernels::vector::bias_rows;

@@ -1,4 +1,4 @@
-//! cuda/engine/ on the CPU, for tests: compiled once a test process by g++ with emulate.h into a
+//! gpu/kernels/ on the CPU, for tests: compiled once a test process by g++ with emulate.h into a
 //! shared library (then unlinked: the mapping stays), its kernels launched by name with the
 //! arguments cuLaunchKernel would take. Host memory stands in for device memory, so a kernel's
 //! pointers are the test's own buffers.
@@ -15,14 +15,14 @@ pub(crate) struct Emulator {
 }
 
 /// The emulated kernels, or why there are none here (no g++: the caller skips). A g++ that fails
-/// on cuda/engine/ panics: that is a broken kernel source, not a missing tool.
+/// on gpu/kernels/ panics: that is a broken kernel source, not a missing tool.
 pub(crate) fn emulator() -> Result<&'static Emulator, String> {
     static EMU: OnceLock<Result<Emulator, String>> = OnceLock::new();
     EMU.get_or_init(build).as_ref().map_err(Clone::clone)
 }
 
 fn build() -> Result<Emulator, String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model/kernels/cuda");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model/engine/gpu/kernels");
     let out = tempfile::tempdir().map_err(|e| format!("a temporary folder: {e}"))?;
     let lib = out.path().join("libengine_emulated.so");
     let run = std::process::Command::new("g++")
@@ -37,7 +37,7 @@ fn build() -> Result<Emulator, String> {
     };
     assert!(
         run.status.success(),
-        "g++ failed on cuda/engine/ (emulate.cpp):\n{}",
+        "g++ failed on gpu/kernels/ (emulate.cpp):\n{}",
         String::from_utf8_lossy(&run.stderr)
     );
     let path = CString::new(lib.to_string_lossy().as_bytes()).expect("a path without NUL");
@@ -105,7 +105,7 @@ impl Emulator {
                 args.pointers.as_mut_ptr(),
             )
         };
-        assert_eq!(rc, 0, "cuda/engine/ has no kernel {name}");
+        assert_eq!(rc, 0, "gpu/kernels/ has no kernel {name}");
     }
 
     /// The kernels emulate.cpp registers.
@@ -119,7 +119,7 @@ impl Emulator {
     }
 }
 
-/// The kernels cuda/engine/ defines: its `extern "C" __global__` functions, and the attention pair
+/// The kernels gpu/kernels/ defines: its `extern "C" __global__` functions, and the attention pair
 /// of each head width its ATTENTION_WIDTH lines instantiate.
 pub(crate) fn kernels_in_source() -> Vec<String> {
     let mut names = Vec::new();
