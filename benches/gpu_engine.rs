@@ -1,4 +1,4 @@
-//! The GPU engine's training step against candle's graph on one card (issue 57, item 1), same
+//! The GPU engine's training step against candle's graph on one GPU (issue 57, item 1), same
 //! process, routes alternating: all-MiniLM-L6-v2 on STSb train's first 64 pairs as MNR embeds
 //! them (both columns: 128 sequences), a forward with BERT's dropout and a backward from a fixed
 //! gradient of the last layer's rows, every parameter's gradient computed. Prints each route's
@@ -6,7 +6,7 @@
 //! step (candle's route: scripts/gpu-step-anatomy.sh counts it with cuhook); then the engine's
 //! step under --precision bf16 (bf16 products, cublasGemmEx) against the same candle figure.
 //!   cargo bench --features cuda --bench gpu_engine --no-run   # here (build-cuda.sh's env)
-//!   target/release/deps/gpu_engine-* [MODEL_DIR] [STSB_TRAIN_PARQUET] [STEPS]   # on the card
+//!   target/release/deps/gpu_engine-* [MODEL_DIR] [STSB_TRAIN_PARQUET] [STEPS]   # on the GPU
 use candle_core::{Device, Tensor};
 use condenser::model::engine::gpu::cuda::Cuda;
 use condenser::model::engine::gpu::device::{Buf, Device as _};
@@ -29,13 +29,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .next()
         .unwrap_or_else(|| "datasets/data/stsb/train.parquet".into());
     let steps: usize = args.next().map_or(Ok(20), |s| s.parse())?;
-    let card = Device::new_cuda(0)?;
-    let Device::Cuda(cd) = &card else {
+    let gpu = Device::new_cuda(0)?;
+    let Device::Cuda(cd) = &gpu else {
         unreachable!("new_cuda gives a CUDA device")
     };
     let folder = ModelFolder::open(std::path::Path::new(&model))?;
     let cfg = folder.config.clone();
-    let t = load_trainable(&folder.weights, &[], &[], 1, &card, |vb| {
+    let t = load_trainable(&folder.weights, &[], &[], 1, &gpu, |vb| {
         Bert::load(vb, &cfg)
     })?;
     let mut t = t;
@@ -66,7 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut bert = &t.model;
     let dev = Cuda::new(cd)?;
     let mut stack = Stack::new(dev, bert)?;
-    let mut grads = stack.zero_grads(&card)?;
+    let mut grads = stack.zero_grads(&gpu)?;
     let dh = Buf::of(stack.device(), &r)?;
     let mut engine_step = |stack: &mut Stack<Cuda>, bert: &Bert| -> candle_core::Result<()> {
         grads.restart(stack.device())?;
@@ -77,21 +77,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
 
     // candle: the padded batch through the graph, loss = sum(states * R) over every position
-    let b = TokenBatch::new(&refs, None, 0, &card)?;
+    let b = TokenBatch::new(&refs, None, 0, &gpu)?;
     let (bsz, len) = b.ids.dims2()?;
     let rp = Tensor::from_vec(
         (0..bsz * len * h)
             .map(|i| ((i * 7919 % 1009) as f32 / 1009.0) - 0.5)
             .collect::<Vec<f32>>(),
         (bsz, len, h),
-        &card,
+        &gpu,
     )?;
     let candle_step = || -> candle_core::Result<()> {
         let states = bert.forward_t(&b.ids, &b.type_ids, &b.mask, Some(&drop))?;
         let loss = (states * &rp)?.sum_all()?;
         let store = loss.backward()?;
         drop_store(store);
-        card.synchronize()
+        gpu.synchronize()
     };
 
     for _ in 0..3 {
@@ -121,7 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         spent.allocations
     );
 
-    // --precision bf16: the engine's products on bf16 operands (candle's graph on a card is f32)
+    // --precision bf16: the engine's products on bf16 operands (candle's graph on a GPU is f32)
     t.model
         .set_precision(condenser::model::kernels::precision::Precision::Bf16)?;
     bert = &t.model;

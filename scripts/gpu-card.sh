@@ -79,7 +79,7 @@ stage) # only the staging above: a call that carries a part and runs nothing (th
   ;;
 small)
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  TESTS="a_layer_on_the_card a_whole_bert_on_the_card train::adamw" STAGE=$stage SKIP_BENCH=1 \
+  TESTS="a_layer_on_the_gpu a_whole_bert_on_the_gpu train::adamw" STAGE=$stage SKIP_BENCH=1 \
     timeout 150 bash scripts/gpu-engine-checks.sh
   ;;
 engine)

@@ -25,7 +25,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 # the tests that need a card: everything else in the binary runs on the CPU and is CI's
 # (TESTS: other filters, e.g. the tests that need no model; CONDENSER_STRICT=gpu,blas makes a
 # test that finds no card or no BLAS fail rather than say SKIPPED)
-/tmp/lib-tests --test-threads 1 ${TESTS:-on_the_card sum_squares_of_known_values \
+/tmp/lib-tests --test-threads 1 ${TESTS:-on_the_gpu sum_squares_of_known_values \
   one_launch_update_matches_the_cpu} 2>&1 | tee "$out/gpu-engine-tests${TESTS:+-some}.log" ||
   echo "some card tests FAILED (above); the bench runs all the same"
 [ -n "${SKIP_BENCH:-}" ] && exit 0

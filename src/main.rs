@@ -19,7 +19,7 @@ fn main() {
     // SAFETY: ignoring a signal before any thread starts
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let done = cli::main();
-    // the card's memory is a figure like speed, and the host's peak RSS says nothing of it: the
+    // the GPU's memory is a figure like speed, and the host's peak RSS says nothing of it: the
     // GPU pool's high-water marks close every command that opened a GPU
     // (a recipe prints them per step and resets them: nothing is left to say at its end)
     if let Some((used, reserved)) = condenser::runtime::gpu_memory_peak_mb().filter(|m| m.1 > 0.0) {

@@ -191,7 +191,7 @@ fn gpu_pool() -> Option<(
 }
 
 /// The opened GPU's memory high-water marks so far, in MB: (used by live buffers, reserved by
-/// the stream-ordered pool that cudarc allocates from). The pool keeps freed blocks, so the card
+/// the stream-ordered pool that cudarc allocates from). The pool keeps freed blocks, so the GPU
 /// holds `reserved` (what nvidia-smi shows), while the host's peak RSS says nothing of either.
 /// None without a GPU.
 #[cfg(feature = "cuda")]

@@ -121,7 +121,7 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "CONDENSER_GPU_ENGINE",
         values: "on (default), off; 1 and 0 as on and off",
-        about: "off: the GPU engine kept off, candle's graph on the card",
+        about: "off: the GPU engine kept off, candle's graph on the GPU",
     },
     Variable {
         name: "CONDENSER_ISA",

@@ -87,7 +87,7 @@ impl OverlapReport {
         sketches: &[Sketch],
     ) -> OverlapReport {
         let n = names.len();
-        let card: Vec<f64> = sketches.iter().map(Sketch::cardinality).collect();
+        let estimated: Vec<f64> = sketches.iter().map(Sketch::cardinality).collect();
         let jaccard: Vec<Vec<f64>> = (0..n)
             .map(|i| {
                 (0..n)
@@ -105,7 +105,8 @@ impl OverlapReport {
             .map(|i| {
                 (0..n)
                     .map(|j| {
-                        (jaccard[i][j] / (1.0 + jaccard[i][j]) * (card[i] + card[j])).round() as u64
+                        (jaccard[i][j] / (1.0 + jaccard[i][j]) * (estimated[i] + estimated[j]))
+                            .round() as u64
                     })
                     .collect()
             })
@@ -116,7 +117,7 @@ impl OverlapReport {
             .collect();
         let sizes = names
             .iter()
-            .zip(&card)
+            .zip(&estimated)
             .map(|(nm, c)| (nm.clone(), c.round() as u64))
             .collect();
         OverlapReport {

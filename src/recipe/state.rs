@@ -101,7 +101,7 @@ impl State {
         };
         if rec.status == Status::Running {
             // only training commands (train-*, pretrain) leave a checkpoint; one that finished
-            // has removed it and left its card and log, and --resume then says it is done
+            // has removed it and left its model card and log, and --resume then says it is done
             let resumable = step.out.as_ref().is_some_and(|o| {
                 o.join("checkpoint/state.json").is_file()
                     || crate::model::folders::card::finished_run(o)

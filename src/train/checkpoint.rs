@@ -97,9 +97,9 @@ pub fn load(
     let st: TrainState =
         serde_json::from_value(v["state"].clone()).map_err(|e| Error::file(&state_path, e))?;
     check(&st)?;
-    // read into host memory and moved a tensor at a time: read onto a card, the checkpoint's
+    // read into host memory and moved a tensor at a time: read onto a GPU, the checkpoint's
     // weights and moments (3x the model) sat there beside the live ones, so a resumed run
-    // could need more of the card than the run it resumes
+    // could need more of the GPU than the run it resumes
     let host = candle_core::Device::Cpu;
     let weights = dir.join("model.safetensors");
     let w = read_weights(&weights, &host)?;

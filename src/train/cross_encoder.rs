@@ -35,13 +35,13 @@ pub struct CrossEncoderTask {
     device: Device,
     /// What was changed of what was asked (a length cut to the model's positions).
     notes: Vec<String>,
-    /// The GPU engine, made at the first step on a card and kept (card.rs).
+    /// The GPU engine, made at the first step on a GPU and kept (cross_encoder_gpu.rs).
     #[cfg(feature = "cuda")]
-    gpu: std::sync::Mutex<Option<card::CrossCard<crate::model::engine::gpu::cuda::Cuda>>>,
+    gpu: std::sync::Mutex<Option<gpu::CrossGpu<crate::model::engine::gpu::cuda::Cuda>>>,
 }
 
-#[path = "cross_encoder_card.rs"]
-mod card;
+#[path = "cross_encoder_gpu.rs"]
+mod gpu;
 
 /// Check labels for the head: [0, 1] for one label, class ids below num_labels otherwise.
 pub fn check_labels(path: &Path, column: &str, labels: &[f64], num_labels: usize) -> Result<()> {
@@ -152,7 +152,7 @@ impl TrainTask for CrossEncoderTask {
     fn set_precision(&mut self, p: crate::model::kernels::precision::Precision) -> Result<()> {
         self.model.set_precision(p)?;
         if p != crate::model::kernels::precision::Precision::F32 && !self.device.is_cpu() {
-            // the GPU engine trains BERT in p; candle's ops on a card (the pooler, the
+            // the GPU engine trains BERT in p; candle's ops on a GPU (the pooler, the
             // classifier, dev evaluation) run f32
             self.notes.push(format!(
                 "--precision {}: BERT's products on the GPU engine run in it; the pooler, the \
@@ -187,8 +187,8 @@ impl TrainTask for CrossEncoderTask {
         Ok(LossOutput::single(self.loss_of(&logits, idx)?))
     }
 
-    /// Through the engine where it applies (the CPU in f32/bf16/f16 with BLAS; a card where
-    /// the GPU engine takes the model, card.rs): BERT's states as a leaf, the head and loss in
+    /// Through the engine where it applies (the CPU in f32/bf16/f16 with BLAS; a GPU where
+    /// the GPU engine takes the model, cross_encoder_gpu.rs): BERT's states as a leaf, the head and loss in
     /// candle, the engine's backward from the leaf's gradient.
     fn gradients(
         &self,
@@ -199,8 +199,8 @@ impl TrainTask for CrossEncoderTask {
     ) -> Result<Gradients> {
         let backend = self.backend();
         #[cfg(feature = "cuda")]
-        if let Some(card) = backend.card() {
-            return self.on_card(card, idx, drop, weight);
+        if let Some(gpu) = backend.gpu() {
+            return self.on_gpu(gpu, idx, drop, weight);
         }
         let params = params::var_list(&self.varmap);
         let Some(eng) = backend.cpu_engine(&self.model.bert) else {
@@ -226,7 +226,7 @@ impl TrainTask for CrossEncoderTask {
         let Some(dev) = &self.dev else {
             return Ok(None);
         };
-        self.release_card();
+        self.release_gpu();
         let frozen = CrossEncoderModel {
             model: CrossEncoder::load(
                 params::frozen(&self.varmap, &self.device),

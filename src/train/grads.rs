@@ -100,7 +100,7 @@ impl ParamGrads {
         let (gs, ws) = (self.in_order(vars.0), want.in_order(vars.1));
         let (mut off, mut norm) = (0f64, 0f64);
         // every parameter is measured before anything is asserted, so that a failure on a lent
-        // card (one run, no second look) reports the whole comparison: the worst parameter
+        // GPU (one run, no second look) reports the whole comparison: the worst parameter
         // against its bound and the norm's difference
         let mut worst_each: Option<(usize, f32, f32)> = None;
         assert!(vars.1.len() > 100, "{} parameters", vars.1.len());

@@ -123,7 +123,7 @@ pub trait TrainTask: Sync {
 
     /// The engine this task's BERT trains on (model/engine/backend.rs): the summary says which
     /// ran, the trainer keys dropout by example only on an engine, and only the GPU engine runs
-    /// below f32 on a card.
+    /// below f32 on a GPU.
     fn backend(&self) -> Backend {
         Backend::Graph("this task runs candle's graph".into())
     }
@@ -185,7 +185,7 @@ pub trait TrainTask: Sync {
     /// Write the model folder.
     fn save(&self, dir: &Path) -> Result<()>;
 
-    /// Wait until the work queued so far is complete on the device (a card's stream; nothing on
+    /// Wait until the work queued so far is complete on the device (a GPU's stream; nothing on
     /// the CPU, whose work is done when its calls return): a step's clock stops after it.
     fn synchronize(&self) -> Result<()> {
         Ok(super::params::device_of(self.varmap()).synchronize()?)

@@ -134,7 +134,7 @@ pub fn train(
     let mut parts = Parts::default();
     let (mut step_seconds, mut examples, mut split) = (0f64, 0usize, 1usize);
     // a step's clock starts with its first micro-batch and stops once its update is complete
-    // on the device (TrainTask::synchronize): a card's backward and update are only queued when
+    // on the device (TrainTask::synchronize): a GPU's backward and update are only queued when
     // the host moves on, and a clock stopped then leaves most of the step out
     let mut t_step: Option<Instant> = None;
     let mut clock = Clock::default();

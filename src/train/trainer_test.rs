@@ -13,12 +13,12 @@ use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Work a device does after the host has moved on: a card's stream runs the backward and the
+/// Work a device does after the host has moved on: a GPU's stream runs the backward and the
 /// update queued by the step's calls, and the host learns they are done only by waiting.
 const DEVICE_WORK: Duration = Duration::from_millis(40);
 
 /// A least-squares task on one weight whose every step also queues DEVICE_WORK of work that
-/// completes on another thread (as a card's queued kernels do): only `synchronize` waits for it.
+/// completes on another thread (as a GPU's queued kernels do): only `synchronize` waits for it.
 struct QueuedWork {
     varmap: VarMap,
     /// the last work queued (each waits for the one before it)

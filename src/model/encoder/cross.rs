@@ -1,8 +1,8 @@
 //! A trained cross-encoder ready to score pairs. On the CPU the engine runs BERT (packed batches
 //! to a token budget, on every thread, as the sentence encoder does; its last layer at the
 //! `[CLS]` rows only, all the head reads) and candle the small head (pooler, tanh, classifier)
-//! on those rows; on a card the GPU engine where it takes the model (`[CLS]` pooled on the
-//! device, on_card.rs), the head in candle there; elsewhere candle's padded graph runs it all.
+//! on those rows; on a GPU the GPU engine where it takes the model (`[CLS]` pooled on the
+//! device, on_gpu.rs), the head in candle there; elsewhere candle's padded graph runs it all.
 use crate::error::{Context, Error, Result};
 use crate::model::engine::gpu::heads::DevicePooling;
 use crate::model::engine::{run_batches, Backend};
@@ -49,8 +49,8 @@ impl CrossEncoderModel {
                 })
                 .doing("cross-encoder forward")?;
         }
-        // on a card, the GPU engine where it takes the model: [CLS] pooled on the device
-        if let Some(scores) = self.on_card(&enc, batch, progress) {
+        // on a GPU, the GPU engine where it takes the model: [CLS] pooled on the device
+        if let Some(scores) = self.on_gpu(&enc, batch, progress) {
             return scores;
         }
         by_length(&lens, batch, progress, |chunk| {
@@ -65,7 +65,7 @@ impl CrossEncoderModel {
     }
 
     /// Scores from the engine's `[CLS]` rows (items x hidden) through the head, on the model's
-    /// device (the CPU's engine or a card's).
+    /// device (the CPU's engine or a GPU's).
     fn head_scores(&self, cls: Vec<f32>, items: usize) -> candle_core::Result<Vec<Vec<f32>>> {
         let h = cls.len() / items.max(1);
         let cls = Tensor::from_vec(cls, (items, h), &self.device)?;
@@ -77,10 +77,10 @@ impl CrossEncoderModel {
         Backend::of_bert(&self.model.bert)
     }
 
-    /// On a card, the scores of the tokenized pairs `enc` from the GPU engine where it takes
+    /// On a GPU, the scores of the tokenized pairs `enc` from the GPU engine where it takes
     /// the model (`backend`); None: candle's padded graph scores them (and without the `cuda`
-    /// feature there is no card).
-    fn on_card(
+    /// feature there is no GPU).
+    fn on_gpu(
         &self,
         enc: &[(Vec<u32>, Vec<u32>)],
         batch: usize,
@@ -90,9 +90,9 @@ impl CrossEncoderModel {
         {
             use crate::model::engine::gpu::cuda::Cuda;
             let backend = self.backend();
-            let card = backend.card()?;
+            let gpu = backend.gpu()?;
             Some(
-                Cuda::new(card)
+                Cuda::new(gpu)
                     .doing("the GPU engine")
                     .and_then(|dev| self.scores_on(dev, enc, batch, progress)),
             )
@@ -118,7 +118,7 @@ impl CrossEncoderModel {
         let ids: Vec<&[u32]> = enc.iter().map(|e| e.0.as_slice()).collect();
         let types: Vec<&[u32]> = enc.iter().map(|e| e.1.as_slice()).collect();
         let bert = &self.model.bert;
-        super::on_card::on_engine(
+        super::on_gpu::on_engine(
             bert,
             dev,
             (cls, false),

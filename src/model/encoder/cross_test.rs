@@ -1,4 +1,4 @@
-//! cross.rs's route on a card (`scores_on`) on the emulated device against the CPU engine's
+//! cross.rs's route on a GPU (`scores_on`) on the emulated device against the CPU engine's
 //! `predict`: all-MiniLM-L6-v2's BERT under a pooler and a classifier of fixed values, one label
 //! (sigmoid) and three (softmax), pairs of several lengths in batches of three, the last ragged.
 use super::CrossEncoderModel;
@@ -82,7 +82,7 @@ fn scoring_on_the_engine_matches_the_cpu_engine() {
     }
 }
 
-/// --dtype bf16 on a card (folders/inference.rs sets the cross-encoder's precision where the
+/// --dtype bf16 on a GPU (folders/inference.rs sets the cross-encoder's precision where the
 /// engine takes it): the engine's bf16 products with f32 sums, within bf16's rounding of the
 /// f32 scores and not equal to them (the precision reached the products).
 #[test]

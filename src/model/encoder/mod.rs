@@ -1,10 +1,10 @@
 //! Sentence embeddings as sentence-transformers computes them: tokens with `[CLS]`/`[SEP]`, truncated
 //! to max_seq_length, BERT, pooling, optional L2 normalisation. Texts are sorted by length so that
 //! batches carry little padding; results come back in input order. On the CPU the engine runs
-//! it (packed batches to a token budget, on every thread: `engine::batches`); on a card the GPU
-//! engine where it takes the model (on_card.rs); elsewhere candle.
+//! it (packed batches to a token budget, on every thread: `engine::batches`); on a GPU the GPU
+//! engine where it takes the model (on_gpu.rs); elsewhere candle.
 mod cross;
-mod on_card;
+mod on_gpu;
 mod prompts;
 
 pub use cross::CrossEncoderModel;
@@ -233,8 +233,8 @@ impl SentenceEncoder {
                     })
                     .doing("model forward")??
             }
-            // on a card, the GPU engine where it takes the model (on_card.rs), else candle
-            None => match self.on_card(&seqs, batch_size, progress) {
+            // on a GPU, the GPU engine where it takes the model (on_gpu.rs), else candle
+            None => match self.on_gpu(&seqs, batch_size, progress) {
                 Some(rows) => rows?,
                 None => by_length(&lens, batch_size, progress, |chunk| {
                     let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i].as_slice()).collect();

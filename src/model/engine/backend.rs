@@ -1,8 +1,8 @@
-//! Which engine runs a BERT, decided in one place (issue 83): condenser's GPU engine on a card it
+//! Which engine runs a BERT, decided in one place (issue 83): condenser's GPU engine on a GPU it
 //! takes, condenser's CPU engine, or candle's graph with the reason both declined. Callers ask
 //! the Backend their model carries (a task's `backend()`, an encoder's) instead of testing the
 //! device, dtype and activation themselves; the conditions live here and in the two engines'
-//! own `declines` (stack.rs for the CPU, gpu/cuda.rs's `card_for` for a card).
+//! own `declines` (stack.rs for the CPU, gpu/cuda.rs's `gpu_for` for a GPU).
 use super::cpu::Stack;
 use crate::model::kernels::precision::Precision;
 use crate::model::{Bert, BertLayer};
@@ -10,7 +10,7 @@ use crate::model::{Bert, BertLayer};
 /// The engine a model runs on.
 #[derive(Clone, Debug)]
 pub enum Backend {
-    /// condenser's GPU engine on this card (model/engine/gpu).
+    /// condenser's GPU engine on this GPU (model/engine/gpu).
     #[cfg(feature = "cuda")]
     Gpu(candle_core::cuda::CudaDevice),
     /// condenser's CPU engine (stack.rs).
@@ -22,9 +22,9 @@ pub enum Backend {
 /// What a model's code can run on besides candle's graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Takes {
-    /// The CPU engine and, on a card, the GPU engine (bi-encoders, cross-encoders).
+    /// The CPU engine and, on a GPU, the GPU engine (bi-encoders, cross-encoders).
     Both,
-    /// The CPU engine only (pretraining: on a card, candle's graph).
+    /// The CPU engine only (pretraining: on a GPU, candle's graph).
     CpuOnly,
 }
 
@@ -34,8 +34,8 @@ impl Backend {
     pub fn of(bert: &Bert, head: &[BertLayer], takes: Takes) -> Backend {
         #[cfg(feature = "cuda")]
         if takes == Takes::Both && head.is_empty() {
-            if let Some(card) = super::gpu::cuda::card_for(bert) {
-                return Backend::Gpu(card);
+            if let Some(gpu) = super::gpu::cuda::gpu_for(bert) {
+                return Backend::Gpu(gpu);
             }
         }
         let _ = takes;
@@ -77,22 +77,22 @@ impl Backend {
         matches!(self, Backend::Cpu)
     }
 
-    /// The CPU engine over `bert`, where it is this backend (None on a card or the graph): the
+    /// The CPU engine over `bert`, where it is this backend (None on a GPU or the graph): the
     /// one way callers build the engine they were routed to.
     pub fn cpu_engine<'m>(&self, bert: &'m Bert) -> Option<Stack<'m>> {
         self.is_cpu().then(|| Stack::for_bert(bert)).flatten()
     }
 
-    /// The card, where the GPU engine runs the model.
+    /// The GPU, where the GPU engine runs the model.
     #[cfg(feature = "cuda")]
-    pub fn card(&self) -> Option<&candle_core::cuda::CudaDevice> {
+    pub fn gpu(&self) -> Option<&candle_core::cuda::CudaDevice> {
         match self {
-            Backend::Gpu(card) => Some(card),
+            Backend::Gpu(gpu) => Some(gpu),
             _ => None,
         }
     }
 
-    /// Which kernels the engine runs, for a summary: a card's, or the CPU class's (also what a
+    /// Which kernels the engine runs, for a summary: a GPU's, or the CPU class's (also what a
     /// graph's products run on, through the same Linear kernels).
     pub fn kernels(&self) -> String {
         if self.is_gpu() {

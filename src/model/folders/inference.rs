@@ -55,10 +55,10 @@ impl Default for InferenceOptions {
 
 impl InferenceOptions {
     /// The weights' dtype: the compute type on a GPU (f32 where the GPU engine is to run the
-    /// encoder: `engine_card`); on the CPU always f32, a lower --dtype running the Linears'
+    /// encoder: `engine_gpu`); on the CPU always f32, a lower --dtype running the Linears'
     /// products in it instead (`precision`).
     pub fn dtype(&self) -> DType {
-        if self.device.is_cpu() || self.engine_card() {
+        if self.device.is_cpu() || self.engine_gpu() {
             return DType::F32;
         }
         self.compute().dtype()
@@ -69,12 +69,12 @@ impl InferenceOptions {
         ComputeType::or_default(self.dtype, &self.device)
     }
 
-    /// Whether the GPU engine is to run an encoder on this device: a card, the engine on (a
+    /// Whether the GPU engine is to run an encoder on this device: a GPU, the engine on (a
     /// `cuda` build, not turned off) and f32 or bf16 compute, the two precisions of its
     /// products. Its weights then load in f32 (the engine's master copy) and bf16 runs as its
     /// bf16 products with f32 sums, attention and norms. A model the engine does not take is
     /// loaded again for candle at the compute dtype (`encoder`).
-    fn engine_card(&self) -> bool {
+    fn engine_gpu(&self) -> bool {
         self.device.is_cuda()
             && crate::model::engine::gpu::on()
             && matches!(self.compute(), ComputeType::F32 | ComputeType::Bf16)
@@ -83,7 +83,7 @@ impl InferenceOptions {
     /// The Linears' precision on the CPU and on the GPU engine (f32 elsewhere), refused where
     /// this CPU lacks it.
     pub fn precision(&self) -> Result<Precision> {
-        if !self.device.is_cpu() && !self.engine_card() {
+        if !self.device.is_cpu() && !self.engine_gpu() {
             return Ok(Precision::F32);
         }
         let p = match self.compute() {
@@ -100,7 +100,7 @@ impl InferenceOptions {
     /// A sentence encoder from `dir` with these options applied.
     pub fn encoder(&self, dir: &Path) -> Result<SentenceEncoder> {
         let mut enc = self.encoder_as(dir, self.dtype(), self.precision()?)?;
-        if self.engine_card() && !enc.backend().is_gpu() {
+        if self.engine_gpu() && !enc.backend().is_gpu() {
             // the GPU engine does not run this model (its activation, head width or pooling):
             // candle's graph does, at the compute dtype, as without the engine
             enc = self.encoder_as(dir, self.compute().dtype(), Precision::F32)?;
@@ -119,13 +119,13 @@ impl InferenceOptions {
     }
 
     /// A cross-encoder from `dir` (its weights in f32), its products in the options' precision
-    /// on the CPU (on AVX2 in f32, the frozen Linears on condenser's kernel) and on a card's GPU
+    /// on the CPU (on AVX2 in f32, the frozen Linears on condenser's kernel) and on a GPU
     /// engine (f32 or bf16, as the encoder's: bf16 unless --dtype says otherwise). Where the
     /// engine does not take the model, candle's graph scores in f32, and a --dtype asking for
     /// less is told so.
     pub fn cross_encoder(&self, dir: &Path) -> Result<CrossEncoderModel> {
         let mut ce = CrossEncoderModel::load(dir, &self.device)?;
-        if self.device.is_cpu() || (self.engine_card() && ce.backend().is_gpu()) {
+        if self.device.is_cpu() || (self.engine_gpu() && ce.backend().is_gpu()) {
             ce.model.set_precision(self.precision()?)?;
         } else if let Some(asked) = self.dtype.filter(|d| *d != ComputeType::F32) {
             crate::runtime::notes::note(&format!(

@@ -86,7 +86,7 @@ fn run_file(name: &std::ffi::OsStr) -> bool {
         "loss.svg",
         "loss.png",
         "condenser_head.safetensors",
-        // the end's card describes the end's run; the mixed model gets its own
+        // the end's model card describes the end's run; the mixed model gets its own
         "README.md",
     ]
     .contains(&name.as_ref())

@@ -51,7 +51,7 @@ pub struct EncoderLayout {
 pub type Weights = HashMap<String, Tensor>;
 
 /// Save named tensors as safetensors, atomically, a tensor at a time: each is copied to the
-/// host as it is written (a card's tensors too), so the host never holds the whole file (a
+/// host as it is written (a GPU's tensors too), so the host never holds the whole file (a
 /// checkpoint's optimizer moments are twice the model).
 pub fn save_tensors(tensors: &Weights, path: &Path) -> Result<()> {
     write_with_path(path, |tmp| {

@@ -2,7 +2,7 @@
 //! no decay for biases and LayerNorm weights (candle's AdamW decays every parameter). Global-norm
 //! gradient clipping as torch.nn.utils.clip_grad_norm_. One formula (host.rs's `adamw_chunk`),
 //! three backends in this room: the host kernel, the GPU engine's device (slots.rs: one launch a
-//! step on a card, the emulated device in tests) and candle's tensor ops elsewhere, written op
+//! step on a GPU, the emulated device in tests) and candle's tensor ops elsewhere, written op
 //! for op as the host's so that each rounds alike.
 pub mod host;
 pub mod slots;
@@ -56,7 +56,7 @@ fn eligible(t: &Tensor) -> Option<candle_core::cuda::CudaDevice> {
     }
 }
 
-/// The GPU engine's device on a card (its launcher: slots.rs runs through it) and the memory
+/// The GPU engine's device on a GPU (its launcher: slots.rs runs through it) and the memory
 /// the optimizer keeps there between steps.
 #[cfg(feature = "cuda")]
 struct OnCuda {
@@ -67,16 +67,16 @@ struct OnCuda {
 
 #[cfg(feature = "cuda")]
 impl OnCuda {
-    /// `kept`, made (again) where it is none or another card's.
+    /// `kept`, made (again) where it is none or another GPU's.
     fn on<'k>(
         kept: &'k mut Option<OnCuda>,
-        card: &candle_core::cuda::CudaDevice,
+        gpu: &candle_core::cuda::CudaDevice,
     ) -> Result<&'k mut OnCuda> {
-        if kept.as_ref().is_none_or(|k| k.id != card.id()) {
+        if kept.as_ref().is_none_or(|k| k.id != gpu.id()) {
             *kept = None;
             *kept = Some(OnCuda {
-                id: card.id(),
-                dev: crate::model::engine::gpu::cuda::Cuda::new(card)?,
+                id: gpu.id(),
+                dev: crate::model::engine::gpu::cuda::Cuda::new(gpu)?,
                 table: Default::default(),
             });
         }
@@ -193,13 +193,13 @@ impl AdamW {
             })?;
         }
         #[cfg(feature = "cuda")]
-        if let Some(card) = on_device.first().and_then(eligible) {
+        if let Some(gpu) = on_device.first().and_then(eligible) {
             if on_device.iter().all(|g| eligible(g).is_some()) {
                 // the norm's device and memory, kept between steps (the trainer asks for a norm
-                // every step, on one card)
+                // every step, on one GPU)
                 static KEPT: std::sync::Mutex<Option<OnCuda>> = std::sync::Mutex::new(None);
                 let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-                let on = OnCuda::on(&mut kept, &card)?;
+                let on = OnCuda::on(&mut kept, &gpu)?;
                 sq += slots::sum_squares(&on.dev, &mut on.table, &on_device)?;
                 return Ok(sq.sqrt());
             }
@@ -241,7 +241,7 @@ impl AdamW {
         };
         // CUDA parameters (their index and decay), updated together after the loop
         #[cfg_attr(not(feature = "cuda"), allow(unused_mut))]
-        let mut on_card: Vec<(usize, f32)> = Vec::new();
+        let mut on_gpu: Vec<(usize, f32)> = Vec::new();
         for (k, (p, g)) in self.params.iter_mut().zip(grads).enumerate() {
             let Some(g) = g else { continue };
             if g.elem_count() != p.var.elem_count() {
@@ -260,7 +260,7 @@ impl AdamW {
             let (m, v) = match &mut p.moments {
                 Moments::Host { m, v } => (m, v),
                 Moments::Device { .. } if on_cuda(p.var.as_tensor()) => {
-                    on_card.push((k, decay as f32));
+                    on_gpu.push((k, decay as f32));
                     continue;
                 }
                 Moments::Device { m, v } => {
@@ -278,14 +278,14 @@ impl AdamW {
             })??;
         }
         #[cfg(feature = "cuda")]
-        if let Some(&(first, _)) = on_card.first() {
+        if let Some(&(first, _)) = on_gpu.first() {
             use slots::{update, Update};
-            let ups = on_card
+            let ups = on_gpu
                 .iter()
                 .map(|&(k, decay)| {
                     let (p, g) = (&self.params[k], grads[k].as_ref());
                     let (Moments::Device { m, v }, Some(g)) = (&p.moments, g) else {
-                        unreachable!("on_card holds CUDA parameters with a gradient")
+                        unreachable!("on_gpu holds CUDA parameters with a gradient")
                     };
                     let w = p.var.as_tensor();
                     if !w.device().same_device(self.params[first].var.device()) {
@@ -294,8 +294,8 @@ impl AdamW {
                     Ok(Update { w, g, m, v, decay })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let card = eligible(ups[0].w).expect("on_card holds CUDA parameters");
-            let on = OnCuda::on(&mut self.cuda, &card)?;
+            let gpu = eligible(ups[0].w).expect("on_gpu holds CUDA parameters");
+            let on = OnCuda::on(&mut self.cuda, &gpu)?;
             update(&on.dev, &mut on.table, &ups, &base)?;
         }
         Ok(())
@@ -304,7 +304,7 @@ impl AdamW {
     /// Moments by parameter name (`<name>.m`, `<name>.v`), for checkpoints: the device's moments
     /// as views, not copies, so read them before the next step (a CUDA update writes them in
     /// place: slots.rs); checkpoint::save writes them at once, a tensor at a time. (Copied
-    /// on the card, a checkpoint's moments doubled the optimizer's memory there at every save:
+    /// on the GPU, a checkpoint's moments doubled the optimizer's memory there at every save:
     /// 174 MiB above the training's own for MiniLM, the peak of a cross-encoder run on an H200.)
     pub fn state(&self) -> Result<HashMap<String, Tensor>> {
         let mut out = HashMap::new();

@@ -1,11 +1,11 @@
-//! AdamW's update and the gradients' squared norm on the GPU engine's device (a card, or the
+//! AdamW's update and the gradients' squared norm on the GPU engine's device (a GPU, or the
 //! emulated one in tests): every parameter of a step in one launch (optim.cu's `adamw_slots`),
 //! the norm in two, each parameter a slot of a table uploaded a step into memory the optimizer
 //! keeps. As tensor ops the update took ~17 launches and as many allocations a parameter; a
 //! launch a parameter was still ~200 a step for MiniLM's 101 parameters (update and norm), half
 //! the GPU step's budget of 400 (issue 57). The kernels are the GPU engine's source
 //! (engine/gpu/kernels/), launched as the engine launches them (`Device::launch`), so the
-//! emulated device runs this very code on every CI (slots_test.rs) and a card its own tests.
+//! emulated device runs this very code on every CI (slots_test.rs) and a GPU its own tests.
 use super::host::Coefficients;
 use crate::model::engine::gpu::device::{Addr, Arg, Buf, Device};
 use crate::model::engine::gpu::kernels::Slot;

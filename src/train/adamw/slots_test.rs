@@ -2,7 +2,7 @@
 //! the CPU's AdamW and sum of squares on the same values: several parameters in one launch, each
 //! with its own size and decay (ragged against the grid, one larger than a turn of the grid),
 //! three steps with changing scales; the sum of squares against f64's. Then slots.rs itself (the
-//! table, the addresses, the launches) on the emulated device, and on a card where one answers.
+//! table, the addresses, the launches) on the emulated device, and on a GPU where one answers.
 use super::host::{adamw_chunk, Coefficients};
 use super::slots::{self, Table, Update};
 use crate::model::engine::gpu::emulated::Emulated;
@@ -158,7 +158,7 @@ fn coefficients(step: u32) -> Coefficients {
     }
 }
 
-/// slots.rs's update and norm as the optimizer runs them on a card, here on the emulated device
+/// slots.rs's update and norm as the optimizer runs them on a GPU, here on the emulated device
 /// (CPU tensors, the kernels compiled by g++): three steps of every parameter at once against
 /// the host kernel, the table kept between steps; the norm against f64's.
 #[test]
@@ -222,9 +222,9 @@ fn the_optimizers_launches_on_the_emulated_device_match_the_host() {
     }
 }
 
-/// The same on a card, where one answers (a `cuda` build).
+/// The same on a GPU, where one answers (a `cuda` build).
 #[cfg(feature = "cuda")]
-mod on_card {
+mod on_gpu {
     use super::super::slots::{sum_squares, Table};
     use crate::model::engine::gpu::cuda::Cuda;
     use crate::train::AdamW;
@@ -238,10 +238,10 @@ mod on_card {
             crate::runtime::skipped("a CUDA kernel", "gpu", "no CUDA device on this machine");
             return;
         };
-        let Device::Cuda(card) = &gpu else {
+        let Device::Cuda(cd) = &gpu else {
             unreachable!("made by new_cuda")
         };
-        let (dev, mut room) = (Cuda::new(card).unwrap(), Table::default());
+        let (dev, mut room) = (Cuda::new(cd).unwrap(), Table::default());
         for n in [1usize, 3, 256, 257, 16384, 16385, 70001] {
             let ones = Tensor::ones(n, candle_core::DType::F32, &gpu).unwrap();
             let r = sum_squares(&dev, &mut room, std::slice::from_ref(&ones)).unwrap();

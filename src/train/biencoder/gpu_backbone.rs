@@ -1,10 +1,10 @@
 //! The GPU engine (model/engine/gpu) as a bi-encoder's backbone (backbone.rs): every column's
 //! rows packed into one forward, each named by (example, column) as the CPU engine names them (so
-//! the dropout masks are the CPU engine's). One forward instead of one a column: on a card a
+//! the dropout masks are the CPU engine's). One forward instead of one a column: on a GPU a
 //! step's time goes to launches, and a column is as many as the batch.
 use super::backbone::Backbone;
-use super::card::Card;
 use super::gpu_ranking::Shape;
+use super::gpu_task::GpuTask;
 use super::task::BiEncoderTask;
 use crate::error::Result;
 use crate::model::engine::gpu::device::{Addr, Device};
@@ -21,10 +21,10 @@ use std::sync::Mutex;
 /// The GPU engine as a backbone (backbone.rs) for a loss in candle: every column's rows packed
 /// into one forward (its tape in the stack until the next forward), pooled on the device into a
 /// leaf of n rows (`PooledLeaf`) where the device runs the pooling, else pooled by candle over
-/// the padded rows (max). One thread: the card is one stream.
+/// the padded rows (max). One thread: the GPU is one stream.
 pub(super) struct OnDevice<'a, D: Device> {
     task: &'a BiEncoderTask,
-    card: Mutex<&'a mut Card<D>>,
+    gpu: Mutex<&'a mut GpuTask<D>>,
     drop: Option<&'a Dropout>,
     pooling: Option<DevicePooling>,
 }
@@ -38,12 +38,12 @@ pub(super) enum Tape {
 impl<'a, D: Device> OnDevice<'a, D> {
     pub(super) fn new(
         task: &'a BiEncoderTask,
-        card: &'a mut Card<D>,
+        gpu: &'a mut GpuTask<D>,
         drop: Option<&'a Dropout>,
     ) -> Self {
         OnDevice {
             task,
-            card: Mutex::new(card),
+            gpu: Mutex::new(gpu),
             drop,
             pooling: DevicePooling::of(task.enc.pooling),
         }
@@ -52,7 +52,7 @@ impl<'a, D: Device> OnDevice<'a, D> {
 
 impl<D: Device> Backbone for OnDevice<'_, D>
 where
-    Card<D>: Send,
+    GpuTask<D>: Send,
 {
     type Tape = Tape;
     type Grads = ();
@@ -68,20 +68,20 @@ where
         tape: bool,
     ) -> Result<(Vec<Tensor>, Option<Tape>)> {
         let (task, b) = (self.task, rows.len());
-        let mut card = self.card.lock().unwrap_or_else(|e| e.into_inner());
+        let mut gpu = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
         let (emb, kept) = match self.pooling {
             Some(pooling) => {
-                let (at, shape) = embed_on_device(task, &mut card, pooling, rows, self.drop)?;
+                let (at, shape) = embed_on_device(task, &mut gpu, pooling, rows, self.drop)?;
                 let on = task.enc.bert.embeddings.word.embeddings().device().clone();
                 let (n, width) = (shape.rows, shape.width);
-                let leaf = PooledLeaf::of(card.stack.device(), at, (n, width), &on)?;
+                let leaf = PooledLeaf::of(gpu.stack.device(), at, (n, width), &on)?;
                 let emb = (0..task.data.texts.len())
                     .map(|c| leaf.emb.as_tensor().narrow(0, c * b, b))
                     .collect::<candle_core::Result<Vec<_>>>()?;
                 (emb, Tape::Pooled(leaf))
             }
             None => {
-                let (leaf, emb) = embed(task, &mut card.stack, rows, self.drop)?;
+                let (leaf, emb) = embed(task, &mut gpu.stack, rows, self.drop)?;
                 (emb, Tape::Padded(leaf))
             }
         };
@@ -96,25 +96,25 @@ where
     }
 
     fn backward(&self, tape: Tape, store: &GradStore, _: &mut ()) -> Result<()> {
-        let mut guard = self.card.lock().unwrap_or_else(|e| e.into_inner());
-        let card = &mut **guard;
+        let mut guard = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
+        let gpu = &mut **guard;
         let bert = &self.task.enc.bert;
         match tape {
             Tape::Padded(leaf) => {
-                leaf.backward(&mut card.stack, bert, store, self.drop, &card.grads)?
+                leaf.backward(&mut gpu.stack, bert, store, self.drop, &gpu.grads)?
             }
             Tape::Pooled(leaf) => {
-                let head = card.head.as_ref().expect("made by embed_on_device");
-                leaf.backward(&mut card.stack, head, (bert, store), self.drop, &card.grads)?
+                let head = gpu.head.as_ref().expect("made by embed_on_device");
+                leaf.backward(&mut gpu.stack, head, (bert, store), self.drop, &gpu.grads)?
             }
         }
         Ok(())
     }
 
-    /// The backbone's gradients as views of the card's arena (held by the result's lease).
+    /// The backbone's gradients as views of the GPU's arena (held by the result's lease).
     fn export(&self, _: ()) -> Result<ParamGrads> {
-        let card = self.card.lock().unwrap_or_else(|e| e.into_inner());
-        let (pairs, lease) = card.grads.export(&self.task.enc.bert)?;
+        let gpu = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
+        let (pairs, lease) = gpu.grads.export(&self.task.enc.bert)?;
         let mut out = ParamGrads::default();
         out.add_pairs(pairs)?;
         out.hold(lease);
@@ -162,19 +162,19 @@ pub(super) fn embed<D: Device>(
 /// next forward.
 pub(super) fn embed_on_device<D: Device>(
     task: &BiEncoderTask,
-    card: &mut Card<D>,
+    gpu: &mut GpuTask<D>,
     pooling: DevicePooling,
     idx: &[usize],
     drop: Option<&Dropout>,
 ) -> Result<(Addr, Shape)> {
     let (seqs, keys) = packed_columns(task, idx);
     let bert = &task.enc.bert;
-    card.stack.forward(bert, &seqs, None, Some(&keys), drop)?;
+    gpu.stack.forward(bert, &seqs, None, Some(&keys), drop)?;
     let hidden = bert.embeddings.word.embeddings().dim(1)?;
-    let head = card
+    let head = gpu
         .head
         .get_or_insert_with(|| EmbedHead::new(pooling, task.enc.normalize, hidden));
-    let emb = head.forward(&card.stack)?;
+    let emb = head.forward(&gpu.stack)?;
     let shape = Shape {
         rows: seqs.len(),
         anchors: idx.len(),

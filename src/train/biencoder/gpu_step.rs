@@ -3,9 +3,9 @@
 //! on the device from the tokens to the gradients (gpu_ranking.rs), whole or by GradCache (here);
 //! any other loss runs in candle, the engine a backbone (`OnDevice`, gpu_backbone.rs) under the
 //! one plain step and the one GradCache (plain.rs, gradcache.rs).
-use super::card::{Card, WholeBatch};
 use super::gpu_backbone::{embed_on_device, OnDevice};
 use super::gpu_ranking::{ranking_loss, Shape};
+use super::gpu_task::{GpuTask, WholeBatch};
 use super::task::BiEncoderTask;
 use super::{gradcache, plain};
 use crate::error::Result;
@@ -23,11 +23,11 @@ fn on_device(task: &BiEncoderTask) -> Option<(Ranking, DevicePooling)> {
     Some((task.spec.ranking?, DevicePooling::of(task.enc.pooling)?))
 }
 
-/// `gradients` on the task's card, the engine made at the first call and kept in the task.
+/// `gradients` on the task's GPU, the engine made at the first call and kept in the task.
 #[cfg(feature = "cuda")]
-pub fn on_card(
+pub fn on_gpu(
     task: &BiEncoderTask,
-    card: &candle_core::cuda::CudaDevice,
+    gpu: &candle_core::cuda::CudaDevice,
     idx: &[usize],
     drop: Option<&Dropout>,
     weight: f64,
@@ -35,8 +35,8 @@ pub fn on_card(
     use crate::model::engine::gpu::cuda::Cuda;
     let mut slot = task.gpu.lock().unwrap_or_else(|e| e.into_inner());
     if slot.is_none() {
-        let on = candle_core::Device::Cuda(card.clone());
-        *slot = Some(Card::new(Cuda::new(card)?, &task.enc.bert, &on)?);
+        let on = candle_core::Device::Cuda(gpu.clone());
+        *slot = Some(GpuTask::new(Cuda::new(gpu)?, &task.enc.bert, &on)?);
     }
     let engine = slot.as_mut().expect("made above");
     match task.mini_batch {
@@ -45,33 +45,33 @@ pub fn on_card(
     }
 }
 
-/// The step's loss and gradients for rows `idx`, on `card` (the task's model's engine),
+/// The step's loss and gradients for rows `idx`, on `GPU` (the task's model's engine),
 /// accumulating into its arena (restarted first). `weight` scales the loss (a share of a split
 /// batch). The backbone's gradients are views of the arena, held by the result's lease.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub fn gradients<D: Device>(
     task: &BiEncoderTask,
-    card: &mut Card<D>,
+    gpu: &mut GpuTask<D>,
     idx: &[usize],
     drop: Option<&Dropout>,
     weight: f64,
 ) -> Result<Gradients>
 where
-    Card<D>: Send,
+    GpuTask<D>: Send,
 {
-    card.grads.restart(card.stack.device())?;
+    gpu.grads.restart(gpu.stack.device())?;
     let bert = &task.enc.bert;
     if let Some((r, pooling)) = on_device(task) {
-        let (emb, shape) = embed_on_device(task, card, pooling, idx, drop)?;
-        let head = card.head.as_ref().expect("made by embed_on_device");
+        let (emb, shape) = embed_on_device(task, gpu, pooling, idx, drop)?;
+        let head = gpu.head.as_ref().expect("made by embed_on_device");
         let ids = r.exclude_shared.then(|| task.text_id_values(idx));
-        let dev = card.stack.device();
+        let dev = gpu.stack.device();
         let (emb, grad) = ((emb, shape), head.grad()?);
-        let value = ranking_loss(dev, &mut card.ranking, r, emb, ids.as_deref(), weight, grad)?;
-        head.backward(&mut card.stack, bert, drop, &card.grads)?;
-        return finish(task, ParamGrads::default(), &card.grads, value);
+        let value = ranking_loss(dev, &mut gpu.ranking, r, emb, ids.as_deref(), weight, grad)?;
+        head.backward(&mut gpu.stack, bert, drop, &gpu.grads)?;
+        return finish(task, ParamGrads::default(), &gpu.grads, value);
     }
-    plain::gradients(task, &OnDevice::new(task, card, drop), idx, weight)
+    plain::gradients(task, &OnDevice::new(task, gpu, drop), idx, weight)
 }
 
 /// The step's gradients: the loss head's (`head`), the backbone's as views of `grads`' arena
@@ -101,23 +101,23 @@ pub(super) fn finish<D: Device>(
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub fn cached<D: Device>(
     task: &BiEncoderTask,
-    card: &mut Card<D>,
+    gpu: &mut GpuTask<D>,
     idx: &[usize],
     drop: Option<&Dropout>,
     weight: f64,
     mini_batch: usize,
 ) -> Result<Gradients>
 where
-    Card<D>: Send,
+    GpuTask<D>: Send,
 {
     let chunks: Vec<&[usize]> = idx.chunks(mini_batch.max(1)).collect();
-    card.grads.restart(card.stack.device())?;
+    gpu.grads.restart(gpu.stack.device())?;
     if let Some(device) = on_device(task) {
-        return cached_on_device(task, card, device, &chunks, idx, drop, weight);
+        return cached_on_device(task, gpu, device, &chunks, idx, drop, weight);
     }
     gradcache::gradients(
         task,
-        &OnDevice::new(task, card, drop),
+        &OnDevice::new(task, gpu, drop),
         idx,
         weight,
         mini_batch,
@@ -130,7 +130,7 @@ where
 #[allow(clippy::too_many_arguments)]
 fn cached_on_device<D: Device>(
     task: &BiEncoderTask,
-    card: &mut Card<D>,
+    gpu: &mut GpuTask<D>,
     (r, pooling): (Ranking, DevicePooling),
     chunks: &[&[usize]],
     idx: &[usize],
@@ -142,21 +142,21 @@ fn cached_on_device<D: Device>(
     // pass 1: every mini-batch's embeddings into the whole batch's
     let mut start = 0;
     for chunk in chunks {
-        let (emb, shape) = embed_on_device(task, card, pooling, chunk, drop)?;
+        let (emb, shape) = embed_on_device(task, gpu, pooling, chunk, drop)?;
         width = shape.width;
         let len = columns * total * width;
-        if card.cache.as_ref().is_none_or(|c| c.len < len) {
-            card.cache = None; // freed before the larger one is allocated
-            let dev = card.stack.device();
+        if gpu.cache.as_ref().is_none_or(|c| c.len < len) {
+            gpu.cache = None; // freed before the larger one is allocated
+            let dev = gpu.stack.device();
             let (emb, grad) = (Buf::zeros(dev, len)?, Buf::zeros(dev, len)?);
-            card.cache = Some(WholeBatch { len, emb, grad });
+            gpu.cache = Some(WholeBatch { len, emb, grad });
         }
-        let whole = card.cache.as_ref().expect("made above");
+        let whole = gpu.cache.as_ref().expect("made above");
         let rows = Rows::of((columns, total), (start, chunk.len()), width);
-        rows.copy(card.stack.device(), (emb, whole.emb.at(0)), true)?;
+        rows.copy(gpu.stack.device(), (emb, whole.emb.at(0)), true)?;
         start += chunk.len();
     }
-    let Some(whole) = card.cache.as_ref() else {
+    let Some(whole) = gpu.cache.as_ref() else {
         return Err(crate::error::Error::msg(
             "GradCache on the device: an empty batch",
         ));
@@ -168,25 +168,25 @@ fn cached_on_device<D: Device>(
     };
     let ids = r.exclude_shared.then(|| task.text_id_values(idx));
     let (dev, emb, grad) = (
-        card.stack.device(),
+        gpu.stack.device(),
         (whole.emb.at(0), shape),
         whole.grad.at(0),
     );
-    let value = ranking_loss(dev, &mut card.ranking, r, emb, ids.as_deref(), weight, grad)?;
+    let value = ranking_loss(dev, &mut gpu.ranking, r, emb, ids.as_deref(), weight, grad)?;
     // pass 2: each mini-batch again, from its rows of the gradient
     let bert = &task.enc.bert;
     let mut start = 0;
     for chunk in chunks {
-        embed_on_device(task, card, pooling, chunk, drop)?;
-        let (Some(head), Some(whole)) = (card.head.as_ref(), card.cache.as_ref()) else {
+        embed_on_device(task, gpu, pooling, chunk, drop)?;
+        let (Some(head), Some(whole)) = (gpu.head.as_ref(), gpu.cache.as_ref()) else {
             unreachable!("made in pass 1")
         };
         let rows = Rows::of((columns, total), (start, chunk.len()), width);
-        rows.copy(card.stack.device(), (head.grad()?, whole.grad.at(0)), false)?;
-        head.backward(&mut card.stack, bert, drop, &card.grads)?;
+        rows.copy(gpu.stack.device(), (head.grad()?, whole.grad.at(0)), false)?;
+        head.backward(&mut gpu.stack, bert, drop, &gpu.grads)?;
         start += chunk.len();
     }
-    finish(task, ParamGrads::default(), &card.grads, value)
+    finish(task, ParamGrads::default(), &gpu.grads, value)
 }
 
 /// A mini-batch's place in the whole batch: rows start .. start + m of each of `columns`

@@ -1,7 +1,7 @@
-//! gpu_step.rs's tests: a bi-encoder step on the GPU engine (the emulated device, and a card
+//! gpu_step.rs's tests: a bi-encoder step on the GPU engine (the emulated device, and a GPU
 //! where one answers) against the CPU engine's step, plain, by GradCache and in bf16.
 use super::super::backbone::CpuEngine;
-use super::super::card::Card;
+use super::super::gpu_task::GpuTask;
 use super::super::{plain, BiData, BiEncoderOptions, BiEncoderTask};
 use crate::model::engine::cpu;
 use crate::model::engine::gpu::device::{Counts, Device};
@@ -49,9 +49,9 @@ fn an_mnr_step_matches_the_cpu_engine() {
         return;
     };
     let task = mnr_task(candle_core::Device::Cpu);
-    let mut card = Card::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+    let mut gpu = GpuTask::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step_rows(&task, &MUSIC);
-    let got = super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
+    let got = super::gradients(&task, &mut gpu, &idx, Some(&drop), 1.0).unwrap();
     same_step(&task, &task, got);
 }
 
@@ -66,10 +66,10 @@ fn candle_losses_over_the_device_pooling_match_the_cpu_engine() {
             return;
         };
         let task = loss_task(loss, data, None, candle_core::Device::Cpu);
-        let mut card = Card::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+        let mut gpu = GpuTask::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
         let (idx, drop) = step_rows(&task, &MUSIC);
-        let got = super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
-        assert!(card.head.is_some(), "{loss}: pooled on the device");
+        let got = super::gradients(&task, &mut gpu, &idx, Some(&drop), 1.0).unwrap();
+        assert!(gpu.head.is_some(), "{loss}: pooled on the device");
         same_step(&task, &task, got);
     }
 }
@@ -87,19 +87,19 @@ fn three_adamw_steps_match_the_cpu_engine() {
     };
     let cpu = candle_core::Device::Cpu;
     let (gpu_task, cpu_task) = (mnr_task(cpu.clone()), mnr_task(cpu.clone()));
-    let mut card = Card::new(dev, &gpu_task.enc.bert, &cpu).unwrap();
+    let mut gpu = GpuTask::new(dev, &gpu_task.enc.bert, &cpu).unwrap();
     let mut counts = Vec::new();
     three_steps_match(&cpu_task, &gpu_task, |drop| {
-        let before = card.stack.device().counts();
-        let got = super::gradients(&gpu_task, &mut card, &MUSIC, Some(drop), 1.0).unwrap();
-        counts.push(card.stack.device().counts() - before);
+        let before = gpu.stack.device().counts();
+        let got = super::gradients(&gpu_task, &mut gpu, &MUSIC, Some(drop), 1.0).unwrap();
+        counts.push(gpu.stack.device().counts() - before);
         got
     });
     step_anatomy(&counts, "f32");
 }
 
 /// Item 1's step anatomy, the engine's part (every launch and allocation the device was asked
-/// for; a card adds AdamW's three launches and whatever candle runs): under 400 launches a step
+/// for; a GPU adds AdamW's three launches and whatever candle runs): under 400 launches a step
 /// with room for those three, and nothing allocated after the first step (a same-shaped batch
 /// reuses every buffer).
 fn step_anatomy(counts: &[Counts], what: &str) {
@@ -113,18 +113,17 @@ fn step_anatomy(counts: &[Counts], what: &str) {
     }
 }
 
-/// The same three steps on a card, as the trainer runs them (`on_card`, AdamW's one launch).
+/// The same three steps on a GPU, as the trainer runs them (`on_gpu`, AdamW's one launch).
 #[cfg(feature = "cuda")]
 #[test]
-fn three_adamw_steps_on_the_card_match_the_cpu_engine() {
-    let Some((card, ref cd)) =
-        crate::model::engine::gpu::cuda::test_card("the GPU steps on a card")
+fn three_adamw_steps_on_the_gpu_match_the_cpu_engine() {
+    let Some((gpu, ref cd)) = crate::model::engine::gpu::cuda::test_gpu("the GPU steps on a GPU")
     else {
         return;
     };
-    let (on_card, on_cpu) = (mnr_task(card.clone()), mnr_task(candle_core::Device::Cpu));
-    three_steps_match(&on_cpu, &on_card, |drop| {
-        super::on_card(&on_card, cd, &MUSIC, Some(drop), 1.0).unwrap()
+    let (on_gpu, on_cpu) = (mnr_task(gpu.clone()), mnr_task(candle_core::Device::Cpu));
+    three_steps_match(&on_cpu, &on_gpu, |drop| {
+        super::on_gpu(&on_gpu, cd, &MUSIC, Some(drop), 1.0).unwrap()
     });
 }
 
@@ -209,9 +208,9 @@ fn gradcache_on_the_engine_matches_the_whole_batch() {
         return;
     };
     let task = mnr_task(candle_core::Device::Cpu);
-    let mut card = Card::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+    let mut gpu = GpuTask::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step_rows(&task, &MUSIC);
-    let got = super::cached(&task, &mut card, &idx, Some(&drop), 1.0, 4).unwrap();
+    let got = super::cached(&task, &mut gpu, &idx, Some(&drop), 1.0, 4).unwrap();
     same_step(&task, &task, got);
 }
 
@@ -229,14 +228,14 @@ fn a_bf16_mnr_step_matches_the_cpu_engine() {
     };
     let mut task = mnr_task(candle_core::Device::Cpu);
     task.enc.bert.set_precision(Precision::Bf16).unwrap();
-    let mut card = Card::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+    let mut gpu = GpuTask::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step_rows(&task, &PARAPHRASES);
     // two steps, counted: the bf16 weights and operand rooms are made at the first, once
     let mut counts = Vec::new();
     for step in 0..2 {
-        let before = card.stack.device().counts();
-        let got = super::gradients(&task, &mut card, &idx, Some(&drop), 1.0).unwrap();
-        counts.push(card.stack.device().counts() - before);
+        let before = gpu.stack.device().counts();
+        let got = super::gradients(&task, &mut gpu, &idx, Some(&drop), 1.0).unwrap();
+        counts.push(gpu.stack.device().counts() - before);
         if step == 0 {
             same_step_within(&task, &task, got, BF16_TOL, &PARAPHRASES);
         }
@@ -244,35 +243,35 @@ fn a_bf16_mnr_step_matches_the_cpu_engine() {
     step_anatomy(&counts, "bf16");
 }
 
-/// The same step on a card (a `cuda` build's test binary on the lent machine): the task
-/// there trains through the GPU engine as the trainer runs it (`on_card`).
+/// The same step on a GPU (a `cuda` build's test binary on the lent machine): the task
+/// there trains through the GPU engine as the trainer runs it (`on_gpu`).
 #[cfg(feature = "cuda")]
 #[test]
-fn an_mnr_step_on_the_card_matches_the_cpu_engine() {
-    let Some((card, ref cd)) = crate::model::engine::gpu::cuda::test_card("the GPU step on a card")
+fn an_mnr_step_on_the_gpu_matches_the_cpu_engine() {
+    let Some((gpu, ref cd)) = crate::model::engine::gpu::cuda::test_gpu("the GPU step on a GPU")
     else {
         return;
     };
-    let (on_card, on_cpu) = (mnr_task(card.clone()), mnr_task(candle_core::Device::Cpu));
-    let (idx, drop) = step_rows(&on_card, &MUSIC);
-    let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
-    same_step(&on_cpu, &on_card, got);
-    // and GradCache's two passes (mini-batches of 4) on the same card
-    let mut cached = mnr_task(card.clone());
+    let (on_gpu, on_cpu) = (mnr_task(gpu.clone()), mnr_task(candle_core::Device::Cpu));
+    let (idx, drop) = step_rows(&on_gpu, &MUSIC);
+    let got = super::on_gpu(&on_gpu, cd, &idx, Some(&drop), 1.0).unwrap();
+    same_step(&on_cpu, &on_gpu, got);
+    // and GradCache's two passes (mini-batches of 4) on the same GPU
+    let mut cached = mnr_task(gpu.clone());
     cached.mini_batch = Some(4);
-    let got = super::on_card(&cached, cd, &idx, Some(&drop), 1.0).unwrap();
+    let got = super::on_gpu(&cached, cd, &idx, Some(&drop), 1.0).unwrap();
     same_step(&on_cpu, &cached, got);
     // and --precision bf16 (cuBLAS's bf16 GEMM) against the CPU engine's bf16 step
     use crate::model::kernels::precision::Precision;
     if Precision::Bf16.check_cpu("--precision").is_ok() {
-        let (mut on_card, mut on_cpu) = (mnr_task(card.clone()), on_cpu);
-        on_card.enc.bert.set_precision(Precision::Bf16).unwrap();
+        let (mut on_gpu, mut on_cpu) = (mnr_task(gpu.clone()), on_cpu);
+        on_gpu.enc.bert.set_precision(Precision::Bf16).unwrap();
         on_cpu.enc.bert.set_precision(Precision::Bf16).unwrap();
-        let (idx, drop) = step_rows(&on_card, &PARAPHRASES);
-        let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
+        let (idx, drop) = step_rows(&on_gpu, &PARAPHRASES);
+        let got = super::on_gpu(&on_gpu, cd, &idx, Some(&drop), 1.0).unwrap();
         // the same step again, the same seed: the same bits (item 1's "reproducible")
-        let again = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
-        let gv = params::var_list(&on_card.varmap);
+        let again = super::on_gpu(&on_gpu, cd, &idx, Some(&drop), 1.0).unwrap();
+        let gv = params::var_list(&on_gpu.varmap);
         assert_eq!(
             again.value.to_bits(),
             got.value.to_bits(),
@@ -281,23 +280,23 @@ fn an_mnr_step_on_the_card_matches_the_cpu_engine() {
         again
             .grads
             .assert_close_to(&got.grads, (&gv, &gv), (0.0, 0.0));
-        same_step_within(&on_cpu, &on_card, got, BF16_TOL, &PARAPHRASES);
+        same_step_within(&on_cpu, &on_gpu, got, BF16_TOL, &PARAPHRASES);
     }
 }
 
-/// SoftmaxLoss (a loss in candle over the device's pooling) on a card, as the trainer runs it.
+/// SoftmaxLoss (a loss in candle over the device's pooling) on a GPU, as the trainer runs it.
 #[cfg(feature = "cuda")]
 #[test]
-fn a_candle_loss_step_on_the_card_matches_the_cpu_engine() {
-    let Some((card, ref cd)) = crate::model::engine::gpu::cuda::test_card("the GPU step on a card")
+fn a_candle_loss_step_on_the_gpu_matches_the_cpu_engine() {
+    let Some((gpu, ref cd)) = crate::model::engine::gpu::cuda::test_gpu("the GPU step on a GPU")
     else {
         return;
     };
-    let on_card = loss_task("softmax", "mrpc/train", None, card.clone());
+    let on_gpu = loss_task("softmax", "mrpc/train", None, gpu.clone());
     let on_cpu = loss_task("softmax", "mrpc/train", None, candle_core::Device::Cpu);
-    let (idx, drop) = step_rows(&on_card, &MUSIC);
-    let got = super::on_card(&on_card, cd, &idx, Some(&drop), 1.0).unwrap();
-    same_step(&on_cpu, &on_card, got);
+    let (idx, drop) = step_rows(&on_gpu, &MUSIC);
+    let got = super::on_gpu(&on_gpu, cd, &idx, Some(&drop), 1.0).unwrap();
+    same_step(&on_cpu, &on_gpu, got);
 }
 
 /// Six STSb pairs about people playing music (guitar, flute, trumpet; two anchors and two
@@ -345,7 +344,7 @@ impl Tol {
 /// round f32 values that differ in their last bits (other kernels, other sums) and so now
 /// and then to neighbouring bf16 values.
 /// Measured (MiniLM, PARAPHRASES, dropout on), emulated: 6.4e-3 of the norm, each within
-/// 7.9e-3; with the card's products left in f32 against the CPU's bf16 ones, 1.9e-2 of the norm.
+/// 7.9e-3; with the GPU's products left in f32 against the CPU's bf16 ones, 1.9e-2 of the norm.
 /// On an H200 (2026-11-29) one parameter whose gradients all lie under the 1e-3 floor (a loss
 /// of 2e-4) was 1.14e-5 off, 1.14e-2 of the floor: cuBLAS sums in another order than either
 /// CPU side, so each parameter's bound is wider; the norm's (which tells f32 products from

@@ -1,11 +1,11 @@
 //! Training a sentence encoder (sentence-transformers' SentenceTransformer.fit) with one of the
 //! registry's losses; the result is a sentence-transformers folder.
 mod backbone;
-mod card;
 mod data;
 mod gpu_backbone;
 mod gpu_ranking;
 mod gpu_step;
+mod gpu_task;
 mod gradcache;
 mod no_duplicates;
 mod plain;

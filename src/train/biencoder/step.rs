@@ -33,7 +33,7 @@ impl TrainTask for BiEncoderTask {
         self.enc.bert.set_precision(p)?;
         let on_cpu = self.enc.bert.embeddings.word.embeddings().device().is_cpu();
         if p != Precision::F32 && !on_cpu {
-            // the GPU engine trains in p and encodes the dev set in p too (encoder/on_card.rs);
+            // the GPU engine trains in p and encodes the dev set in p too (encoder/on_gpu.rs);
             // where it declines the pooling (max), candle encodes, in f32
             let dev = if self.enc.backend().is_gpu() {
                 "so do dev evaluation's, on the engine too"
@@ -112,8 +112,8 @@ impl TrainTask for BiEncoderTask {
     ) -> Result<Gradients> {
         let backend = self.backend();
         #[cfg(feature = "cuda")]
-        if let Some(card) = backend.card() {
-            return super::gpu_step::on_card(self, card, idx, drop, weight);
+        if let Some(gpu) = backend.gpu() {
+            return super::gpu_step::on_gpu(self, gpu, idx, drop, weight);
         }
         match backend.cpu_engine(&self.enc.bert) {
             Some(eng) => self.step(
@@ -138,10 +138,10 @@ impl TrainTask for BiEncoderTask {
             return Ok(None);
         };
         // the engine's workspace is not held through the evaluation's own (the cross-encoder's
-        // release_card says why)
+        // release_gpu says why)
         #[cfg(feature = "cuda")]
-        if let Some(card) = self.gpu.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            card.stack.release();
+        if let Some(gpu) = self.gpu.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            gpu.stack.release();
         }
         let (enc, head) = self.frozen()?;
         let model = Model::Encoder {

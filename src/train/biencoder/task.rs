@@ -11,9 +11,9 @@ use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use std::path::Path;
 
-/// A task's GPU engine on its card (gpu_step.rs).
+/// A task's GPU engine on its GPU (gpu_step.rs).
 #[cfg(feature = "cuda")]
-pub(super) type OnCard = super::card::Card<crate::model::engine::gpu::cuda::Cuda>;
+pub(super) type OnGpu = super::gpu_task::GpuTask<crate::model::engine::gpu::cuda::Cuda>;
 
 /// A loss's trainable parameters live under this prefix; they alone may start fresh.
 pub(super) const HEAD_PREFIX: &str = "head";
@@ -58,10 +58,10 @@ pub struct BiEncoderTask {
     pub(super) threads: usize,
     /// What was changed of what was asked (a length cut to the model's positions).
     pub(super) notes: Vec<String>,
-    /// The GPU engine and its gradient arena, made at the first step on a card and kept (their
+    /// The GPU engine and its gradient arena, made at the first step on a GPU and kept (their
     /// buffers are the point: allocated once, reused every step).
     #[cfg(feature = "cuda")]
-    pub(super) gpu: std::sync::Mutex<Option<OnCard>>,
+    pub(super) gpu: std::sync::Mutex<Option<OnGpu>>,
 }
 
 impl BiEncoderTask {

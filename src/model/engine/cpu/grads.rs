@@ -1,6 +1,6 @@
 //! The CPU engine's gradients: host buffers for every parameter of a stack, accumulated in place
 //! by backward (GEMM beta 1) over any number of passes, and handed to candle as tensors at the
-//! end of a step (gpu/grads.rs is the card's: one arena, exported as views).
+//! end of a step (gpu/grads.rs is the GPU's: one arena, exported as views).
 use super::embeddings::EmbGrads;
 use super::layer::LayerGrads;
 use crate::model::engine::weights;

@@ -1,4 +1,4 @@
-//! condenser's own training engine for BERT on the CPU (gpu/ mirrors it on a card): forward and backward of the embeddings and
+//! condenser's own training engine for BERT on the CPU (gpu/ mirrors it on a GPU): forward and backward of the embeddings and
 //! the layers written out (llm.c's way) instead of taped op by op. Why (docs/engine.md has the
 //! measurements): candle's autograd allocates and zero-fills a gradient buffer for every graph
 //! node and adds them up, keeps every intermediate of the forward alive, and holds whatever a

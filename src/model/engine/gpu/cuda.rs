@@ -1,7 +1,7 @@
-//! The card: memory and launches through cudarc's driver API on candle's stream (so that the
+//! The GPU: memory and launches through cudarc's driver API on candle's stream (so that the
 //! engine's work and candle's heads and losses stay in order without a synchronisation), the
 //! products on a cuBLAS handle of its own (plain f32 math: no TF32, whatever candle's handle is
-//! set to), gpu/kernels/ compiled by NVRTC once a process. Proven on a card by the tests that run
+//! set to), gpu/kernels/ compiled by NVRTC once a process. Proven on a GPU by the tests that run
 //! layer_test.rs's check here (docs/gpu.md); the CPU's CI builds it only in the `cuda` build.
 use super::device::{Addr, Arg, Counts, Device, Op, Operands};
 use crate::model::engine::gpu::kernels::{engine_ptx, f32_address, ENGINE_MODULE};
@@ -49,10 +49,10 @@ impl Cuda {
     }
 }
 
-/// A card test's device (candle's handle and the CUDA device), or None after saying why
+/// A GPU test's device (candle's handle and the CUDA device), or None after saying why
 /// `check` was skipped: no BLAS for its CPU side, or no CUDA device (runtime::skipped).
 #[cfg(test)]
-pub(crate) fn test_card(check: &str) -> Option<(candle_core::Device, CudaDevice)> {
+pub(crate) fn test_gpu(check: &str) -> Option<(candle_core::Device, CudaDevice)> {
     if crate::model::kernels::blas::blas().is_none() {
         crate::runtime::skipped(check, "blas", "no BLAS here");
         return None;
@@ -66,11 +66,11 @@ pub(crate) fn test_card(check: &str) -> Option<(candle_core::Device, CudaDevice)
     }
 }
 
-/// The card `bert` lives on when the GPU engine trains or encodes it: f32 weights on a CUDA
+/// The GPU `bert` lives on when the GPU engine trains or encodes it: f32 weights on a CUDA
 /// device, BERT's GELU, heads of width 32 or 64 (the CUDA kernels'), the engine on (`gpu::on`).
-/// None: candle's graph runs it. The default since its card tests passed on an H200
+/// None: candle's graph runs it. The default since its GPU tests passed on an H200
 /// (2026-11-29, docs/gpu.md); opt-in before. The one place a task asks.
-pub fn card_for(bert: &crate::model::Bert) -> Option<CudaDevice> {
+pub fn gpu_for(bert: &crate::model::Bert) -> Option<CudaDevice> {
     use crate::model::Activation;
     let w = bert.embeddings.word.embeddings();
     let fits = super::on()

@@ -1,8 +1,8 @@
 //! What the GPU engine asks of a device: memory by address, row-major GEMMs, and the CUDA kernels'
-//! kernels by name. Two devices answer: a CUDA card (cuda.rs: cuBLAS and NVRTC), and, for the
+//! kernels by name. Two devices answer: a CUDA GPU (cuda.rs: cuBLAS and NVRTC), and, for the
 //! tests, the CPU (emulated.rs: the CPU's BLAS and the kernels built by g++), so that everything
 //! the engine does between kernels (which buffer, which transposes, which strides) is tested on
-//! every CI against the CPU engine, and a card has only the device calls left to prove.
+//! every CI against the CPU engine, and a GPU has only the device calls left to prove.
 use crate::model::engine::gpu::kernels::KernelMask;
 use candle_core::{Result, Tensor, Var};
 use std::cell::Cell;
@@ -110,7 +110,7 @@ pub trait Device {
 
     /// A new f32 tensor of zeros on `on` (candle's handle on this device) and its address: where
     /// the engine hands candle its gradients. An allocation and a fill, counted as `alloc` and
-    /// `zero` are (on a card candle takes it from the same pool and zeroes it).
+    /// `zero` are (on a GPU candle takes it from the same pool and zeroes it).
     fn new_tensor(&self, shape: &[usize], on: &candle_core::Device) -> Result<(Tensor, Addr)> {
         self.count(made);
         let t = Tensor::zeros(shape, candle_core::DType::F32, on)?;

@@ -1,4 +1,4 @@
-//! The CPU standing in for a card (tests only): host memory by address, the CPU's BLAS for the
+//! The CPU standing in for a GPU (tests only): host memory by address, the CPU's BLAS for the
 //! GEMMs, gpu/kernels/ built by g++ for the kernels (gpu/kernels/emulated.rs).
 use super::device::{Addr, Arg, Counts, Device, Op, Operands};
 use crate::model::engine::gpu::kernels::emulated::{Args, Emulator};
@@ -119,7 +119,7 @@ impl Device for Emulated {
         let (br, bc) = if ob == Op::N { (k, n) } else { (n, k) };
         let flag = |o: Op| if o == Op::N { NO_TRANS } else { TRANS };
         // bf16 operands widened to the f32 values they are (exact), then the f32 product: the
-        // products of two bf16 values are exact in f32, as a card's bf16 GEMM takes them
+        // products of two bf16 values are exact in f32, as a GPU's bf16 GEMM takes them
         let widened = |at: Addr, n: usize| -> Vec<f32> {
             // SAFETY: a live buffer of this device holding n bf16 values (the engine's shapes)
             let bits = unsafe { std::slice::from_raw_parts(at as *const u16, n) };

@@ -3,7 +3,7 @@
 //! and dropout folded in, the embeddings with their scatter, and GELU, forward and backward,
 //! with and without dropout, their gradients' partial sums included (attention:
 //! attention_test.rs). Agreement is
-//! to f32 rounding (the sums run in another order); a card then holds the compiled kernels to the
+//! to f32 rounding (the sums run in another order); a GPU then holds the compiled kernels to the
 //! same (docs/gpu.md).
 use super::assert_close as close;
 use super::buffers::ROW_WARPS;

@@ -45,18 +45,18 @@ fn a_bf16_layer_matches_the_cpu_engine() {
     layer_matches(&dev, blas, Precision::Bf16);
 }
 
-/// The same check on a card: the cuBLAS products, NVRTC's build of gpu/kernels/, the driver's
+/// The same check on a GPU: the cuBLAS products, NVRTC's build of gpu/kernels/, the driver's
 /// memory (a `cuda` build's test binary, run on the lent machine: scripts/README.md).
 #[cfg(feature = "cuda")]
 #[test]
-fn a_layer_on_the_card_matches_the_cpu_engine() {
+fn a_layer_on_the_gpu_matches_the_cpu_engine() {
     let Some(blas) = crate::model::kernels::blas::blas() else {
-        return crate::runtime::skipped("the GPU layer on a card", "blas", "no BLAS here");
+        return crate::runtime::skipped("the GPU layer on a GPU", "blas", "no BLAS here");
     };
-    let Ok(candle_core::Device::Cuda(card)) = candle_core::Device::new_cuda(0) else {
-        return crate::runtime::skipped("the GPU layer on a card", "gpu", "no CUDA device");
+    let Ok(candle_core::Device::Cuda(gpu)) = candle_core::Device::new_cuda(0) else {
+        return crate::runtime::skipped("the GPU layer on a GPU", "gpu", "no CUDA device");
     };
-    let cuda = super::cuda::Cuda::new(&card).unwrap();
+    let cuda = super::cuda::Cuda::new(&gpu).unwrap();
     layer_matches(&cuda, blas, Precision::F32);
     if Precision::Bf16.check_cpu("--precision").is_ok() {
         layer_matches(&cuda, blas, Precision::Bf16);

@@ -1,8 +1,8 @@
 //! The GPU engine (issue 57, item 1; docs/gpu.md, "The GPU engine"): the CPU engine's forward and
 //! backward (../cpu/layer.rs, ../cpu/embeddings.rs) on a device, with buffers allocated once for a row
 //! capacity, the products on the device's GEMM and everything else on the CUDA kernels
-//! (gpu/kernels/). `Device` abstracts the card, so that the tests run the whole engine on the CPU
-//! (emulated.rs) against the CPU engine; a card then proves only the device calls (cuda.rs).
+//! (gpu/kernels/). `Device` abstracts the GPU, so that the tests run the whole engine on the CPU
+//! (emulated.rs) against the CPU engine; a GPU then proves only the device calls (cuda.rs).
 #[cfg(test)]
 mod attention_test;
 pub mod buffers;
@@ -26,9 +26,9 @@ pub mod stack;
 mod stack_test;
 mod workspace;
 
-/// Whether the GPU engine may run a model on a card: a `cuda` build, the engines not turned off
-/// (CONDENSER_ENGINE=off, or CONDENSER_GPU_ENGINE=off for the card alone). Which models it takes
-/// is `cuda::card_for`'s to say.
+/// Whether the GPU engine may run a model on a GPU: a `cuda` build, the engines not turned off
+/// (CONDENSER_ENGINE=off, or CONDENSER_GPU_ENGINE=off for the GPU alone). Which models it takes
+/// is `cuda::gpu_for`'s to say.
 pub fn on() -> bool {
     let on = crate::settings::get().gpu_engine == crate::settings::Switch::On;
     cfg!(feature = "cuda") && on && super::cpu::enabled()

@@ -1,7 +1,7 @@
 //! A whole BERT on a device: the embeddings and every layer, forward with the tape and backward
 //! into a gradient arena, as the CPU engine's `Stack::forward` / `backward` (../cpu/stack.rs) with
 //! the same dropout sites and masks. The weights are read where the model keeps them (candle's
-//! tensors on the card), but for q, k and v, copied into one (3h x h) weight and one 3h bias a
+//! tensors on the GPU), but for q, k and v, copied into one (3h x h) weight and one 3h bias a
 //! forward (the optimizer changes them between steps). Everything else lives in a workspace
 //! allocated for a row and item capacity at the first step and grown, once, by a larger batch;
 //! a step of the same size allocates nothing.
@@ -85,7 +85,7 @@ impl<D: Device> Stack<D> {
     }
 
     /// The stack for inference: forward alone, its workspace two layers' tapes instead of one
-    /// a layer and no room for gradients (encoder/on_card.rs); `backward` refuses.
+    /// a layer and no room for gradients (encoder/on_gpu.rs); `backward` refuses.
     pub fn for_inference(dev: D, bert: &Bert) -> Result<Stack<D>> {
         Ok(Stack {
             backward: false,
@@ -95,7 +95,7 @@ impl<D: Device> Stack<D> {
 
     /// Free the workspace and forget the last forward (a backward now refuses; the next forward
     /// allocates the workspace again): a training's dev evaluation runs a stack for inference
-    /// of its own, and the card need not hold both workspaces at once.
+    /// of its own, and the GPU need not hold both workspaces at once.
     pub fn release(&mut self) {
         self.batch = None;
         self.ws = None;

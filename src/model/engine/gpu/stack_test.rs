@@ -77,24 +77,21 @@ fn a_whole_bert_matches_the_cpu_engine() {
     stack_matches(dev, &bert, &bert, &Candle::Cpu);
 }
 
-/// The same on a card (a `cuda` build's test binary on the lent machine): the model's weights
-/// on the card, the CPU engine's copy on the CPU.
+/// The same on a GPU (a `cuda` build's test binary on the lent machine): the model's weights
+/// on the GPU, the CPU engine's copy on the CPU.
 #[cfg(feature = "cuda")]
 #[test]
-fn a_whole_bert_on_the_card_matches_the_cpu_engine() {
-    let Some((card, ref cd)) = super::cuda::test_card("the GPU stack on a card") else {
+fn a_whole_bert_on_the_gpu_matches_the_cpu_engine() {
+    let Some((gpu, ref cd)) = super::cuda::test_gpu("the GPU stack on a GPU") else {
         return;
     };
     let dev = super::cuda::Cuda::new(cd).unwrap();
-    let (on_card, on_cpu) = (
-        tiny_bert(2, 2, 32, &card),
-        tiny_bert(2, 2, 32, &Candle::Cpu),
-    );
-    stack_matches(dev, &on_card, &on_cpu, &card);
+    let (on_gpu, on_cpu) = (tiny_bert(2, 2, 32, &gpu), tiny_bert(2, 2, 32, &Candle::Cpu));
+    stack_matches(dev, &on_gpu, &on_cpu, &gpu);
 }
 
 /// `gpu_bert` on `dev` against the CPU engine on `cpu_bert` (the same weights): two steps. The
-/// gradient arena lives where `gpu_bert`'s weights do (`arena`: the card's device on a card).
+/// gradient arena lives where `gpu_bert`'s weights do (`arena`: the GPU's device on a GPU).
 fn stack_matches<D: Device>(dev: D, gpu_bert: &Bert, cpu_bert: &Bert, arena: &Candle) {
     let h = 64;
     let seqs: Vec<Vec<u32>> = vec![

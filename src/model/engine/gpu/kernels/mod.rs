@@ -2,7 +2,7 @@
 //! one source in five files (common.cuh, rows.cu, attention.cu, heads.cu: pooling and the
 //! ranking loss, and optim.cu: the optimizer's),
 //! compiled by NVRTC at run time in a `cuda` build, and by g++ on the CPU for the tests that
-//! hold each kernel to the CPU's result (emulated.rs, on every CI: no card needed to find a
+//! hold each kernel to the CPU's result (emulated.rs, on every CI: no GPU needed to find a
 //! wrong index or formula). Kept in every build, since the tests need no CUDA.
 use crate::model::kernels::dropout_hash::Mask;
 

@@ -9,7 +9,7 @@ use crate::model::Bert;
 
 /// A task's GPU engine: the stack, the gradient arena it accumulates into, and the device's
 /// head and loss with their memory (made at the first step that needs them, then reused).
-pub struct Card<D: Device> {
+pub struct GpuTask<D: Device> {
     pub stack: Stack<D>,
     pub grads: Grads<D>,
     pub(super) head: Option<EmbedHead<D>>,
@@ -24,13 +24,13 @@ pub(super) struct WholeBatch<D: Device> {
     pub(super) grad: Buf<D, f32>,
 }
 
-impl<D: Device> Card<D> {
+impl<D: Device> GpuTask<D> {
     /// The engine for `bert` on `dev`, its gradients' arena on `on` (candle's handle on `dev`).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub fn new(dev: D, bert: &Bert, on: &candle_core::Device) -> Result<Card<D>> {
+    pub fn new(dev: D, bert: &Bert, on: &candle_core::Device) -> Result<GpuTask<D>> {
         let stack = Stack::new(dev, bert)?;
         let grads = stack.zero_grads(on)?;
-        Ok(Card {
+        Ok(GpuTask {
             stack,
             grads,
             head: None,

@@ -16,21 +16,21 @@ use crate::train::params;
 use crate::train::task::Gradients;
 
 /// A cross-encoder's GPU engine: the stack, its gradient arena, and the `[CLS]` head's memory.
-pub struct CrossCard<D: Device> {
+pub struct CrossGpu<D: Device> {
     pub stack: Stack<D>,
     pub grads: Grads<D>,
     head: EmbedHead<D>,
 }
 
-impl<D: Device> CrossCard<D> {
+impl<D: Device> CrossGpu<D> {
     /// The engine for `bert` on `dev`, its arena on `on` (candle's handle on `dev`).
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub fn new(dev: D, bert: &Bert, on: &candle_core::Device) -> Result<CrossCard<D>> {
+    pub fn new(dev: D, bert: &Bert, on: &candle_core::Device) -> Result<CrossGpu<D>> {
         let stack = Stack::new(dev, bert)?;
         let grads = stack.zero_grads(on)?;
         let cls = DevicePooling::of(Pooling::CLS).expect("the device pools [CLS]");
         let hidden = bert.embeddings.word.embeddings().dim(1)?;
-        Ok(CrossCard {
+        Ok(CrossGpu {
             stack,
             grads,
             head: EmbedHead::new(cls, false, hidden),
@@ -39,11 +39,11 @@ impl<D: Device> CrossCard<D> {
 }
 
 impl CrossEncoderTask {
-    /// `gradients` on the model's card, the engine made at the first call and kept.
+    /// `gradients` on the model's GPU, the engine made at the first call and kept.
     #[cfg(feature = "cuda")]
-    pub(super) fn on_card(
+    pub(super) fn on_gpu(
         &self,
-        card: &candle_core::cuda::CudaDevice,
+        gpu: &candle_core::cuda::CudaDevice,
         idx: &[usize],
         drop: Option<&Dropout>,
         weight: f64,
@@ -51,49 +51,43 @@ impl CrossEncoderTask {
         use crate::model::engine::gpu::cuda::Cuda;
         let mut slot = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_none() {
-            let on = candle_core::Device::Cuda(card.clone());
-            *slot = Some(CrossCard::new(Cuda::new(card)?, &self.model.bert, &on)?);
+            let on = candle_core::Device::Cuda(gpu.clone());
+            *slot = Some(CrossGpu::new(Cuda::new(gpu)?, &self.model.bert, &on)?);
         }
-        self.card_gradients(slot.as_mut().expect("made above"), idx, drop, weight)
+        self.gpu_gradients(slot.as_mut().expect("made above"), idx, drop, weight)
     }
 
     /// Before a dev evaluation: the engine's workspace freed (the evaluation's stack for
-    /// inference makes its own; the next step allocates it again), so that the card's peak is
+    /// inference makes its own; the next step allocates it again), so that the GPU's peak is
     /// the larger of the two, not their sum.
-    pub(super) fn release_card(&self) {
+    pub(super) fn release_gpu(&self) {
         #[cfg(feature = "cuda")]
-        if let Some(card) = self.gpu.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            card.stack.release();
+        if let Some(gpu) = self.gpu.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            gpu.stack.release();
         }
     }
 
-    /// The step's loss and gradients for rows `idx` on `card` (its arena restarted first),
+    /// The step's loss and gradients for rows `idx` on `GPU` (its arena restarted first),
     /// `weight` x the batch's mean loss; the backbone's gradients are views of the arena, held
     /// by the result's lease.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(super) fn card_gradients<D: Device>(
+    pub(super) fn gpu_gradients<D: Device>(
         &self,
-        card: &mut CrossCard<D>,
+        gpu: &mut CrossGpu<D>,
         idx: &[usize],
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
         let bert = &self.model.bert;
-        card.grads.restart(card.stack.device())?;
+        gpu.grads.restart(gpu.stack.device())?;
         let (ids, types, keys) = self.packed(idx);
-        card.stack
+        gpu.stack
             .forward(bert, &ids, Some(&types), Some(&keys), drop)?;
-        let leaf = PooledLeaf::forward(&card.stack, &mut card.head, &self.device)?;
+        let leaf = PooledLeaf::forward(&gpu.stack, &mut gpu.head, &self.device)?;
         let (mut out, store) = self.head_step(leaf.emb.as_tensor(), idx, &keys, drop, weight)?;
-        leaf.backward(
-            &mut card.stack,
-            &card.head,
-            (bert, &store),
-            drop,
-            &card.grads,
-        )?;
+        leaf.backward(&mut gpu.stack, &gpu.head, (bert, &store), drop, &gpu.grads)?;
         let mut grads = ParamGrads::from_store(&params::var_list(&self.varmap), store);
-        let (pairs, lease) = card.grads.export(bert)?;
+        let (pairs, lease) = gpu.grads.export(bert)?;
         grads.add_pairs(pairs)?;
         grads.hold(lease);
         out.grads = grads;
@@ -102,5 +96,5 @@ impl CrossEncoderTask {
 }
 
 #[cfg(test)]
-#[path = "cross_encoder_card_test.rs"]
+#[path = "cross_encoder_gpu_test.rs"]
 mod tests;

@@ -1,4 +1,4 @@
-//! on_card.rs's encode on the emulated device against the CPU engine's encode of the same texts:
+//! on_gpu.rs's encode on the emulated device against the CPU engine's encode of the same texts:
 //! all-MiniLM-L6-v2 as it ships (mean pooling, normalised), and its [CLS] and mean rows together
 //! without normalising; batches of four, the last ragged, longest first as candle's route.
 use super::encode;

@@ -1,7 +1,7 @@
-//! cross_encoder_card.rs's tests: a cross-encoder step on the GPU engine (the emulated device,
-//! and a card where one answers) against the CPU engine's step of the same task.
+//! cross_encoder_gpu.rs's tests: a cross-encoder step on the GPU engine (the emulated device,
+//! and a GPU where one answers) against the CPU engine's step of the same task.
 use super::super::{CrossEncoderData, CrossEncoderTask};
-use super::CrossCard;
+use super::CrossGpu;
 use crate::model::engine::gpu::emulated::Emulated;
 use crate::model::Dropout;
 use crate::train::params;
@@ -31,15 +31,15 @@ fn a_cross_encoder_step_matches_the_cpu_engine() {
         return;
     };
     let task = task(&candle_core::Device::Cpu);
-    let mut card = CrossCard::new(dev, &task.model.bert, &candle_core::Device::Cpu).unwrap();
+    let mut gpu = CrossGpu::new(dev, &task.model.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step(&task);
-    let got = task.card_gradients(&mut card, &idx, Some(&drop), 1.0);
+    let got = task.gpu_gradients(&mut gpu, &idx, Some(&drop), 1.0);
     same_step(&task, &task, got.unwrap());
 }
 
 /// --precision bf16 (the Linears' products on bf16 operands, f32 master weights): the GPU
 /// engine's step (emulated) against the CPU engine's bf16 step, the head in bf16 on both (it
-/// runs on the CPU here; on a card candle runs it in f32).
+/// runs on the CPU here; on a GPU candle runs it in f32).
 #[test]
 fn a_bf16_cross_encoder_step_matches_the_cpu_engine() {
     use crate::model::kernels::precision::Precision;
@@ -52,34 +52,34 @@ fn a_bf16_cross_encoder_step_matches_the_cpu_engine() {
     };
     let mut task = task(&candle_core::Device::Cpu);
     task.set_precision(Precision::Bf16).unwrap();
-    let mut card = CrossCard::new(dev, &task.model.bert, &candle_core::Device::Cpu).unwrap();
+    let mut gpu = CrossGpu::new(dev, &task.model.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step(&task);
-    let got = task.card_gradients(&mut card, &idx, Some(&drop), 1.0);
+    let got = task.gpu_gradients(&mut gpu, &idx, Some(&drop), 1.0);
     same_step_within(&task, &task, got.unwrap(), BF16_TOL);
 }
 
-/// The same step on a card (a `cuda` build's test binary on the lent machine), through the
-/// task's own engine there (`on_card`).
+/// The same step on a GPU (a `cuda` build's test binary on the lent machine), through the
+/// task's own engine there (`on_gpu`).
 #[cfg(feature = "cuda")]
 #[test]
-fn a_cross_encoder_step_on_the_card_matches_the_cpu_engine() {
-    let Some((card, ref cd)) = crate::model::engine::gpu::cuda::test_card("the GPU step on a card")
+fn a_cross_encoder_step_on_the_gpu_matches_the_cpu_engine() {
+    let Some((gpu, ref cd)) = crate::model::engine::gpu::cuda::test_gpu("the GPU step on a GPU")
     else {
         return;
     };
-    let (on_card, on_cpu) = (task(&card), task(&candle_core::Device::Cpu));
-    let (idx, drop) = step(&on_card);
-    let got = on_card.on_card(cd, &idx, Some(&drop), 1.0).unwrap();
-    same_step(&on_cpu, &on_card, got);
-    // and --precision bf16: candle runs the pooler and classifier in f32 on a card, so the
+    let (on_gpu, on_cpu) = (task(&gpu), task(&candle_core::Device::Cpu));
+    let (idx, drop) = step(&on_gpu);
+    let got = on_gpu.on_gpu(cd, &idx, Some(&drop), 1.0).unwrap();
+    same_step(&on_cpu, &on_gpu, got);
+    // and --precision bf16: candle runs the pooler and classifier in f32 on a GPU, so the
     // CPU's reference has BERT alone in bf16
     use crate::model::kernels::precision::Precision;
     if Precision::Bf16.check_cpu("--precision").is_ok() {
-        let (mut on_card, mut on_cpu) = (task(&card), task(&candle_core::Device::Cpu));
-        on_card.set_precision(Precision::Bf16).unwrap();
+        let (mut on_gpu, mut on_cpu) = (task(&gpu), task(&candle_core::Device::Cpu));
+        on_gpu.set_precision(Precision::Bf16).unwrap();
         on_cpu.model.bert.set_precision(Precision::Bf16).unwrap();
-        let got = on_card.on_card(cd, &idx, Some(&drop), 1.0).unwrap();
-        same_step_within(&on_cpu, &on_card, got, BF16_TOL);
+        let got = on_gpu.on_gpu(cd, &idx, Some(&drop), 1.0).unwrap();
+        same_step_within(&on_cpu, &on_gpu, got, BF16_TOL);
     }
 }
 
@@ -101,9 +101,9 @@ fn same_step(cpu_task: &CrossEncoderTask, card_task: &CrossEncoderTask, got: Gra
 /// and 4.2e-3 on an AMX Xeon (the CPU's products on oneMKL); 4.16e-2 and 4.24e-3 on a Zen 4
 /// (condenser's AVX512-BF16 kernel), the worst parameter layer 1's output LayerNorm weight (a
 /// sum over the batch's tokens that cancels: its largest value 1.7e-3), where the CPU's bf16
-/// step is itself 4.0e-2 from the f32 step and the emulated card's 1.5e-2. So the bound on each
+/// step is itself 4.0e-2 from the f32 step and the emulated GPU's 1.5e-2. So the bound on each
 /// parameter is the reference's own bf16 noise; the norm's catches a wrong product. This step
-/// cannot tell the card's products in bf16 from f32 ones (5.2e-3 with them in f32: the head,
+/// cannot tell the GPU's products in bf16 from f32 ones (5.2e-3 with them in f32: the head,
 /// bf16 on both sides, weighs more than BERT's rounding here); the bi-encoder's bf16 step test
 /// does (gpu_step_test.rs), on the same stack.
 const BF16_TOL: (f32, f64) = (6e-2, 1e-2);

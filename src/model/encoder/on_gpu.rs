@@ -1,9 +1,9 @@
-//! Encoding (and a cross-encoder's scoring, cross.rs) on a card through the GPU engine
+//! Encoding (and a cross-encoder's scoring, cross.rs) on a GPU through the GPU engine
 //! (model/engine/gpu): each length-sorted batch packed into one forward of a stack for
 //! inference (no padding, no tape; about 90 launches a batch for MiniLM in f32, 140 in bf16,
 //! and no allocation after the first batch, the longest, where candle's graph makes hundreds of
 //! each), pooled and normalised on the device (heads.cu), only the pooled rows copied back. A
-//! card's encode was bound by the host's calls, not by the products (docs/gpu.md): this cuts
+//! GPU's encode was bound by the host's calls, not by the products (docs/gpu.md): this cuts
 //! the calls.
 use super::SentenceEncoder;
 use crate::error::{Context, Result};
@@ -15,17 +15,17 @@ use crate::model::Bert;
 use indicatif::ProgressBar;
 
 impl SentenceEncoder {
-    /// The card and the device's pooling where the GPU engine runs this encoder (`backend`).
+    /// The GPU and the device's pooling where the GPU engine runs this encoder (`backend`).
     #[cfg(feature = "cuda")]
-    fn card_route(&self) -> Option<(candle_core::cuda::CudaDevice, DevicePooling)> {
-        let card = self.backend().card()?.clone();
-        Some((card, DevicePooling::of(self.pooling)?))
+    fn gpu_route(&self) -> Option<(candle_core::cuda::CudaDevice, DevicePooling)> {
+        let gpu = self.backend().gpu()?.clone();
+        Some((gpu, DevicePooling::of(self.pooling)?))
     }
 
-    /// On a card, the embeddings of `seqs` from the GPU engine where it takes this encoder
+    /// On a GPU, the embeddings of `seqs` from the GPU engine where it takes this encoder
     /// (`backend`); None: candle's graph encodes them (and without the `cuda` feature
-    /// there is no card).
-    pub(super) fn on_card(
+    /// there is no GPU).
+    pub(super) fn on_gpu(
         &self,
         seqs: &[Vec<u32>],
         batch_size: usize,
@@ -33,9 +33,9 @@ impl SentenceEncoder {
     ) -> Option<Result<Vec<Vec<f32>>>> {
         #[cfg(feature = "cuda")]
         {
-            let (card, pooling) = self.card_route()?;
+            let (gpu, pooling) = self.gpu_route()?;
             Some(
-                crate::model::engine::gpu::cuda::Cuda::new(&card)
+                crate::model::engine::gpu::cuda::Cuda::new(&gpu)
                     .doing("the GPU engine")
                     .and_then(|dev| encode(self, dev, pooling, seqs, batch_size, progress)),
             )
@@ -75,7 +75,7 @@ pub(super) fn encode<D: Device>(
 /// given), in length-sorted batches of `batch_size` sequences, longest first: each batch's rows
 /// pooled (and normalised) on the device as `head` says, copied back (items x width, flat) and
 /// handed to `finish` with the width, which makes one output an item; outputs in input order.
-/// The sentence encoder's and the cross-encoder's (cross.rs) route on a card.
+/// The sentence encoder's and the cross-encoder's (cross.rs) route on a GPU.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(super) fn on_engine<D: Device, R>(
     bert: &Bert,
@@ -100,11 +100,11 @@ pub(super) fn on_engine<D: Device, R>(
         stack
             .device()
             .download(at, bytemuck::cast_slice_mut(&mut flat))
-            .doing("the rows from the card")?;
+            .doing("the rows from the GPU")?;
         finish(flat, w)
     })
 }
 
 #[cfg(test)]
-#[path = "on_card_test.rs"]
+#[path = "on_gpu_test.rs"]
 mod tests;
