@@ -8,9 +8,7 @@
 //!   cargo bench --features cuda --bench gpu_engine --no-run   # here (build-cuda.sh's env)
 //!   target/release/deps/gpu_engine-* [MODEL_DIR] [STSB_TRAIN_PARQUET] [STEPS]   # on the GPU
 use candle_core::{Device, Tensor};
-use condenser::model::engine::gpu::cuda::Cuda;
-use condenser::model::engine::gpu::device::{Buf, Device as _};
-use condenser::model::engine::gpu::stack::Stack;
+use condenser::model::engine::gpu::{Buf, Cuda, Device as _, Stack};
 use condenser::model::{Bert, Dropout, ModelFolder, TokenBatch};
 use condenser::train::params::load_trainable;
 use std::time::Instant;

@@ -37,7 +37,7 @@ pub struct CrossEncoderTask {
     notes: Vec<String>,
     /// The GPU engine, made at the first step on a GPU and kept (cross_encoder_gpu.rs).
     #[cfg(feature = "cuda")]
-    gpu: std::sync::Mutex<Option<gpu::CrossGpu<crate::model::engine::gpu::cuda::Cuda>>>,
+    gpu: std::sync::Mutex<Option<gpu::CrossGpu<crate::model::engine::gpu::Cuda>>>,
 }
 
 #[path = "cross_encoder_gpu.rs"]

@@ -5,11 +5,7 @@
 //! (a few ops on b x h), one backward into the engine's arena. A child of cross_encoder.rs.
 use super::CrossEncoderTask;
 use crate::error::Result;
-use crate::model::engine::gpu::device::Device;
-use crate::model::engine::gpu::grads::Grads;
-use crate::model::engine::gpu::heads::{DevicePooling, EmbedHead};
-use crate::model::engine::gpu::leaf::PooledLeaf;
-use crate::model::engine::gpu::stack::Stack;
+use crate::model::engine::gpu::{Device, DevicePooling, EmbedHead, Grads, PooledLeaf, Stack};
 use crate::model::{Bert, Dropout, Pooling};
 use crate::train::grads::ParamGrads;
 use crate::train::params;
@@ -48,7 +44,7 @@ impl CrossEncoderTask {
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
-        use crate::model::engine::gpu::cuda::Cuda;
+        use crate::model::engine::gpu::Cuda;
         let mut slot = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_none() {
             let on = candle_core::Device::Cuda(gpu.clone());

@@ -2,7 +2,7 @@
 //! and a GPU where one answers) against the CPU engine's step of the same task.
 use super::super::{CrossEncoderData, CrossEncoderTask};
 use super::CrossGpu;
-use crate::model::engine::gpu::emulated::Emulated;
+use crate::model::engine::gpu::Emulated;
 use crate::model::Dropout;
 use crate::train::params;
 use crate::train::task::{Gradients, TrainTask};
@@ -63,8 +63,7 @@ fn a_bf16_cross_encoder_step_matches_the_cpu_engine() {
 #[cfg(feature = "cuda")]
 #[test]
 fn a_cross_encoder_step_on_the_gpu_matches_the_cpu_engine() {
-    let Some((gpu, ref cd)) = crate::model::engine::gpu::cuda::test_gpu("the GPU step on a GPU")
-    else {
+    let Some((gpu, ref cd)) = crate::model::engine::gpu::test_gpu("the GPU step on a GPU") else {
         return;
     };
     let (on_gpu, on_cpu) = (task(&gpu), task(&candle_core::Device::Cpu));

@@ -7,7 +7,7 @@
 //! gradient lives. Kept across GradCache's mini-batches or gradient accumulation that is every
 //! batch's activations at once: memory grows with the batch the method exists to bound.
 use crate::error::Result;
-use crate::model::engine::gpu::grads::Lease;
+use crate::model::engine::gpu::Lease;
 use candle_core::backprop::GradStore;
 use candle_core::{Tensor, TensorId, Var};
 use std::collections::HashMap;

@@ -4,7 +4,7 @@
 //! on those rows; on a GPU the GPU engine where it takes the model (`[CLS]` pooled on the
 //! device, on_gpu.rs), the head in candle there; elsewhere candle's padded graph runs it all.
 use crate::error::{Context, Error, Result};
-use crate::model::engine::gpu::heads::DevicePooling;
+use crate::model::engine::gpu::DevicePooling;
 use crate::model::engine::{run_batches, Backend};
 use crate::model::layers::batch::by_length;
 use crate::model::layers::cross_encoder::activate;
@@ -88,7 +88,7 @@ impl CrossEncoderModel {
     ) -> Option<Result<Vec<Vec<f32>>>> {
         #[cfg(feature = "cuda")]
         {
-            use crate::model::engine::gpu::cuda::Cuda;
+            use crate::model::engine::gpu::Cuda;
             let backend = self.backend();
             let gpu = backend.gpu()?;
             Some(
@@ -107,7 +107,7 @@ impl CrossEncoderModel {
     /// The scores of `enc` on `dev`'s GPU engine: `[CLS]` rows pooled on the device, the head
     /// (pooler, tanh, classifier) in candle on the model's device, a batch at a time.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    fn scores_on<D: crate::model::engine::gpu::device::Device>(
+    fn scores_on<D: crate::model::engine::gpu::Device>(
         &self,
         dev: D,
         enc: &[(Vec<u32>, Vec<u32>)],

@@ -2,8 +2,7 @@
 //! `predict`: all-MiniLM-L6-v2's BERT under a pooler and a classifier of fixed values, one label
 //! (sigmoid) and three (softmax), pairs of several lengths in batches of three, the last ragged.
 use super::CrossEncoderModel;
-use crate::model::engine::gpu::assert_close as close;
-use crate::model::engine::gpu::emulated::Emulated;
+use crate::model::engine::gpu::{assert_close as close, Emulated};
 use crate::model::kernels::test_data;
 use crate::model::{CrossEncoder, PairTokenizer, SentenceEncoder};
 use candle_core::{DType, Device, Tensor};

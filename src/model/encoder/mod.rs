@@ -11,7 +11,7 @@ pub use cross::CrossEncoderModel;
 pub use prompts::Prompts;
 
 use super::engine::cpu::{self, pad};
-use super::engine::gpu::heads::DevicePooling;
+use super::engine::gpu::DevicePooling;
 use super::engine::{run_batches, Backend};
 use super::kernels::dropout::Dropout;
 use super::layers::batch::{by_length, TokenBatch};

@@ -7,9 +7,7 @@
 //! the calls.
 use super::SentenceEncoder;
 use crate::error::{Context, Result};
-use crate::model::engine::gpu::device::Device;
-use crate::model::engine::gpu::heads::{DevicePooling, EmbedHead};
-use crate::model::engine::gpu::stack::Stack;
+use crate::model::engine::gpu::{Device, DevicePooling, EmbedHead, Stack};
 use crate::model::layers::batch::by_length;
 use crate::model::Bert;
 use indicatif::ProgressBar;
@@ -35,7 +33,7 @@ impl SentenceEncoder {
         {
             let (gpu, pooling) = self.gpu_route()?;
             Some(
-                crate::model::engine::gpu::cuda::Cuda::new(&gpu)
+                crate::model::engine::gpu::Cuda::new(&gpu)
                     .doing("the GPU engine")
                     .and_then(|dev| encode(self, dev, pooling, seqs, batch_size, progress)),
             )

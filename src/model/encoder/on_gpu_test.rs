@@ -2,9 +2,7 @@
 //! all-MiniLM-L6-v2 as it ships (mean pooling, normalised), and its [CLS] and mean rows together
 //! without normalising; batches of four, the last ragged, longest first as candle's route.
 use super::encode;
-use crate::model::engine::gpu::assert_close as close;
-use crate::model::engine::gpu::emulated::Emulated;
-use crate::model::engine::gpu::heads::DevicePooling;
+use crate::model::engine::gpu::{assert_close as close, DevicePooling, Emulated};
 use crate::model::{Pooling, SentenceEncoder};
 use indicatif::ProgressBar;
 

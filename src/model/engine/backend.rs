@@ -34,7 +34,7 @@ impl Backend {
     pub fn of(bert: &Bert, head: &[BertLayer], takes: Takes) -> Backend {
         #[cfg(feature = "cuda")]
         if takes == Takes::Both && head.is_empty() {
-            if let Some(gpu) = super::gpu::cuda::gpu_for(bert) {
+            if let Some(gpu) = super::gpu::gpu_for(bert) {
                 return Backend::Gpu(gpu);
             }
         }

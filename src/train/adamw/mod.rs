@@ -61,8 +61,8 @@ fn eligible(t: &Tensor) -> Option<candle_core::cuda::CudaDevice> {
 #[cfg(feature = "cuda")]
 struct OnCuda {
     id: candle_core::cuda::DeviceId,
-    dev: crate::model::engine::gpu::cuda::Cuda,
-    table: slots::Table<crate::model::engine::gpu::cuda::Cuda>,
+    dev: crate::model::engine::gpu::Cuda,
+    table: slots::Table<crate::model::engine::gpu::Cuda>,
 }
 
 #[cfg(feature = "cuda")]
@@ -76,7 +76,7 @@ impl OnCuda {
             *kept = None;
             *kept = Some(OnCuda {
                 id: gpu.id(),
-                dev: crate::model::engine::gpu::cuda::Cuda::new(gpu)?,
+                dev: crate::model::engine::gpu::Cuda::new(gpu)?,
                 table: Default::default(),
             });
         }

@@ -7,8 +7,7 @@
 //! (engine/gpu/kernels/), launched as the engine launches them (`Device::launch`), so the
 //! emulated device runs this very code on every CI (slots_test.rs) and a GPU its own tests.
 use super::host::Coefficients;
-use crate::model::engine::gpu::device::{Addr, Arg, Buf, Device};
-use crate::model::engine::gpu::kernels::Slot;
+use crate::model::engine::gpu::{Addr, Arg, Buf, Device, Slot};
 use candle_core::{DType, Result, Tensor};
 
 /// Blocks a slot's sum of squares is split over (each writes one partial sum).

@@ -5,9 +5,7 @@
 //! table, the addresses, the launches) on the emulated device, and on a GPU where one answers.
 use super::host::{adamw_chunk, Coefficients};
 use super::slots::{self, Table, Update};
-use crate::model::engine::gpu::emulated::Emulated;
-use crate::model::engine::gpu::kernels::emulated::{emulator, Args};
-use crate::model::engine::gpu::kernels::Slot;
+use crate::model::engine::gpu::{emulator, Args, Emulated, Slot};
 use crate::model::kernels::test_data;
 
 /// Sizes of the parameters: below a block, ragged, past a turn of the grid (3 blocks x 64).
@@ -226,7 +224,7 @@ fn the_optimizers_launches_on_the_emulated_device_match_the_host() {
 #[cfg(feature = "cuda")]
 mod on_gpu {
     use super::super::slots::{sum_squares, Table};
-    use crate::model::engine::gpu::cuda::Cuda;
+    use crate::model::engine::gpu::Cuda;
     use crate::train::AdamW;
     use candle_core::{Device, Tensor, Var};
 

@@ -3,14 +3,12 @@
 //! the dropout masks are the CPU engine's). One forward instead of one a column: on a GPU a
 //! step's time goes to launches, and a column is as many as the batch.
 use super::backbone::Backbone;
-use super::gpu_ranking::Shape;
 use super::gpu_task::GpuTask;
 use super::task::BiEncoderTask;
 use crate::error::Result;
-use crate::model::engine::gpu::device::{Addr, Device};
-use crate::model::engine::gpu::heads::{DevicePooling, EmbedHead};
-use crate::model::engine::gpu::leaf::{Leaf, PooledLeaf};
-use crate::model::engine::gpu::stack::Stack;
+use crate::model::engine::gpu::{
+    Addr, Device, DevicePooling, EmbedHead, Leaf, PooledLeaf, Shape, Stack,
+};
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::task::dropout_key;

@@ -1,9 +1,7 @@
-//! gpu_ranking.rs's tests: the device's ranking loss (the emulated device: heads.cu's kernels
+//! The device's ranking loss (model/engine/gpu/ranking.rs) (the emulated device: heads.cu's kernels
 //! by g++, the CPU's BLAS for the products) against candle's `in_batch_ranking` and its
 //! autograd, in f32 and in f64.
-use super::{ranking_loss, Shape};
-use crate::model::engine::gpu::device::Buf;
-use crate::model::engine::gpu::emulated::Emulated;
+use crate::model::engine::gpu::{ranking_loss, Buf, Emulated, Shape};
 use crate::train::losses::{in_batch_ranking, Ranking};
 use candle_core::{DType, Device, Tensor, Var};
 

@@ -1,17 +1,14 @@
 //! A bi-encoder step on the GPU engine (model/engine/gpu), its gradients exported beside the loss
 //! head's. Two routes: an in-batch ranking loss over a pooling the device runs (mean, cls) stays
-//! on the device from the tokens to the gradients (gpu_ranking.rs), whole or by GradCache (here);
-//! any other loss runs in candle, the engine a backbone (`OnDevice`, gpu_backbone.rs) under the
+//! on the device from the tokens to the gradients (model/engine/gpu/ranking.rs), whole or by
+//! GradCache (here); any other loss runs in candle, the engine a backbone (`OnDevice`, gpu_backbone.rs) under the
 //! one plain step and the one GradCache (plain.rs, gradcache.rs).
 use super::gpu_backbone::{embed_on_device, OnDevice};
-use super::gpu_ranking::{ranking_loss, Shape};
 use super::gpu_task::{GpuTask, WholeBatch};
 use super::task::BiEncoderTask;
 use super::{gradcache, plain};
 use crate::error::Result;
-use crate::model::engine::gpu::device::{Addr, Buf, Device};
-use crate::model::engine::gpu::grads::Grads;
-use crate::model::engine::gpu::heads::DevicePooling;
+use crate::model::engine::gpu::{ranking_loss, Addr, Buf, Device, DevicePooling, Grads, Shape};
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::losses::Ranking;
@@ -32,7 +29,7 @@ pub fn on_gpu(
     drop: Option<&Dropout>,
     weight: f64,
 ) -> Result<Gradients> {
-    use crate::model::engine::gpu::cuda::Cuda;
+    use crate::model::engine::gpu::Cuda;
     let mut slot = task.gpu.lock().unwrap_or_else(|e| e.into_inner());
     if slot.is_none() {
         let on = candle_core::Device::Cuda(gpu.clone());
@@ -234,3 +231,7 @@ impl Rows {
 #[cfg(test)]
 #[path = "gpu_step_test.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "gpu_ranking_test.rs"]
+mod ranking_tests;

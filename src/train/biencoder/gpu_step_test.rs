@@ -4,8 +4,7 @@ use super::super::backbone::CpuEngine;
 use super::super::gpu_task::GpuTask;
 use super::super::{plain, BiData, BiEncoderOptions, BiEncoderTask};
 use crate::model::engine::cpu;
-use crate::model::engine::gpu::device::{Counts, Device};
-use crate::model::engine::gpu::emulated::Emulated;
+use crate::model::engine::gpu::{Counts, Device, Emulated};
 use crate::model::Dropout;
 use crate::train::losses;
 use crate::train::params;
@@ -117,8 +116,7 @@ fn step_anatomy(counts: &[Counts], what: &str) {
 #[cfg(feature = "cuda")]
 #[test]
 fn three_adamw_steps_on_the_gpu_match_the_cpu_engine() {
-    let Some((gpu, ref cd)) = crate::model::engine::gpu::cuda::test_gpu("the GPU steps on a GPU")
-    else {
+    let Some((gpu, ref cd)) = crate::model::engine::gpu::test_gpu("the GPU steps on a GPU") else {
         return;
     };
     let (on_gpu, on_cpu) = (mnr_task(gpu.clone()), mnr_task(candle_core::Device::Cpu));
@@ -248,8 +246,7 @@ fn a_bf16_mnr_step_matches_the_cpu_engine() {
 #[cfg(feature = "cuda")]
 #[test]
 fn an_mnr_step_on_the_gpu_matches_the_cpu_engine() {
-    let Some((gpu, ref cd)) = crate::model::engine::gpu::cuda::test_gpu("the GPU step on a GPU")
-    else {
+    let Some((gpu, ref cd)) = crate::model::engine::gpu::test_gpu("the GPU step on a GPU") else {
         return;
     };
     let (on_gpu, on_cpu) = (mnr_task(gpu.clone()), mnr_task(candle_core::Device::Cpu));
@@ -288,8 +285,7 @@ fn an_mnr_step_on_the_gpu_matches_the_cpu_engine() {
 #[cfg(feature = "cuda")]
 #[test]
 fn a_candle_loss_step_on_the_gpu_matches_the_cpu_engine() {
-    let Some((gpu, ref cd)) = crate::model::engine::gpu::cuda::test_gpu("the GPU step on a GPU")
-    else {
+    let Some((gpu, ref cd)) = crate::model::engine::gpu::test_gpu("the GPU step on a GPU") else {
         return;
     };
     let on_gpu = loss_task("softmax", "mrpc/train", None, gpu.clone());

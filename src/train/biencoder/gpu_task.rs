@@ -1,10 +1,6 @@
 //! A bi-encoder task's GPU engine and the memory its steps reuse (gpu_step.rs runs them).
-use super::gpu_ranking::RankingRoom;
 use crate::error::Result;
-use crate::model::engine::gpu::device::{Buf, Device};
-use crate::model::engine::gpu::grads::Grads;
-use crate::model::engine::gpu::heads::EmbedHead;
-use crate::model::engine::gpu::stack::Stack;
+use crate::model::engine::gpu::{Buf, Device, EmbedHead, Grads, RankingRoom, Stack};
 use crate::model::Bert;
 
 /// A task's GPU engine: the stack, the gradient arena it accumulates into, and the device's

@@ -3,7 +3,6 @@
 mod backbone;
 mod data;
 mod gpu_backbone;
-mod gpu_ranking;
 mod gpu_step;
 mod gpu_task;
 mod gradcache;

@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// A task's GPU engine on its GPU (gpu_step.rs).
 #[cfg(feature = "cuda")]
-pub(super) type OnGpu = super::gpu_task::GpuTask<crate::model::engine::gpu::cuda::Cuda>;
+pub(super) type OnGpu = super::gpu_task::GpuTask<crate::model::engine::gpu::Cuda>;
 
 /// A loss's trainable parameters live under this prefix; they alone may start fresh.
 pub(super) const HEAD_PREFIX: &str = "head";

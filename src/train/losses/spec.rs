@@ -31,7 +31,8 @@ impl Target {
 
 /// An in-batch ranking loss's form (functional.rs's `in_batch_ranking`: anchors are the first
 /// text column, candidates the columns after it), for an engine that runs the loss itself (the
-/// GPU engine's bi-encoder step, train/biencoder/gpu_ranking.rs).
+/// GPU engine's bi-encoder step: model/engine/gpu/ranking.rs, which takes it as its own
+/// `RankingLoss`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Ranking {
     /// What the similarities are multiplied by before the softmax.
@@ -41,6 +42,21 @@ pub struct Ranking {
     /// Another row's positive leaves row i's softmax when the two rows share their anchor or
     /// positive text (mnr-masked; the target is `Target::TextIds`).
     pub exclude_shared: bool,
+}
+
+impl From<Ranking> for crate::model::engine::gpu::RankingLoss {
+    fn from(r: Ranking) -> Self {
+        let Ranking {
+            scale,
+            cosine,
+            exclude_shared,
+        } = r;
+        Self {
+            scale,
+            cosine,
+            exclude_shared,
+        }
+    }
 }
 
 impl Ranking {

@@ -133,10 +133,6 @@ impl<D: Device> LayerTape<D> {
             rows,
         })
     }
-
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
 }
 
 /// Working buffers a layer's forward and backward share, for up to `rows` rows and `items`

@@ -5,26 +5,46 @@
 //! (emulated.rs) against the CPU engine; a GPU then proves only the device calls (cuda.rs).
 #[cfg(test)]
 mod attention_test;
-pub mod buffers;
+mod buffers;
 #[cfg(feature = "cuda")]
-pub mod cuda;
-pub mod device;
+mod cuda;
+mod device;
 #[cfg(test)]
-pub(crate) mod emulated;
-pub mod grads;
-pub mod heads;
-pub mod kernels;
+mod emulated;
+mod grads;
+mod heads;
+mod kernels;
 #[cfg(test)]
 mod kernels_test;
-pub mod layer;
+mod layer;
 #[cfg(test)]
 mod layer_test;
-pub mod leaf;
+mod leaf;
 mod products;
-pub mod stack;
+mod ranking;
+mod stack;
 #[cfg(test)]
 mod stack_test;
 mod workspace;
+
+// The engine's face: what the encoders, the trainers and the optimizer use of it (a stack and its
+// leaves, the heads, the ranking loss, the gradients' arena, the device's memory and launches);
+// the layers, kernels and workspaces behind it are its own.
+#[cfg(all(test, feature = "cuda"))]
+pub(crate) use cuda::test_gpu;
+#[cfg(feature = "cuda")]
+pub use cuda::{gpu_for, Cuda};
+pub use device::{Addr, Arg, Buf, Counts, Device};
+#[cfg(test)]
+pub(crate) use emulated::Emulated;
+pub use grads::{Grads, Lease};
+pub use heads::{DevicePooling, EmbedHead};
+#[cfg(test)]
+pub(crate) use kernels::emulated::{emulator, Args};
+pub use kernels::Slot;
+pub use leaf::{Leaf, PooledLeaf};
+pub use ranking::{ranking_loss, RankingLoss, RankingRoom, Shape};
+pub use stack::Stack;
 
 /// Whether the GPU engine may run a model on a GPU: a `cuda` build, the engines not turned off
 /// (CONDENSER_ENGINE=off, or CONDENSER_GPU_ENGINE=off for the GPU alone). Which models it takes

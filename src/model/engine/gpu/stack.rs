@@ -23,7 +23,6 @@ use candle_core::{bail, Result};
 // the last forward's rows as the heads take them: padded for candle's, packed for the device's
 #[path = "stack_out.rs"]
 mod out;
-pub use out::LastRows;
 
 /// A forward's batch, for its backward: the packing, each table's scatter entry count, and the
 /// layers' weights as the forward read them (q, k and v from its copy).

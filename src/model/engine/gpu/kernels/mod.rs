@@ -7,7 +7,8 @@
 use crate::model::kernels::dropout_hash::Mask;
 
 /// The kernels' one source, as NVRTC compiles it (emulate.cpp includes the same files in the
-/// same order).
+/// same order; a build without CUDA reads it in tests only).
+#[cfg(any(test, feature = "cuda"))]
 pub const ENGINE_SOURCE: &str = concat!(
     include_str!("common.cuh"),
     include_str!("rows.cu"),

@@ -1,17 +1,28 @@
-//! An in-batch ranking loss (mnr, cached-mnr, mnr-masked, contrastive: `LossSpec::ranking`) on
-//! the GPU engine's device, over embeddings already there: cuBLAS's products, heads.cu's
-//! normalisation and `ranking_rows` for the softmax's reductions, so that a step hands candle
-//! nothing and allocates nothing after its first (issue 57, item 1). The same arithmetic as
-//! losses/functional.rs's `in_batch_ranking`, which the tests hold it to.
+//! An in-batch ranking loss (the bi-encoder's mnr, cached-mnr, mnr-masked, contrastive:
+//! train's `LossSpec::ranking`) on the device, over embeddings already there: cuBLAS's products,
+//! heads.cu's normalisation and `ranking_rows` for the softmax's reductions, so that a step hands
+//! candle nothing and allocates nothing after its first (issue 57, item 1). Here, beside the
+//! kernel it launches; the same arithmetic as train/losses/functional.rs's `in_batch_ranking`,
+//! which the tests (train/biencoder/gpu_ranking_test.rs) hold it to.
+use super::buffers::ROW_WARPS;
+use super::device::{Addr, Arg, Buf, Device, Op, Operands};
+use super::heads::{normalize, normalize_backward};
 use crate::error::Result;
-use crate::model::engine::gpu::buffers::ROW_WARPS;
-use crate::model::engine::gpu::device::{Addr, Arg, Buf, Device, Op, Operands};
-use crate::model::engine::gpu::heads::{normalize, normalize_backward};
-use crate::train::losses::Ranking;
+
+/// The loss asked of the device (train's `losses::Ranking` converts to it).
+#[derive(Clone, Copy, Debug)]
+pub struct RankingLoss {
+    /// What the similarities are multiplied by before the softmax.
+    pub scale: f64,
+    /// Cosine similarity (else the dot product).
+    pub cosine: bool,
+    /// Another row's positive leaves row i's softmax when the two share a text (by `ids`).
+    pub exclude_shared: bool,
+}
 
 /// The loss's memory for up to `rows` embeddings of `width` (anchors then candidates) and
 /// `anchors` anchors, grown by a larger batch and otherwise reused.
-pub(super) struct RankingRoom<D: Device> {
+pub struct RankingRoom<D: Device> {
     rows: usize,
     anchors: usize,
     width: usize,
@@ -44,7 +55,7 @@ impl<D: Device> RankingRoom<D> {
 /// The batch's shape: `anchors` rows of anchors, then `rows - anchors` candidates (the other
 /// columns' rows, in column order), each `width` wide.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Shape {
+pub struct Shape {
     pub rows: usize,
     pub anchors: usize,
     pub width: usize,
@@ -54,10 +65,10 @@ pub(super) struct Shape {
 /// value, and writes the gradient with respect to the embeddings at `grad` (rows x width,
 /// every element written). `ids` (anchors x 2, the rows' text ids) where `r` excludes shared
 /// texts.
-pub(super) fn ranking_loss<D: Device>(
+pub fn ranking_loss<D: Device>(
     dev: &D,
     room: &mut Option<RankingRoom<D>>,
-    r: Ranking,
+    r: impl Into<RankingLoss>,
     (emb, shape): (Addr, Shape),
     ids: Option<&[u32]>,
     weight: f64,
@@ -73,7 +84,7 @@ pub(super) fn ranking_loss<D: Device>(
             "ranking loss on the device: {b} anchors among {n} rows"
         )));
     }
-    let c = n - b;
+    let (r, c) = (r.into(), n - b);
     if !room.as_ref().is_some_and(|x| x.fits(n, b, w)) {
         *room = None; // freed before the larger one is allocated
         *room = Some(RankingRoom::new(dev, n, b, w)?);
@@ -150,7 +161,3 @@ pub(super) fn ranking_loss<D: Device>(
     let mean = losses.iter().sum::<f32>() / b as f32;
     Ok(mean as f64 * weight)
 }
-
-#[cfg(test)]
-#[path = "gpu_ranking_test.rs"]
-mod tests;
