@@ -1,6 +1,7 @@
 //! Training a cross-encoder (sentence-transformers' CrossEncoder.fit): one label with BCE on
 //! labels in [0, 1], or classes with cross-entropy; dev evaluation by an evaluator (STS
 //! correlation for one label, accuracy for classes).
+use super::backbone::Backbone;
 use super::grads::ParamGrads;
 use super::losses::{bce_with_logits, cross_entropy};
 use super::params::{self, load_trainable};
@@ -14,6 +15,7 @@ use crate::model::folders::save::save_cross_encoder;
 use crate::model::kernels::dropout_hash::row_id;
 use crate::model::CrossEncoderModel;
 use crate::model::{CrossEncoder, Dropout, DropoutRates, ModelFolder, PairTokenizer};
+use candle_core::backprop::GradStore;
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use indicatif::ProgressBar;
@@ -188,8 +190,8 @@ impl TrainTask for CrossEncoderTask {
     }
 
     /// Through the engine where it applies (the CPU in f32/bf16/f16 with BLAS; a GPU where
-    /// the GPU engine takes the model, cross_encoder_gpu.rs): BERT's states as a leaf, the head and loss in
-    /// candle, the engine's backward from the leaf's gradient.
+    /// the GPU engine takes the model, cross_encoder_gpu.rs) by `step`; candle's graph whole
+    /// elsewhere.
     fn gradients(
         &self,
         idx: &[usize],
@@ -202,20 +204,16 @@ impl TrainTask for CrossEncoderTask {
         if let Some(gpu) = backend.gpu() {
             return self.on_gpu(gpu, idx, drop, weight);
         }
-        let params = params::var_list(&self.varmap);
         let Some(eng) = backend.cpu_engine(&self.model.bert) else {
+            let params = params::var_list(&self.varmap);
             return super::task::backward(self.loss(idx, seed, drop)?, weight, &params);
         };
-        let (ids, types, keys) = self.packed(idx);
-        let leaf = Leaf::forward(&eng, &ids, Some(&types), &keys, drop)?;
-        let cls = leaf.states.as_tensor().narrow(1, 0, 1)?.squeeze(1)?;
-        let (mut out, store) = self.head_step(&cls, idx, &keys, drop, weight)?;
-        let mut eg = eng.zero_grads()?;
-        leaf.backward(&eng, &store, drop, &mut eg)?;
-        let mut grads = ParamGrads::from_store(&params, store);
-        grads.add_pairs(eng.export(eg)?)?;
-        out.grads = grads;
-        Ok(out)
+        let on_cpu = OnCpu {
+            task: self,
+            eng: &eng,
+            drop,
+        };
+        self.step(&on_cpu, idx, drop, weight)
     }
 
     fn dropout_rates(&self) -> DropoutRates {
@@ -264,8 +262,32 @@ impl CrossEncoderTask {
     fn packed(&self, idx: &[usize]) -> (Vec<&[u32]>, Vec<&[u32]>, Vec<u64>) {
         let ids = idx.iter().map(|&i| self.train[i].0.as_slice()).collect();
         let types = idx.iter().map(|&i| self.train[i].1.as_slice()).collect();
-        let keys = idx.iter().map(|&i| dropout_key(i, 0)).collect();
-        (ids, types, keys)
+        (ids, types, self.keys(idx))
+    }
+
+    /// Each row's dropout key: its example (the engines' masks and the classifier's).
+    fn keys(&self, idx: &[usize]) -> Vec<u64> {
+        idx.iter().map(|&i| dropout_key(i, 0)).collect()
+    }
+
+    /// The step on an engine: BERT's `[CLS]` states of rows `idx` as a leaf (`bb`), the head
+    /// and loss in candle, the engine's backward from the leaf's gradient; the head's gradients
+    /// from candle's store, BERT's from the engine.
+    fn step<B: Backbone>(
+        &self,
+        bb: &B,
+        idx: &[usize],
+        drop: Option<&Dropout>,
+        weight: f64,
+    ) -> Result<Gradients> {
+        let (cls, tape) = bb.embed(idx, None, true)?;
+        let (mut out, store) = self.head_step(&cls[0], idx, &self.keys(idx), drop, weight)?;
+        let mut g = bb.zero_grads()?;
+        bb.backward(tape.expect("kept: asked for"), &store, &mut g)?;
+        let mut grads = ParamGrads::from_store(&params::var_list(&self.varmap), store);
+        grads.add(bb.export(g)?)?;
+        out.grads = grads;
+        Ok(out)
     }
 
     /// The head and loss over the rows' `[CLS]` states `cls` (b, h) in candle, weighted, and
@@ -309,5 +331,49 @@ impl CrossEncoderTask {
             cross_entropy(logits, &Tensor::from_vec(classes, idx.len(), &self.device)?)?
         };
         Ok(loss)
+    }
+}
+
+/// The CPU engine as a cross-encoder's backbone: the pairs packed with their token types, each
+/// keyed by example, their `[CLS]` states narrowed from the leaf.
+struct OnCpu<'a> {
+    task: &'a CrossEncoderTask,
+    eng: &'a cpu::Stack<'a>,
+    drop: Option<&'a Dropout>,
+}
+
+impl Backbone for OnCpu<'_> {
+    type Tape = Leaf;
+    type Grads = cpu::Grads;
+
+    /// The trainer splits a cross-encoder's batch (its loss is a mean over pairs).
+    fn threads(&self) -> usize {
+        1
+    }
+
+    fn embed(
+        &self,
+        rows: &[usize],
+        _: Option<usize>,
+        tape: bool,
+    ) -> Result<(Vec<Tensor>, Option<Leaf>)> {
+        let (ids, types, keys) = self.task.packed(rows);
+        let leaf = Leaf::forward(self.eng, &ids, Some(&types), &keys, self.drop)?;
+        let cls = leaf.states.as_tensor().narrow(1, 0, 1)?.squeeze(1)?;
+        Ok((vec![cls], tape.then_some(leaf)))
+    }
+
+    fn zero_grads(&self) -> Result<cpu::Grads> {
+        Ok(self.eng.zero_grads()?)
+    }
+
+    fn backward(&self, leaf: Leaf, store: &GradStore, g: &mut cpu::Grads) -> Result<()> {
+        Ok(leaf.backward(self.eng, store, self.drop, g)?)
+    }
+
+    fn export(&self, g: cpu::Grads) -> Result<ParamGrads> {
+        let mut out = ParamGrads::default();
+        out.add_pairs(self.eng.export(g)?)?;
+        Ok(out)
     }
 }

@@ -7,9 +7,12 @@ use super::CrossEncoderTask;
 use crate::error::Result;
 use crate::model::engine::gpu::{Device, DevicePooling, EmbedHead, Grads, PooledLeaf, Stack};
 use crate::model::{Bert, Dropout, Pooling};
+use crate::train::backbone::Backbone;
 use crate::train::grads::ParamGrads;
-use crate::train::params;
 use crate::train::task::Gradients;
+use candle_core::backprop::GradStore;
+use candle_core::Tensor;
+use std::sync::Mutex;
 
 /// A cross-encoder's GPU engine: the stack, its gradient arena, and the `[CLS]` head's memory.
 pub struct CrossGpu<D: Device> {
@@ -63,9 +66,9 @@ impl CrossEncoderTask {
         }
     }
 
-    /// The step's loss and gradients for rows `idx` on `GPU` (its arena restarted first),
-    /// `weight` x the batch's mean loss; the backbone's gradients are views of the arena, held
-    /// by the result's lease.
+    /// The step (`step`) for rows `idx` on `gpu`, its arena restarted first, `weight` x the
+    /// batch's mean loss; the backbone's gradients are views of the arena, held by the result's
+    /// lease.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(super) fn gpu_gradients<D: Device>(
         &self,
@@ -73,20 +76,79 @@ impl CrossEncoderTask {
         idx: &[usize],
         drop: Option<&Dropout>,
         weight: f64,
-    ) -> Result<Gradients> {
-        let bert = &self.model.bert;
+    ) -> Result<Gradients>
+    where
+        CrossGpu<D>: Send,
+    {
         gpu.grads.restart(gpu.stack.device())?;
-        let (ids, types, keys) = self.packed(idx);
+        let on_gpu = OnGpu {
+            task: self,
+            gpu: Mutex::new(gpu),
+            drop,
+        };
+        self.step(&on_gpu, idx, drop, weight)
+    }
+}
+
+/// The GPU engine as a cross-encoder's backbone: the pairs packed into one forward with their
+/// token types, `[CLS]` taken on the device into a leaf of b rows; one thread (one stream).
+struct OnGpu<'a, D: Device> {
+    task: &'a CrossEncoderTask,
+    gpu: Mutex<&'a mut CrossGpu<D>>,
+    drop: Option<&'a Dropout>,
+}
+
+impl<D: Device> Backbone for OnGpu<'_, D>
+where
+    CrossGpu<D>: Send,
+{
+    type Tape = PooledLeaf;
+    type Grads = ();
+
+    fn threads(&self) -> usize {
+        1
+    }
+
+    fn embed(
+        &self,
+        rows: &[usize],
+        _: Option<usize>,
+        tape: bool,
+    ) -> Result<(Vec<Tensor>, Option<PooledLeaf>)> {
+        let mut gpu = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
+        let gpu = &mut **gpu;
+        let (bert, (ids, types, keys)) = (&self.task.model.bert, self.task.packed(rows));
         gpu.stack
-            .forward(bert, &ids, Some(&types), Some(&keys), drop)?;
-        let leaf = PooledLeaf::forward(&gpu.stack, &mut gpu.head, &self.device)?;
-        let (mut out, store) = self.head_step(leaf.emb.as_tensor(), idx, &keys, drop, weight)?;
-        leaf.backward(&mut gpu.stack, &gpu.head, (bert, &store), drop, &gpu.grads)?;
-        let mut grads = ParamGrads::from_store(&params::var_list(&self.varmap), store);
-        let (pairs, lease) = gpu.grads.export(bert)?;
-        grads.add_pairs(pairs)?;
-        grads.hold(lease);
-        out.grads = grads;
+            .forward(bert, &ids, Some(&types), Some(&keys), self.drop)?;
+        let leaf = PooledLeaf::forward(&gpu.stack, &mut gpu.head, &self.task.device)?;
+        Ok((vec![leaf.emb.as_tensor().clone()], tape.then_some(leaf)))
+    }
+
+    fn zero_grads(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn backward(&self, leaf: PooledLeaf, store: &GradStore, _: &mut ()) -> Result<()> {
+        let mut gpu = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
+        let gpu = &mut **gpu;
+        let bert = &self.task.model.bert;
+        leaf.backward(
+            &mut gpu.stack,
+            &gpu.head,
+            (bert, store),
+            self.drop,
+            &gpu.grads,
+        )?;
+        Ok(())
+    }
+
+    /// BERT's gradients as views of the GPU's arena (held by the result's lease).
+    fn export(&self, _: ()) -> Result<ParamGrads> {
+        let gpu = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
+        let (pairs, lease) = gpu.grads.export(&self.task.model.bert)?;
+        let mut out = ParamGrads::default();
+        out.add_pairs(pairs)?;
+        out.hold(lease);
         Ok(out)
     }
 }

@@ -2,6 +2,7 @@
 //! (cross-encoder, bi-encoder, Condenser pre-training), their losses and the differentiable ops
 //! those use, each gradient-checked.
 pub mod adamw;
+mod backbone;
 pub mod biencoder;
 pub mod checkpoint;
 pub mod config;

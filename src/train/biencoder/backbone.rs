@@ -1,42 +1,14 @@
-//! What a bi-encoder step asks of the backbone that runs it (candle's graph, the CPU engine, the
-//! GPU engine: gpu_step.rs): rows' columns embedded, with a tape kept where a gradient will
-//! follow, and the backward from the gradient the loss left in candle's store. The step is
-//! written once over it, whole (plain.rs) or by GradCache's two passes (gradcache.rs); a backbone
-//! is one implementation here, not another step.
+//! A bi-encoder's backbones (train/backbone.rs): candle's graph and the CPU engine here, the GPU
+//! engine in gpu_backbone.rs. The step is written once over them, whole (plain.rs) or by
+//! GradCache's two passes (gradcache.rs); a backbone is one implementation, not another step.
 use super::task::BiEncoderTask;
 use crate::error::Result;
 use crate::model::engine::cpu::{self, Leaf};
 use crate::model::Dropout;
+use crate::train::backbone::Backbone;
 use crate::train::grads::ParamGrads;
 use candle_core::backprop::GradStore;
 use candle_core::Tensor;
-
-pub(super) trait Backbone: Sync {
-    /// What an embedding pass keeps for its backward.
-    type Tape: Send;
-    /// One thread's gradient sum.
-    type Grads;
-
-    /// Threads a step's work is split across, each summing into its own gradients.
-    fn threads(&self) -> usize;
-
-    /// The embeddings of every column of rows `rows`, and their tape when `tape`. `chunk`:
-    /// GradCache's mini-batch these rows are (None: the step's own rows, or a thread's part).
-    fn embed(
-        &self,
-        rows: &[usize],
-        chunk: Option<usize>,
-        tape: bool,
-    ) -> Result<(Vec<Tensor>, Option<Self::Tape>)>;
-
-    fn zero_grads(&self) -> Result<Self::Grads>;
-
-    /// The backward of `tape` from its embeddings' gradients in `store`, summed into `g`.
-    fn backward(&self, tape: Self::Tape, store: &GradStore, g: &mut Self::Grads) -> Result<()>;
-
-    /// A thread's sum as the step keeps gradients.
-    fn export(&self, g: Self::Grads) -> Result<ParamGrads>;
-}
 
 /// candle's graph: the embeddings carry their graph, so candle's backward of the loss (or of
 /// GradCache's surrogate) reaches the parameters itself and the step reads them from its store;

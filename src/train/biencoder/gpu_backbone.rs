@@ -2,7 +2,6 @@
 //! rows packed into one forward, each named by (example, column) as the CPU engine names them (so
 //! the dropout masks are the CPU engine's). One forward instead of one a column: on a GPU a
 //! step's time goes to launches, and a column is as many as the batch.
-use super::backbone::Backbone;
 use super::gpu_task::GpuTask;
 use super::task::BiEncoderTask;
 use crate::error::Result;
@@ -10,6 +9,7 @@ use crate::model::engine::gpu::{
     Addr, Device, DevicePooling, EmbedHead, Leaf, PooledLeaf, Shape, Stack,
 };
 use crate::model::Dropout;
+use crate::train::backbone::Backbone;
 use crate::train::grads::ParamGrads;
 use crate::train::task::dropout_key;
 use candle_core::backprop::GradStore;

@@ -42,7 +42,7 @@ pub fn on_gpu(
     }
 }
 
-/// The step's loss and gradients for rows `idx`, on `GPU` (the task's model's engine),
+/// The step's loss and gradients for rows `idx`, on `gpu` (the task's model's engine),
 /// accumulating into its arena (restarted first). `weight` scales the loss (a share of a split
 /// batch). The backbone's gradients are views of the arena, held by the result's lease.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]

@@ -5,10 +5,10 @@
 //! dropout masks, and backpropagate that gradient through it. The parameter gradients are the
 //! whole batch's, as if it had been embedded at once. Written once over the backbone
 //! (backbone.rs): candle's graph, the CPU engine, the GPU engine with the loss in candle.
-use super::backbone::Backbone;
 use super::task::BiEncoderTask;
 use crate::error::Result;
 use crate::model::engine::in_threads;
+use crate::train::backbone::Backbone;
 use crate::train::grads::ParamGrads;
 use crate::train::task::Gradients;
 use candle_core::backprop::GradStore;

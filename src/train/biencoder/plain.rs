@@ -4,10 +4,10 @@
 //! (serial BLAS), the loss runs once over every part's embeddings, and each thread runs its
 //! part's backward into its own gradients, summed at the end. The loss's own parameters (a
 //! classifier's) and, on candle's graph, the backbone's come from the loss's store.
-use super::backbone::Backbone;
 use super::task::BiEncoderTask;
 use crate::error::Result;
 use crate::model::engine::in_threads;
+use crate::train::backbone::Backbone;
 use crate::train::grads::ParamGrads;
 use crate::train::params;
 use crate::train::task::Gradients;

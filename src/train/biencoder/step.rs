@@ -1,7 +1,7 @@
 //! The bi-encoder's training step as the trainer drives it: the batch order, the gradients (the
 //! batch whole or by GradCache, over a backbone: candle's graph, the CPU engine, the GPU engine),
 //! dev evaluation and the saved folder.
-use super::backbone::{Backbone, CpuEngine, Graph};
+use super::backbone::{CpuEngine, Graph};
 use super::task::{BiEncoderTask, HEAD_PREFIX};
 use super::{gradcache, no_duplicates, plain};
 use crate::error::{Error, Result};
@@ -10,6 +10,7 @@ use crate::model::engine::Backend;
 use crate::model::folders::save::{save_sentence_encoder, EncoderLayout};
 use crate::model::kernels::precision::Precision;
 use crate::model::{Dropout, DropoutRates};
+use crate::train::backbone::Backbone;
 use crate::train::params;
 use crate::train::task::{Gradients, LossOutput, Score, TrainTask};
 use crate::train::{fingerprint, task, TaskKey};
