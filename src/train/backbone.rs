@@ -14,8 +14,11 @@ pub(crate) trait Backbone: Sync {
     /// One thread's gradient sum.
     type Grads;
 
-    /// Threads a step's work is split across, each summing into its own gradients.
-    fn threads(&self) -> usize;
+    /// Threads a step's work is split across, each summing into its own gradients (one: the
+    /// graph, a GPU's one stream, a loss the trainer splits itself).
+    fn threads(&self) -> usize {
+        1
+    }
 
     /// The embeddings of every column of rows `rows` (a cross-encoder: one, the pairs' `[CLS]`
     /// states), and their tape when `tape`. `chunk`: GradCache's mini-batch these rows are

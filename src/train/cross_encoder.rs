@@ -347,10 +347,6 @@ impl Backbone for OnCpu<'_> {
     type Grads = cpu::Grads;
 
     /// The trainer splits a cross-encoder's batch (its loss is a mean over pairs).
-    fn threads(&self) -> usize {
-        1
-    }
-
     fn embed(
         &self,
         rows: &[usize],
@@ -372,8 +368,6 @@ impl Backbone for OnCpu<'_> {
     }
 
     fn export(&self, g: cpu::Grads) -> Result<ParamGrads> {
-        let mut out = ParamGrads::default();
-        out.add_pairs(self.eng.export(g)?)?;
-        Ok(out)
+        Ok(ParamGrads::of_pairs(self.eng.export(g)?))
     }
 }

@@ -50,14 +50,26 @@ impl ParamGrads {
 
     /// Add gradients given as (parameter, gradient) pairs (the engine's): each detached.
     pub fn add_pairs(&mut self, pairs: Vec<(Tensor, Tensor)>) -> Result<()> {
+        self.add(ParamGrads::of_pairs(pairs))
+    }
+
+    /// An engine's gradients, (parameter, gradient) pairs, each detached.
+    pub fn of_pairs(pairs: Vec<(Tensor, Tensor)>) -> ParamGrads {
         let map = pairs
             .into_iter()
             .map(|(p, g)| (p.id(), g.detach()))
             .collect();
-        self.add(ParamGrads {
+        ParamGrads {
             map,
             held: Vec::new(),
-        })
+        }
+    }
+
+    /// The GPU engine's gradients (its `Grads::export`): views of its arena, held by `lease`.
+    pub fn of_arena((pairs, lease): (Vec<(Tensor, Tensor)>, Lease)) -> ParamGrads {
+        let mut out = ParamGrads::of_pairs(pairs);
+        out.hold(lease);
+        out
     }
 
     /// Keep `lease` as long as these gradients: some are views of the GPU engine's arena.

@@ -22,10 +22,6 @@ impl Backbone for Graph<'_> {
     type Tape = ();
     type Grads = ();
 
-    fn threads(&self) -> usize {
-        1
-    }
-
     fn embed(
         &self,
         rows: &[usize],
@@ -109,8 +105,6 @@ impl Backbone for CpuEngine<'_> {
     }
 
     fn export(&self, g: Self::Grads) -> Result<ParamGrads> {
-        let mut out = ParamGrads::default();
-        out.add_pairs(self.eng.export(g)?)?;
-        Ok(out)
+        Ok(ParamGrads::of_pairs(self.eng.export(g)?))
     }
 }

@@ -55,10 +55,6 @@ where
     type Tape = Tape;
     type Grads = ();
 
-    fn threads(&self) -> usize {
-        1
-    }
-
     fn embed(
         &self,
         rows: &[usize],
@@ -112,11 +108,7 @@ where
     /// The backbone's gradients as views of the GPU's arena (held by the result's lease).
     fn export(&self, _: ()) -> Result<ParamGrads> {
         let gpu = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
-        let (pairs, lease) = gpu.grads.export(&self.task.enc.bert)?;
-        let mut out = ParamGrads::default();
-        out.add_pairs(pairs)?;
-        out.hold(lease);
-        Ok(out)
+        Ok(ParamGrads::of_arena(gpu.grads.export(&self.task.enc.bert)?))
     }
 }
 

@@ -79,9 +79,7 @@ pub(super) fn finish<D: Device>(
     grads: &Grads<D>,
     value: f64,
 ) -> Result<Gradients> {
-    let (pairs, lease) = grads.export(&task.enc.bert)?;
-    head.add_pairs(pairs)?;
-    head.hold(lease);
+    head.add(ParamGrads::of_arena(grads.export(&task.enc.bert)?))?;
     Ok(Gradients {
         value,
         parts: Vec::new(),
