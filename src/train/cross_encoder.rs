@@ -38,7 +38,6 @@ pub struct CrossEncoderTask {
     /// What was changed of what was asked (a length cut to the model's positions).
     notes: Vec<String>,
     /// The GPU engine, made at the first step on a GPU and kept (cross_encoder_gpu.rs).
-    #[cfg(feature = "cuda")]
     gpu: std::sync::Mutex<Option<gpu::CrossGpu<crate::model::engine::gpu::Cuda>>>,
 }
 
@@ -124,7 +123,6 @@ impl CrossEncoderTask {
             labels,
             device: device.clone(),
             notes: note.into_iter().collect(),
-            #[cfg(feature = "cuda")]
             gpu: Default::default(),
         })
     }
@@ -200,7 +198,6 @@ impl TrainTask for CrossEncoderTask {
         weight: f64,
     ) -> Result<Gradients> {
         let backend = self.backend();
-        #[cfg(feature = "cuda")]
         if let Some(gpu) = backend.gpu() {
             return self.on_gpu(gpu, idx, drop, weight);
         }

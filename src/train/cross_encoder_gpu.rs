@@ -23,7 +23,6 @@ pub struct CrossGpu<D: Device> {
 
 impl<D: Device> CrossGpu<D> {
     /// The engine for `bert` on `dev`, its arena on `on` (candle's handle on `dev`).
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn new(dev: D, bert: &Bert, on: &candle_core::Device) -> Result<CrossGpu<D>> {
         let stack = Stack::new(dev, bert)?;
         let grads = stack.zero_grads(on)?;
@@ -39,7 +38,6 @@ impl<D: Device> CrossGpu<D> {
 
 impl CrossEncoderTask {
     /// `gradients` on the model's GPU, the engine made at the first call and kept.
-    #[cfg(feature = "cuda")]
     pub(super) fn on_gpu(
         &self,
         gpu: &candle_core::cuda::CudaDevice,
@@ -60,7 +58,6 @@ impl CrossEncoderTask {
     /// inference makes its own; the next step allocates it again), so that the GPU's peak is
     /// the larger of the two, not their sum.
     pub(super) fn release_gpu(&self) {
-        #[cfg(feature = "cuda")]
         if let Some(gpu) = self.gpu.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             gpu.stack.release();
         }
@@ -69,7 +66,6 @@ impl CrossEncoderTask {
     /// The step (`step`) for rows `idx` on `gpu`, its arena restarted first, `weight` x the
     /// batch's mean loss; the backbone's gradients are views of the arena, held by the result's
     /// lease.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub(super) fn gpu_gradients<D: Device>(
         &self,
         gpu: &mut CrossGpu<D>,

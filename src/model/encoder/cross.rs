@@ -78,35 +78,25 @@ impl CrossEncoderModel {
     }
 
     /// On a GPU, the scores of the tokenized pairs `enc` from the GPU engine where it takes
-    /// the model (`backend`); None: candle's padded graph scores them (and without the `cuda`
-    /// feature there is no GPU).
+    /// the model (`backend`); None: candle's padded graph scores them (a build without CUDA
+    /// has no GPU).
     fn on_gpu(
         &self,
         enc: &[(Vec<u32>, Vec<u32>)],
         batch: usize,
         progress: &indicatif::ProgressBar,
     ) -> Option<Result<Vec<Vec<f32>>>> {
-        #[cfg(feature = "cuda")]
-        {
-            use crate::model::engine::gpu::Cuda;
-            let backend = self.backend();
-            let gpu = backend.gpu()?;
-            Some(
-                Cuda::new(gpu)
-                    .doing("the GPU engine")
-                    .and_then(|dev| self.scores_on(dev, enc, batch, progress)),
-            )
-        }
-        #[cfg(not(feature = "cuda"))]
-        {
-            let _ = (enc, batch, progress);
-            None
-        }
+        let backend = self.backend();
+        let gpu = backend.gpu()?;
+        Some(
+            crate::model::engine::gpu::Cuda::new(gpu)
+                .doing("the GPU engine")
+                .and_then(|dev| self.scores_on(dev, enc, batch, progress)),
+        )
     }
 
     /// The scores of `enc` on `dev`'s GPU engine: `[CLS]` rows pooled on the device, the head
     /// (pooler, tanh, classifier) in candle on the model's device, a batch at a time.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     fn scores_on<D: crate::model::engine::gpu::Device>(
         &self,
         dev: D,

@@ -14,41 +14,30 @@ use indicatif::ProgressBar;
 
 impl SentenceEncoder {
     /// The GPU and the device's pooling where the GPU engine runs this encoder (`backend`).
-    #[cfg(feature = "cuda")]
     fn gpu_route(&self) -> Option<(candle_core::cuda::CudaDevice, DevicePooling)> {
         let gpu = self.backend().gpu()?.clone();
         Some((gpu, DevicePooling::of(self.pooling)?))
     }
 
     /// On a GPU, the embeddings of `seqs` from the GPU engine where it takes this encoder
-    /// (`backend`); None: candle's graph encodes them (and without the `cuda` feature
-    /// there is no GPU).
+    /// (`backend`); None: candle's graph encodes them (a build without CUDA has no GPU).
     pub(super) fn on_gpu(
         &self,
         seqs: &[Vec<u32>],
         batch_size: usize,
         progress: &ProgressBar,
     ) -> Option<Result<Vec<Vec<f32>>>> {
-        #[cfg(feature = "cuda")]
-        {
-            let (gpu, pooling) = self.gpu_route()?;
-            Some(
-                crate::model::engine::gpu::Cuda::new(&gpu)
-                    .doing("the GPU engine")
-                    .and_then(|dev| encode(self, dev, pooling, seqs, batch_size, progress)),
-            )
-        }
-        #[cfg(not(feature = "cuda"))]
-        {
-            let _ = (seqs, batch_size, progress);
-            None
-        }
+        let (gpu, pooling) = self.gpu_route()?;
+        Some(
+            crate::model::engine::gpu::Cuda::new(&gpu)
+                .doing("the GPU engine")
+                .and_then(|dev| encode(self, dev, pooling, seqs, batch_size, progress)),
+        )
     }
 }
 
 /// The embeddings (one row an item, input order) of `seqs` encoded on `dev` in batches of
 /// `batch_size` sequences, longest first (as candle's route batches them), pooled as `pooling`.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(super) fn encode<D: Device>(
     enc: &SentenceEncoder,
     dev: D,
@@ -74,7 +63,6 @@ pub(super) fn encode<D: Device>(
 /// pooled (and normalised) on the device as `head` says, copied back (items x width, flat) and
 /// handed to `finish` with the width, which makes one output an item; outputs in input order.
 /// The sentence encoder's and the cross-encoder's (cross.rs) route on a GPU.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub(super) fn on_engine<D: Device, R>(
     bert: &Bert,
     dev: D,

@@ -11,7 +11,6 @@ use crate::model::{Bert, BertLayer};
 #[derive(Clone, Debug)]
 pub enum Backend {
     /// condenser's GPU engine on this GPU (model/engine/gpu).
-    #[cfg(feature = "cuda")]
     Gpu(candle_core::cuda::CudaDevice),
     /// condenser's CPU engine (stack.rs).
     Cpu,
@@ -32,13 +31,12 @@ impl Backend {
     /// The backend of `bert` followed by the `head` layers (a Condenser head; empty for none),
     /// for code that runs on what `takes` names.
     pub fn of(bert: &Bert, head: &[BertLayer], takes: Takes) -> Backend {
-        #[cfg(feature = "cuda")]
+        // (a build without CUDA: gpu_for takes no model)
         if takes == Takes::Both && head.is_empty() {
             if let Some(gpu) = super::gpu::gpu_for(bert) {
                 return Backend::Gpu(gpu);
             }
         }
-        let _ = takes;
         let why = Stack::declines(&bert.layers).or_else(|| {
             // plain MLM runs no head: an empty head is no reason to leave the engine
             (!head.is_empty()).then(|| Stack::declines(head)).flatten()
@@ -65,11 +63,7 @@ impl Backend {
 
     /// Whether this is the GPU engine.
     pub fn is_gpu(&self) -> bool {
-        #[cfg(feature = "cuda")]
-        if let Backend::Gpu(_) = self {
-            return true;
-        }
-        false
+        matches!(self, Backend::Gpu(_))
     }
 
     /// Whether this is the CPU engine.
@@ -84,7 +78,6 @@ impl Backend {
     }
 
     /// The GPU, where the GPU engine runs the model.
-    #[cfg(feature = "cuda")]
     pub fn gpu(&self) -> Option<&candle_core::cuda::CudaDevice> {
         match self {
             Backend::Gpu(gpu) => Some(gpu),

@@ -21,7 +21,6 @@ fn on_device(task: &BiEncoderTask) -> Option<(Ranking, DevicePooling)> {
 }
 
 /// `gradients` on the task's GPU, the engine made at the first call and kept in the task.
-#[cfg(feature = "cuda")]
 pub fn on_gpu(
     task: &BiEncoderTask,
     gpu: &candle_core::cuda::CudaDevice,
@@ -45,7 +44,6 @@ pub fn on_gpu(
 /// The step's loss and gradients for rows `idx`, on `gpu` (the task's model's engine),
 /// accumulating into its arena (restarted first). `weight` scales the loss (a share of a split
 /// batch). The backbone's gradients are views of the arena, held by the result's lease.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub fn gradients<D: Device>(
     task: &BiEncoderTask,
     gpu: &mut GpuTask<D>,
@@ -93,7 +91,6 @@ pub(super) fn finish<D: Device>(
 /// keyed by example and column, as the CPU engine keys them, so they are pass 1's) and runs the
 /// engine's backward from that gradient, summing into the arena (restarted once, before pass 1).
 /// The workspace is the mini-batch's: memory is bounded by it.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub fn cached<D: Device>(
     task: &BiEncoderTask,
     gpu: &mut GpuTask<D>,

@@ -22,7 +22,6 @@ pub(super) struct WholeBatch<D: Device> {
 
 impl<D: Device> GpuTask<D> {
     /// The engine for `bert` on `dev`, its gradients' arena on `on` (candle's handle on `dev`).
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub fn new(dev: D, bert: &Bert, on: &candle_core::Device) -> Result<GpuTask<D>> {
         let stack = Stack::new(dev, bert)?;
         let grads = stack.zero_grads(on)?;

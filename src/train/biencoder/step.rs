@@ -112,7 +112,6 @@ impl TrainTask for BiEncoderTask {
         weight: f64,
     ) -> Result<Gradients> {
         let backend = self.backend();
-        #[cfg(feature = "cuda")]
         if let Some(gpu) = backend.gpu() {
             return super::gpu_step::on_gpu(self, gpu, idx, drop, weight);
         }
@@ -140,7 +139,6 @@ impl TrainTask for BiEncoderTask {
         };
         // the engine's workspace is not held through the evaluation's own (the cross-encoder's
         // release_gpu says why)
-        #[cfg(feature = "cuda")]
         if let Some(gpu) = self.gpu.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             gpu.stack.release();
         }

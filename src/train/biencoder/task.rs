@@ -12,7 +12,6 @@ use candle_nn::VarMap;
 use std::path::Path;
 
 /// A task's GPU engine on its GPU (gpu_step.rs).
-#[cfg(feature = "cuda")]
 pub(super) type OnGpu = super::gpu_task::GpuTask<crate::model::engine::gpu::Cuda>;
 
 /// A loss's trainable parameters live under this prefix; they alone may start fresh.
@@ -60,7 +59,6 @@ pub struct BiEncoderTask {
     pub(super) notes: Vec<String>,
     /// The GPU engine and its gradient arena, made at the first step on a GPU and kept (their
     /// buffers are the point: allocated once, reused every step).
-    #[cfg(feature = "cuda")]
     pub(super) gpu: std::sync::Mutex<Option<OnGpu>>,
 }
 
@@ -133,7 +131,6 @@ impl BiEncoderTask {
             threads: 1,
             notes: note.into_iter().chain(keeps).chain(pooling_note).collect(),
             saved_len,
-            #[cfg(feature = "cuda")]
             gpu: Default::default(),
         })
     }

@@ -20,6 +20,8 @@ mod layer;
 #[cfg(test)]
 mod layer_test;
 mod leaf;
+#[cfg(not(feature = "cuda"))]
+mod no_cuda;
 mod products;
 mod ranking;
 mod stack;
@@ -43,6 +45,8 @@ pub use heads::{DevicePooling, EmbedHead};
 pub(crate) use kernels::emulated::{emulator, Args};
 pub use kernels::Slot;
 pub use leaf::{Leaf, PooledLeaf};
+#[cfg(not(feature = "cuda"))]
+pub use no_cuda::{gpu_for, Cuda};
 pub use ranking::{ranking_loss, RankingLoss, RankingRoom, Shape};
 pub use stack::Stack;
 
