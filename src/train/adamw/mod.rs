@@ -40,13 +40,12 @@ pub struct AdamW {
     /// Optimizer steps taken.
     pub t: u64,
     /// the CUDA update's device and table of parameters, kept between steps
-    #[cfg(feature = "cuda")]
     cuda: Option<OnCuda>,
 }
 
 /// The CUDA device of an f32 tensor laid out contiguously, else None (the caller then takes
-/// the tensor-op route, which is correct for any dtype and layout).
-#[cfg(feature = "cuda")]
+/// the tensor-op route, which is correct for any dtype and layout; a build without CUDA has no
+/// CUDA tensor, so its update and norm never reach `OnCuda`).
 fn eligible(t: &Tensor) -> Option<candle_core::cuda::CudaDevice> {
     match t.device() {
         candle_core::Device::Cuda(d) if t.dtype() == DType::F32 && t.is_contiguous() => {
@@ -58,14 +57,12 @@ fn eligible(t: &Tensor) -> Option<candle_core::cuda::CudaDevice> {
 
 /// The GPU engine's device on a GPU (its launcher: slots.rs runs through it) and the memory
 /// the optimizer keeps there between steps.
-#[cfg(feature = "cuda")]
 struct OnCuda {
     id: candle_core::cuda::DeviceId,
     dev: crate::model::engine::gpu::Cuda,
     table: slots::Table<crate::model::engine::gpu::Cuda>,
 }
 
-#[cfg(feature = "cuda")]
 impl OnCuda {
     /// `kept`, made (again) where it is none or another GPU's.
     fn on<'k>(
@@ -99,18 +96,6 @@ fn with_slice<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
         .flatten_all()?
         .to_dtype(DType::F32)?
         .to_vec1::<f32>()?))
-}
-
-/// Whether `w` is updated by the CUDA kernel (an f32 contiguous parameter on a CUDA device;
-/// never without the `cuda` feature).
-fn on_cuda(w: &Tensor) -> bool {
-    #[cfg(feature = "cuda")]
-    return eligible(w).is_some();
-    #[cfg(not(feature = "cuda"))]
-    return {
-        let _ = w;
-        false
-    };
 }
 
 /// Parameters sentence-transformers exempts from weight decay.
@@ -158,7 +143,6 @@ impl AdamW {
             beta2: 0.999,
             eps: 1e-8,
             t: 0,
-            #[cfg(feature = "cuda")]
             cuda: None,
         })
     }
@@ -192,7 +176,6 @@ impl AdamW {
                     .sum::<f64>()
             })?;
         }
-        #[cfg(feature = "cuda")]
         if let Some(gpu) = on_device.first().and_then(eligible) {
             if on_device.iter().all(|g| eligible(g).is_some()) {
                 // the norm's device and memory, kept between steps (the trainer asks for a norm
@@ -240,7 +223,6 @@ impl AdamW {
             eps: eps as f32,
         };
         // CUDA parameters (their index and decay), updated together after the loop
-        #[cfg_attr(not(feature = "cuda"), allow(unused_mut))]
         let mut on_gpu: Vec<(usize, f32)> = Vec::new();
         for (k, (p, g)) in self.params.iter_mut().zip(grads).enumerate() {
             let Some(g) = g else { continue };
@@ -259,7 +241,7 @@ impl AdamW {
             };
             let (m, v) = match &mut p.moments {
                 Moments::Host { m, v } => (m, v),
-                Moments::Device { .. } if on_cuda(p.var.as_tensor()) => {
+                Moments::Device { .. } if eligible(p.var.as_tensor()).is_some() => {
                     on_gpu.push((k, decay as f32));
                     continue;
                 }
@@ -277,7 +259,6 @@ impl AdamW {
                 })
             })??;
         }
-        #[cfg(feature = "cuda")]
         if let Some(&(first, _)) = on_gpu.first() {
             use slots::{update, Update};
             let ups = on_gpu
