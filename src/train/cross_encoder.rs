@@ -10,6 +10,7 @@ use crate::data::{PairColumns, Pairs};
 use crate::error::{Error, Result};
 use crate::eval::{Evaluator, Model};
 use crate::model::engine::cpu::{self, Leaf};
+use crate::model::engine::gpu::{Cuda, Training};
 use crate::model::engine::Backend;
 use crate::model::folders::save::save_cross_encoder;
 use crate::model::kernels::dropout_hash::row_id;
@@ -38,7 +39,7 @@ pub struct CrossEncoderTask {
     /// What was changed of what was asked (a length cut to the model's positions).
     notes: Vec<String>,
     /// The GPU engine, made at the first step on a GPU and kept (cross_encoder_gpu.rs).
-    gpu: std::sync::Mutex<Option<gpu::CrossGpu<crate::model::engine::gpu::Cuda>>>,
+    gpu: std::sync::Mutex<Option<Training<Cuda>>>,
 }
 
 #[path = "cross_encoder_gpu.rs"]

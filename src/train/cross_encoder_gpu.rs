@@ -5,36 +5,14 @@
 //! (a few ops on b x h), one backward into the engine's arena. A child of cross_encoder.rs.
 use super::CrossEncoderTask;
 use crate::error::Result;
-use crate::model::engine::gpu::{Device, DevicePooling, EmbedHead, Grads, PooledLeaf, Stack};
-use crate::model::{Bert, Dropout, Pooling};
+use crate::model::engine::gpu::{Cuda, Device, DevicePooling, PooledLeaf, Training};
+use crate::model::{Dropout, Pooling};
 use crate::train::backbone::Backbone;
 use crate::train::grads::ParamGrads;
 use crate::train::task::Gradients;
 use candle_core::backprop::GradStore;
 use candle_core::Tensor;
 use std::sync::Mutex;
-
-/// A cross-encoder's GPU engine: the stack, its gradient arena, and the `[CLS]` head's memory.
-pub struct CrossGpu<D: Device> {
-    pub stack: Stack<D>,
-    pub grads: Grads<D>,
-    head: EmbedHead<D>,
-}
-
-impl<D: Device> CrossGpu<D> {
-    /// The engine for `bert` on `dev`, its arena on `on` (candle's handle on `dev`).
-    pub fn new(dev: D, bert: &Bert, on: &candle_core::Device) -> Result<CrossGpu<D>> {
-        let stack = Stack::new(dev, bert)?;
-        let grads = stack.zero_grads(on)?;
-        let cls = DevicePooling::of(Pooling::CLS).expect("the device pools [CLS]");
-        let hidden = bert.embeddings.word.embeddings().dim(1)?;
-        Ok(CrossGpu {
-            stack,
-            grads,
-            head: EmbedHead::new(cls, false, hidden),
-        })
-    }
-}
 
 impl CrossEncoderTask {
     /// `gradients` on the model's GPU, the engine made at the first call and kept.
@@ -45,13 +23,9 @@ impl CrossEncoderTask {
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients> {
-        use crate::model::engine::gpu::Cuda;
         let mut slot = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            let on = candle_core::Device::Cuda(gpu.clone());
-            *slot = Some(CrossGpu::new(Cuda::new(gpu)?, &self.model.bert, &on)?);
-        }
-        self.gpu_gradients(slot.as_mut().expect("made above"), idx, drop, weight)
+        let engine = Training::<Cuda>::kept(&mut slot, gpu, &self.model.bert)?;
+        self.gpu_gradients(engine, idx, drop, weight)
     }
 
     /// Before a dev evaluation: the engine's workspace freed (the evaluation's stack for
@@ -68,13 +42,13 @@ impl CrossEncoderTask {
     /// lease.
     pub(super) fn gpu_gradients<D: Device>(
         &self,
-        gpu: &mut CrossGpu<D>,
+        gpu: &mut Training<D>,
         idx: &[usize],
         drop: Option<&Dropout>,
         weight: f64,
     ) -> Result<Gradients>
     where
-        CrossGpu<D>: Send,
+        Training<D>: Send,
     {
         gpu.grads.restart(gpu.stack.device())?;
         let on_gpu = OnGpu {
@@ -90,13 +64,13 @@ impl CrossEncoderTask {
 /// token types, `[CLS]` taken on the device into a leaf of b rows; one thread (one stream).
 struct OnGpu<'a, D: Device> {
     task: &'a CrossEncoderTask,
-    gpu: Mutex<&'a mut CrossGpu<D>>,
+    gpu: Mutex<&'a mut Training<D>>,
     drop: Option<&'a Dropout>,
 }
 
 impl<D: Device> Backbone for OnGpu<'_, D>
 where
-    CrossGpu<D>: Send,
+    Training<D>: Send,
 {
     type Tape = PooledLeaf;
     type Grads = ();
@@ -109,10 +83,15 @@ where
     ) -> Result<(Vec<Tensor>, Option<PooledLeaf>)> {
         let mut gpu = self.gpu.lock().unwrap_or_else(|e| e.into_inner());
         let gpu = &mut **gpu;
-        let (bert, (ids, types, keys)) = (&self.task.model.bert, self.task.packed(rows));
-        gpu.stack
-            .forward(bert, &ids, Some(&types), Some(&keys), self.drop)?;
-        let leaf = PooledLeaf::forward(&gpu.stack, &mut gpu.head, &self.task.device)?;
+        let (ids, types, keys) = self.task.packed(rows);
+        let (bert, types) = (&self.task.model.bert, Some(&types[..]));
+        let cls = DevicePooling::of(Pooling::CLS).expect("the device pools [CLS]");
+        let at = gpu.embed_pooled(bert, &ids, types, &keys, self.drop, cls, false)?;
+        let dims = (
+            ids.len(),
+            gpu.head.as_ref().expect("made by embed_pooled").width,
+        );
+        let leaf = PooledLeaf::of(gpu.stack.device(), at, dims, &self.task.device)?;
         Ok((vec![leaf.emb.as_tensor().clone()], tape.then_some(leaf)))
     }
 
@@ -126,7 +105,7 @@ where
         let bert = &self.task.model.bert;
         leaf.backward(
             &mut gpu.stack,
-            &gpu.head,
+            gpu.head.as_ref().expect("made by embed"),
             (bert, store),
             self.drop,
             &gpu.grads,

@@ -1,8 +1,8 @@
 //! cross_encoder_gpu.rs's tests: a cross-encoder step on the GPU engine (the emulated device,
 //! and a GPU where one answers) against the CPU engine's step of the same task.
 use super::super::{CrossEncoderData, CrossEncoderTask};
-use super::CrossGpu;
 use crate::model::engine::gpu::Emulated;
+use crate::model::engine::gpu::Training;
 use crate::model::Dropout;
 use crate::train::params;
 use crate::train::task::{Gradients, TrainTask};
@@ -31,7 +31,7 @@ fn a_cross_encoder_step_matches_the_cpu_engine() {
         return;
     };
     let task = task(&candle_core::Device::Cpu);
-    let mut gpu = CrossGpu::new(dev, &task.model.bert, &candle_core::Device::Cpu).unwrap();
+    let mut gpu = Training::new(dev, &task.model.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step(&task);
     let got = task.gpu_gradients(&mut gpu, &idx, Some(&drop), 1.0);
     same_step(&task, &task, got.unwrap());
@@ -52,7 +52,7 @@ fn a_bf16_cross_encoder_step_matches_the_cpu_engine() {
     };
     let mut task = task(&candle_core::Device::Cpu);
     task.set_precision(Precision::Bf16).unwrap();
-    let mut gpu = CrossGpu::new(dev, &task.model.bert, &candle_core::Device::Cpu).unwrap();
+    let mut gpu = Training::new(dev, &task.model.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step(&task);
     let got = task.gpu_gradients(&mut gpu, &idx, Some(&drop), 1.0);
     same_step_within(&task, &task, got.unwrap(), BF16_TOL);

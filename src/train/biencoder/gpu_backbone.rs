@@ -2,12 +2,10 @@
 //! rows packed into one forward, each named by (example, column) as the CPU engine names them (so
 //! the dropout masks are the CPU engine's). One forward instead of one a column: on a GPU a
 //! step's time goes to launches, and a column is as many as the batch.
-use super::gpu_task::GpuTask;
 use super::task::BiEncoderTask;
 use crate::error::Result;
-use crate::model::engine::gpu::{
-    Addr, Device, DevicePooling, EmbedHead, Leaf, PooledLeaf, Shape, Stack,
-};
+use crate::model::engine::gpu::Training;
+use crate::model::engine::gpu::{Addr, Device, DevicePooling, Leaf, PooledLeaf, Shape, Stack};
 use crate::model::Dropout;
 use crate::train::backbone::Backbone;
 use crate::train::grads::ParamGrads;
@@ -22,7 +20,7 @@ use std::sync::Mutex;
 /// the padded rows (max). One thread: the GPU is one stream.
 pub(super) struct OnDevice<'a, D: Device> {
     task: &'a BiEncoderTask,
-    gpu: Mutex<&'a mut GpuTask<D>>,
+    gpu: Mutex<&'a mut Training<D>>,
     drop: Option<&'a Dropout>,
     pooling: Option<DevicePooling>,
 }
@@ -36,7 +34,7 @@ pub(super) enum Tape {
 impl<'a, D: Device> OnDevice<'a, D> {
     pub(super) fn new(
         task: &'a BiEncoderTask,
-        gpu: &'a mut GpuTask<D>,
+        gpu: &'a mut Training<D>,
         drop: Option<&'a Dropout>,
     ) -> Self {
         OnDevice {
@@ -50,7 +48,7 @@ impl<'a, D: Device> OnDevice<'a, D> {
 
 impl<D: Device> Backbone for OnDevice<'_, D>
 where
-    GpuTask<D>: Send,
+    Training<D>: Send,
 {
     type Tape = Tape;
     type Grads = ();
@@ -152,23 +150,18 @@ pub(super) fn embed<D: Device>(
 /// next forward.
 pub(super) fn embed_on_device<D: Device>(
     task: &BiEncoderTask,
-    gpu: &mut GpuTask<D>,
+    gpu: &mut Training<D>,
     pooling: DevicePooling,
     idx: &[usize],
     drop: Option<&Dropout>,
 ) -> Result<(Addr, Shape)> {
     let (seqs, keys) = packed_columns(task, idx);
-    let bert = &task.enc.bert;
-    gpu.stack.forward(bert, &seqs, None, Some(&keys), drop)?;
-    let hidden = bert.embeddings.word.embeddings().dim(1)?;
-    let head = gpu
-        .head
-        .get_or_insert_with(|| EmbedHead::new(pooling, task.enc.normalize, hidden));
-    let emb = head.forward(&gpu.stack)?;
+    let (bert, normalize) = (&task.enc.bert, task.enc.normalize);
+    let emb = gpu.embed_pooled(bert, &seqs, None, &keys, drop, pooling, normalize)?;
     let shape = Shape {
         rows: seqs.len(),
         anchors: idx.len(),
-        width: head.width,
+        width: gpu.head.as_ref().expect("made by embed_pooled").width,
     };
     Ok((emb, shape))
 }

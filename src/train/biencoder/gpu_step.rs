@@ -4,11 +4,13 @@
 //! GradCache (here); any other loss runs in candle, the engine a backbone (`OnDevice`, gpu_backbone.rs) under the
 //! one plain step and the one GradCache (plain.rs, gradcache.rs).
 use super::gpu_backbone::{embed_on_device, OnDevice};
-use super::gpu_task::{GpuTask, WholeBatch};
 use super::task::BiEncoderTask;
 use super::{gradcache, plain};
 use crate::error::Result;
-use crate::model::engine::gpu::{ranking_loss, Addr, Buf, Device, DevicePooling, Grads, Shape};
+use crate::model::engine::gpu::{
+    ranking_loss, Addr, Buf, Cuda, Device, DevicePooling, Grads, Shape,
+};
+use crate::model::engine::gpu::{Training, WholeBatch};
 use crate::model::Dropout;
 use crate::train::grads::ParamGrads;
 use crate::train::losses::Ranking;
@@ -28,13 +30,8 @@ pub fn on_gpu(
     drop: Option<&Dropout>,
     weight: f64,
 ) -> Result<Gradients> {
-    use crate::model::engine::gpu::Cuda;
     let mut slot = task.gpu.lock().unwrap_or_else(|e| e.into_inner());
-    if slot.is_none() {
-        let on = candle_core::Device::Cuda(gpu.clone());
-        *slot = Some(GpuTask::new(Cuda::new(gpu)?, &task.enc.bert, &on)?);
-    }
-    let engine = slot.as_mut().expect("made above");
+    let engine = Training::<Cuda>::kept(&mut slot, gpu, &task.enc.bert)?;
     match task.mini_batch {
         Some(m) => cached(task, engine, idx, drop, weight, m),
         None => gradients(task, engine, idx, drop, weight),
@@ -46,13 +43,13 @@ pub fn on_gpu(
 /// batch). The backbone's gradients are views of the arena, held by the result's lease.
 pub fn gradients<D: Device>(
     task: &BiEncoderTask,
-    gpu: &mut GpuTask<D>,
+    gpu: &mut Training<D>,
     idx: &[usize],
     drop: Option<&Dropout>,
     weight: f64,
 ) -> Result<Gradients>
 where
-    GpuTask<D>: Send,
+    Training<D>: Send,
 {
     gpu.grads.restart(gpu.stack.device())?;
     let bert = &task.enc.bert;
@@ -93,14 +90,14 @@ pub(super) fn finish<D: Device>(
 /// The workspace is the mini-batch's: memory is bounded by it.
 pub fn cached<D: Device>(
     task: &BiEncoderTask,
-    gpu: &mut GpuTask<D>,
+    gpu: &mut Training<D>,
     idx: &[usize],
     drop: Option<&Dropout>,
     weight: f64,
     mini_batch: usize,
 ) -> Result<Gradients>
 where
-    GpuTask<D>: Send,
+    Training<D>: Send,
 {
     let chunks: Vec<&[usize]> = idx.chunks(mini_batch.max(1)).collect();
     gpu.grads.restart(gpu.stack.device())?;
@@ -122,7 +119,7 @@ where
 #[allow(clippy::too_many_arguments)]
 fn cached_on_device<D: Device>(
     task: &BiEncoderTask,
-    gpu: &mut GpuTask<D>,
+    gpu: &mut Training<D>,
     (r, pooling): (Ranking, DevicePooling),
     chunks: &[&[usize]],
     idx: &[usize],

@@ -1,9 +1,9 @@
 //! gpu_step.rs's tests: a bi-encoder step on the GPU engine (the emulated device, and a GPU
 //! where one answers) against the CPU engine's step, plain, by GradCache and in bf16.
 use super::super::backbone::CpuEngine;
-use super::super::gpu_task::GpuTask;
 use super::super::{plain, BiData, BiEncoderOptions, BiEncoderTask};
 use crate::model::engine::cpu;
+use crate::model::engine::gpu::Training;
 use crate::model::engine::gpu::{Counts, Device, Emulated};
 use crate::model::Dropout;
 use crate::train::losses;
@@ -48,7 +48,7 @@ fn an_mnr_step_matches_the_cpu_engine() {
         return;
     };
     let task = mnr_task(candle_core::Device::Cpu);
-    let mut gpu = GpuTask::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+    let mut gpu = Training::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step_rows(&task, &MUSIC);
     let got = super::gradients(&task, &mut gpu, &idx, Some(&drop), 1.0).unwrap();
     same_step(&task, &task, got);
@@ -65,7 +65,7 @@ fn candle_losses_over_the_device_pooling_match_the_cpu_engine() {
             return;
         };
         let task = loss_task(loss, data, None, candle_core::Device::Cpu);
-        let mut gpu = GpuTask::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+        let mut gpu = Training::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
         let (idx, drop) = step_rows(&task, &MUSIC);
         let got = super::gradients(&task, &mut gpu, &idx, Some(&drop), 1.0).unwrap();
         assert!(gpu.head.is_some(), "{loss}: pooled on the device");
@@ -86,7 +86,7 @@ fn three_adamw_steps_match_the_cpu_engine() {
     };
     let cpu = candle_core::Device::Cpu;
     let (gpu_task, cpu_task) = (mnr_task(cpu.clone()), mnr_task(cpu.clone()));
-    let mut gpu = GpuTask::new(dev, &gpu_task.enc.bert, &cpu).unwrap();
+    let mut gpu = Training::new(dev, &gpu_task.enc.bert, &cpu).unwrap();
     let mut counts = Vec::new();
     three_steps_match(&cpu_task, &gpu_task, |drop| {
         let before = gpu.stack.device().counts();
@@ -206,7 +206,7 @@ fn gradcache_on_the_engine_matches_the_whole_batch() {
         return;
     };
     let task = mnr_task(candle_core::Device::Cpu);
-    let mut gpu = GpuTask::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+    let mut gpu = Training::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step_rows(&task, &MUSIC);
     let got = super::cached(&task, &mut gpu, &idx, Some(&drop), 1.0, 4).unwrap();
     same_step(&task, &task, got);
@@ -226,7 +226,7 @@ fn a_bf16_mnr_step_matches_the_cpu_engine() {
     };
     let mut task = mnr_task(candle_core::Device::Cpu);
     task.enc.bert.set_precision(Precision::Bf16).unwrap();
-    let mut gpu = GpuTask::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
+    let mut gpu = Training::new(dev, &task.enc.bert, &candle_core::Device::Cpu).unwrap();
     let (idx, drop) = step_rows(&task, &PARAPHRASES);
     // two steps, counted: the bf16 weights and operand rooms are made at the first, once
     let mut counts = Vec::new();

@@ -4,7 +4,6 @@ mod backbone;
 mod data;
 mod gpu_backbone;
 mod gpu_step;
-mod gpu_task;
 mod gradcache;
 mod no_duplicates;
 mod plain;

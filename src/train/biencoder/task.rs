@@ -3,6 +3,7 @@ use super::data::BiData;
 use crate::error::{Error, Result};
 use crate::eval::Evaluator;
 use crate::model::engine::cpu::{self, pad, Leaf};
+use crate::model::engine::gpu::{Cuda, Training};
 use crate::model::{Bert, Dropout, Linear, ModelFolder, Pooling, SentenceEncoder};
 use crate::train::losses::{Loss, LossContext, LossSpec, Target};
 use crate::train::params::{self, load_trainable};
@@ -10,9 +11,6 @@ use crate::train::task::dropout_key;
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use std::path::Path;
-
-/// A task's GPU engine on its GPU (gpu_step.rs).
-pub(super) type OnGpu = super::gpu_task::GpuTask<crate::model::engine::gpu::Cuda>;
 
 /// A loss's trainable parameters live under this prefix; they alone may start fresh.
 pub(super) const HEAD_PREFIX: &str = "head";
@@ -59,7 +57,7 @@ pub struct BiEncoderTask {
     pub(super) notes: Vec<String>,
     /// The GPU engine and its gradient arena, made at the first step on a GPU and kept (their
     /// buffers are the point: allocated once, reused every step).
-    pub(super) gpu: std::sync::Mutex<Option<OnGpu>>,
+    pub(super) gpu: std::sync::Mutex<Option<Training<Cuda>>>,
 }
 
 impl BiEncoderTask {

@@ -29,35 +29,9 @@ impl Target {
     }
 }
 
-/// An in-batch ranking loss's form (functional.rs's `in_batch_ranking`: anchors are the first
-/// text column, candidates the columns after it), for an engine that runs the loss itself (the
-/// GPU engine's bi-encoder step: model/engine/gpu/ranking.rs, which takes it as its own
-/// `RankingLoss`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Ranking {
-    /// What the similarities are multiplied by before the softmax.
-    pub scale: f64,
-    /// Cosine similarity (else the dot product).
-    pub cosine: bool,
-    /// Another row's positive leaves row i's softmax when the two rows share their anchor or
-    /// positive text (mnr-masked; the target is `Target::TextIds`).
-    pub exclude_shared: bool,
-}
-
-impl From<Ranking> for crate::model::engine::gpu::RankingLoss {
-    fn from(r: Ranking) -> Self {
-        let Ranking {
-            scale,
-            cosine,
-            exclude_shared,
-        } = r;
-        Self {
-            scale,
-            cosine,
-            exclude_shared,
-        }
-    }
-}
+/// An in-batch ranking loss's form, defined once beside the device's loss that runs it
+/// (model/engine/gpu/ranking.rs) and run here in candle (functional.rs's `in_batch_ranking`).
+pub use crate::model::engine::gpu::Ranking;
 
 impl Ranking {
     /// The loss over the columns' embeddings `emb` (anchors, then candidates' columns), with

@@ -60,18 +60,6 @@ pub struct PooledLeaf {
 }
 
 impl PooledLeaf {
-    /// `head`'s embeddings of `stack`'s last forward, as a leaf on `on` (candle's handle on the
-    /// stack's device).
-    pub fn forward<D: Device>(
-        stack: &Stack<D>,
-        head: &mut EmbedHead<D>,
-        on: &candle_core::Device,
-    ) -> Result<PooledLeaf> {
-        let at = head.forward(stack)?;
-        let n = stack.last_rows()?.rows.items;
-        PooledLeaf::of(stack.device(), at, (n, head.width), on)
-    }
-
     /// The embeddings an `EmbedHead`'s forward left at `at` (n x width on `dev`), copied into a
     /// leaf on `on`.
     pub fn of<D: Device>(

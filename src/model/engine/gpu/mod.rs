@@ -27,6 +27,7 @@ mod ranking;
 mod stack;
 #[cfg(test)]
 mod stack_test;
+mod training;
 mod workspace;
 
 // The engine's face: what the encoders, the trainers and the optimizer use of it (a stack and its
@@ -47,8 +48,9 @@ pub use kernels::Slot;
 pub use leaf::{Leaf, PooledLeaf};
 #[cfg(not(feature = "cuda"))]
 pub use no_cuda::{gpu_for, Cuda};
-pub use ranking::{ranking_loss, RankingLoss, RankingRoom, Shape};
+pub use ranking::{ranking_loss, Ranking, RankingRoom, Shape};
 pub use stack::Stack;
+pub use training::{Training, WholeBatch};
 
 /// Whether the GPU engine may run a model on a GPU: a `cuda` build, the engines not turned off
 /// (CONDENSER_ENGINE=off, or CONDENSER_GPU_ENGINE=off for the GPU alone). Which models it takes

@@ -9,14 +9,17 @@ use super::device::{Addr, Arg, Buf, Device, Op, Operands};
 use super::heads::{normalize, normalize_backward};
 use crate::error::Result;
 
-/// The loss asked of the device (train's `losses::Ranking` converts to it).
-#[derive(Clone, Copy, Debug)]
-pub struct RankingLoss {
+/// An in-batch ranking loss's form (anchors are the first text column, candidates the columns
+/// after it): what a loss declares (train's `LossSpec::ranking`, re-exported as
+/// `losses::Ranking`, whose `forward` runs it in candle) and what the device runs here.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ranking {
     /// What the similarities are multiplied by before the softmax.
     pub scale: f64,
     /// Cosine similarity (else the dot product).
     pub cosine: bool,
-    /// Another row's positive leaves row i's softmax when the two share a text (by `ids`).
+    /// Another row's positive leaves row i's softmax when the two rows share their anchor or
+    /// positive text (mnr-masked; the target is the rows' text ids).
     pub exclude_shared: bool,
 }
 
@@ -68,7 +71,7 @@ pub struct Shape {
 pub fn ranking_loss<D: Device>(
     dev: &D,
     room: &mut Option<RankingRoom<D>>,
-    r: impl Into<RankingLoss>,
+    r: Ranking,
     (emb, shape): (Addr, Shape),
     ids: Option<&[u32]>,
     weight: f64,
@@ -84,7 +87,7 @@ pub fn ranking_loss<D: Device>(
             "ranking loss on the device: {b} anchors among {n} rows"
         )));
     }
-    let (r, c) = (r.into(), n - b);
+    let c = n - b;
     if !room.as_ref().is_some_and(|x| x.fits(n, b, w)) {
         *room = None; // freed before the larger one is allocated
         *room = Some(RankingRoom::new(dev, n, b, w)?);
