@@ -4,6 +4,9 @@
 # train-biencoder (mnr, cached-mnr), of train-cross-encoder and of pretrain, and evaluate on
 # Cranfield. Each output is compared byte for byte (results.json without its timings).
 #   bash scripts/same-bits.sh OLD_BINARY NEW_BINARY [WORK_DIR]
+# On a GPU (both binaries built with scripts/build-cuda.sh): SAME_BITS_DEVICE=cuda:0 runs every
+# job there (the GPU engine's bi-encoder, cross-encoder and encode; pretrain on candle's graph),
+# bf16 encode included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=$1 new=$2 work=${3:-out/same-bits}
@@ -13,6 +16,8 @@ tiny=datasets/model/bert-tiny-mlm
 rm -rf "$work" && mkdir -p "$work"
 bf16=false
 grep -qE 'avx512_bf16|amx_bf16' /proc/cpuinfo && bf16=true
+device=${SAME_BITS_DEVICE:-}
+[ -n "$device" ] && bf16=true
 # each job: a name and the arguments after the binary, {out} standing for its output folder
 jobs=(
   "encode-f32|encode --model $mini --input $d/stsb/test.parquet --columns sentence1 --out {out}/e.parquet"
@@ -31,7 +36,7 @@ for j in "${jobs[@]}"; do
     out=$work/$side/$name
     mkdir -p "$out"
     # shellcheck disable=SC2086
-    "$bin" ${args//\{out\}/$out} > "$work/$side/$name.log" 2>&1
+    "$bin" ${args//\{out\}/$out} ${device:+--device $device} > "$work/$side/$name.log" 2>&1
   done
   # the files each run wrote, less those that name times, paths or the run's own log
   diffs=$(cd "$work" && diff -rq -x '*.log' -x 'README.md' -x 'train_log*' -x 'summary*' \
@@ -44,5 +49,7 @@ for j in "${jobs[@]}"; do
   if [ -z "${diffs//[$'\n']/}" ]; then echo "same bits: $name"; same=$((same + 1))
   else echo "DIFFER: $name:$diffs"; differ=$((differ + 1)); fi
 done
-echo "$same same, $differ differ ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs))"
+on=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)
+[ -n "$device" ] && on="$device: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+echo "$same same, $differ differ ($on)"
 [ $differ = 0 ]
