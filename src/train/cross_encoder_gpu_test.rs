@@ -60,7 +60,6 @@ fn a_bf16_cross_encoder_step_matches_the_cpu_engine() {
 
 /// The same step on a GPU (a `cuda` build's test binary on the lent machine), through the
 /// task's own engine there (`on_gpu`).
-#[cfg(feature = "cuda")]
 #[test]
 fn a_cross_encoder_step_on_the_gpu_matches_the_cpu_engine() {
     let Some((gpu, ref cd)) = crate::model::engine::gpu::test_gpu("the GPU step on a GPU") else {

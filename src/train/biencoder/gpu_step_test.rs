@@ -113,7 +113,6 @@ fn step_anatomy(counts: &[Counts], what: &str) {
 }
 
 /// The same three steps on a GPU, as the trainer runs them (`on_gpu`, AdamW's one launch).
-#[cfg(feature = "cuda")]
 #[test]
 fn three_adamw_steps_on_the_gpu_match_the_cpu_engine() {
     let Some((gpu, ref cd)) = crate::model::engine::gpu::test_gpu("the GPU steps on a GPU") else {
@@ -243,7 +242,6 @@ fn a_bf16_mnr_step_matches_the_cpu_engine() {
 
 /// The same step on a GPU (a `cuda` build's test binary on the lent machine): the task
 /// there trains through the GPU engine as the trainer runs it (`on_gpu`).
-#[cfg(feature = "cuda")]
 #[test]
 fn an_mnr_step_on_the_gpu_matches_the_cpu_engine() {
     let Some((gpu, ref cd)) = crate::model::engine::gpu::test_gpu("the GPU step on a GPU") else {
@@ -282,7 +280,6 @@ fn an_mnr_step_on_the_gpu_matches_the_cpu_engine() {
 }
 
 /// SoftmaxLoss (a loss in candle over the device's pooling) on a GPU, as the trainer runs it.
-#[cfg(feature = "cuda")]
 #[test]
 fn a_candle_loss_step_on_the_gpu_matches_the_cpu_engine() {
     let Some((gpu, ref cd)) = crate::model::engine::gpu::test_gpu("the GPU step on a GPU") else {

@@ -49,23 +49,6 @@ impl Cuda {
     }
 }
 
-/// A GPU test's device (candle's handle and the CUDA device), or None after saying why
-/// `check` was skipped: no BLAS for its CPU side, or no CUDA device (runtime::skipped).
-#[cfg(test)]
-pub(crate) fn test_gpu(check: &str) -> Option<(candle_core::Device, CudaDevice)> {
-    if crate::model::kernels::blas::blas().is_none() {
-        crate::runtime::skipped(check, "blas", "no BLAS here");
-        return None;
-    }
-    match candle_core::Device::new_cuda(0) {
-        Ok(candle_core::Device::Cuda(cd)) => Some((candle_core::Device::Cuda(cd.clone()), cd)),
-        _ => {
-            crate::runtime::skipped(check, "gpu", "no CUDA device");
-            None
-        }
-    }
-}
-
 /// The GPU `bert` lives on when the GPU engine trains or encodes it: f32 weights on a CUDA
 /// device, BERT's GELU, heads of width 32 or 64 (the CUDA kernels'), the engine on (`gpu::on`).
 /// None: candle's graph runs it. The default since its GPU tests passed on an H200

@@ -6,7 +6,9 @@
 #[cfg(test)]
 mod attention_test;
 mod buffers;
-#[cfg(feature = "cuda")]
+// the GPU's device: cuda.rs in a CUDA build, no_cuda.rs (a `Cuda` no value can be, and no model
+// taken) in any other, so that the engine's callers compile in every build without a cfg
+#[cfg_attr(not(feature = "cuda"), path = "no_cuda.rs")]
 mod cuda;
 mod device;
 #[cfg(test)]
@@ -20,8 +22,6 @@ mod layer;
 #[cfg(test)]
 mod layer_test;
 mod leaf;
-#[cfg(not(feature = "cuda"))]
-mod no_cuda;
 mod products;
 mod ranking;
 mod stack;
@@ -33,9 +33,6 @@ mod workspace;
 // The engine's face: what the encoders, the trainers and the optimizer use of it (a stack and its
 // leaves, the heads, the ranking loss, the gradients' arena, the device's memory and launches);
 // the layers, kernels and workspaces behind it are its own.
-#[cfg(all(test, feature = "cuda"))]
-pub(crate) use cuda::test_gpu;
-#[cfg(feature = "cuda")]
 pub use cuda::{gpu_for, Cuda};
 pub use device::{Addr, Arg, Buf, Counts, Device};
 #[cfg(test)]
@@ -46,8 +43,6 @@ pub use heads::{DevicePooling, EmbedHead};
 pub(crate) use kernels::emulated::{emulator, Args};
 pub use kernels::Slot;
 pub use leaf::{Leaf, PooledLeaf};
-#[cfg(not(feature = "cuda"))]
-pub use no_cuda::{gpu_for, Cuda};
 pub use ranking::{ranking_loss, Ranking, RankingRoom, Shape};
 pub use stack::Stack;
 pub use training::{Training, WholeBatch};
@@ -58,6 +53,26 @@ pub use training::{Training, WholeBatch};
 pub fn on() -> bool {
     let on = crate::settings::get().gpu_engine == crate::settings::Switch::On;
     cfg!(feature = "cuda") && on && super::cpu::enabled()
+}
+
+/// A GPU test's device (candle's handle and the CUDA device), or None after saying why
+/// `check` was skipped: no BLAS for its CPU side, or no CUDA device (runtime::skipped; a build
+/// without CUDA has none, so the GPU tests compile and are type-checked in every build).
+#[cfg(test)]
+pub(crate) fn test_gpu(
+    check: &str,
+) -> Option<(candle_core::Device, candle_core::cuda::CudaDevice)> {
+    if crate::model::kernels::blas::blas().is_none() {
+        crate::runtime::skipped(check, "blas", "no BLAS here");
+        return None;
+    }
+    match candle_core::Device::new_cuda(0) {
+        Ok(candle_core::Device::Cuda(cd)) => Some((candle_core::Device::Cuda(cd.clone()), cd)),
+        _ => {
+            crate::runtime::skipped(check, "gpu", "no CUDA device");
+            None
+        }
+    }
 }
 
 /// Every element of `got` within `tol` x max(1, max |want|) of `want`: the GPU engine's tests'

@@ -82,7 +82,7 @@ fn a_whole_bert_matches_the_cpu_engine() {
 #[cfg(feature = "cuda")]
 #[test]
 fn a_whole_bert_on_the_gpu_matches_the_cpu_engine() {
-    let Some((gpu, ref cd)) = super::cuda::test_gpu("the GPU stack on a GPU") else {
+    let Some((gpu, ref cd)) = super::test_gpu("the GPU stack on a GPU") else {
         return;
     };
     let dev = super::cuda::Cuda::new(cd).unwrap();
