@@ -72,9 +72,12 @@ impl TrainOpts {
             }
         }
         task.set_precision(self.precision)?;
-        if self.device == DeviceSpec::Cpu {
-            task.set_threads(cfg.threads);
-        }
+        // a task that splits its batches itself says across how many threads (the trainer's
+        // report counts only its own split)
+        let own_split = match self.device {
+            DeviceSpec::Cpu => task.set_threads(cfg.threads),
+            _ => None,
+        };
         for n in task.notes() {
             out(&format!("note: {n}\n"));
         }
@@ -85,7 +88,8 @@ impl TrainOpts {
             ));
         }
         let bar = progress::bar(Some(0), "steps {msg}");
-        let r = train(task, &cfg, self.resume, &bar)?;
+        let mut r = train(task, &cfg, self.resume, &bar)?;
+        r.threads = own_split.unwrap_or(r.threads);
         bar.finish_and_clear();
         if r.already_done {
             out(&format!(

@@ -113,11 +113,9 @@ pub trait TrainTask: Sync {
     }
 
     /// CPU threads a micro-batch may be split across (`--threads`): tasks whose loss couples the
-    /// batch split its forward and backward themselves; others are split by the trainer.
-    fn set_threads(&mut self, _n: usize) {}
-
-    /// Threads a batch runs on when the task splits it itself (a coupled loss), for the summary.
-    fn own_split(&self) -> Option<usize> {
+    /// batch split its forward and backward themselves, and say across how many threads (for
+    /// the summary); others (None) are split by the trainer.
+    fn set_threads(&mut self, _n: usize) -> Option<usize> {
         None
     }
 

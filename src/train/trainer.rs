@@ -31,7 +31,8 @@ pub struct TrainReport {
     pub save_seconds: f64,
     /// Training examples per second of step time.
     pub examples_per_s: f64,
-    /// Threads a micro-batch was split across (1: not split).
+    /// Threads a micro-batch was split across by the trainer (1: not split; a task that splits
+    /// its batches itself says so when its threads are set).
     pub threads: usize,
     /// The run had already finished: --resume found nothing left to do.
     pub already_done: bool,
@@ -261,7 +262,7 @@ pub fn train(
         save_seconds: clock.saving,
         examples_per_s: examples as f64 / step_seconds.max(1e-9),
         skipped_steps: st.skipped_steps,
-        threads: task.own_split().unwrap_or(split),
+        threads: split,
         already_done,
     })
 }

@@ -49,8 +49,9 @@ impl TrainTask for BiEncoderTask {
         Ok(())
     }
 
-    fn set_threads(&mut self, n: usize) {
+    fn set_threads(&mut self, n: usize) -> Option<usize> {
         self.threads = n.max(1);
+        (!self.spec.per_example && self.backend().is_cpu()).then_some(self.threads)
     }
 
     fn backend(&self) -> Backend {
@@ -59,10 +60,6 @@ impl TrainTask for BiEncoderTask {
 
     fn notes(&self) -> Vec<String> {
         self.notes.clone()
-    }
-
-    fn own_split(&self) -> Option<usize> {
-        (!self.spec.per_example && self.backend().is_cpu()).then_some(self.threads)
     }
 
     fn num_examples(&self) -> usize {
