@@ -98,8 +98,22 @@ impl Backend {
     /// bf16 (bf16 products, f32 master weights and accumulation); candle's graph there, f32.
     pub fn device_precision(&self, p: Precision) -> bool {
         if self.is_gpu() {
-            return matches!(p, Precision::F32 | Precision::Bf16);
+            return gpu_products(p);
         }
         p == Precision::F32
     }
+
+    /// Whether the GPU engine is to run a model on `device` with its products in `p`, asked
+    /// before the weights load because their dtype hangs on it (the engine keeps f32 master
+    /// weights; candle's graph on a GPU loads them at the compute dtype): a GPU, the engine on,
+    /// a precision its products run. The Backend the loaded model carries has the last word
+    /// (`of`: the engine may still decline the model's shape).
+    pub fn gpu_expected(device: &candle_core::Device, p: Precision) -> bool {
+        device.is_cuda() && super::gpu::on() && gpu_products(p)
+    }
+}
+
+/// The precisions of the GPU engine's products.
+fn gpu_products(p: Precision) -> bool {
+    matches!(p, Precision::F32 | Precision::Bf16)
 }

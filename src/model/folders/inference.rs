@@ -4,6 +4,7 @@
 use super::folder::ModelFolder;
 use super::load::is_cross_encoder;
 use crate::error::{Error, Result};
+use crate::model::engine::Backend;
 use crate::model::kernels::precision::Precision;
 use crate::model::{CrossEncoderModel, Linear, Pooling, PoolingMode, SentenceEncoder};
 use crate::runtime::ComputeType;
@@ -69,15 +70,21 @@ impl InferenceOptions {
         ComputeType::or_default(self.dtype, &self.device)
     }
 
-    /// Whether the GPU engine is to run an encoder on this device: a GPU, the engine on (a
-    /// `cuda` build, not turned off) and f32 or bf16 compute, the two precisions of its
-    /// products. Its weights then load in f32 (the engine's master copy) and bf16 runs as its
-    /// bf16 products with f32 sums, attention and norms. A model the engine does not take is
-    /// loaded again for candle at the compute dtype (`encoder`).
+    /// Whether the GPU engine is to run a model on this device (`Backend::gpu_expected`). Its
+    /// weights then load in f32 (the engine's master copy) and bf16 runs as its bf16 products
+    /// with f32 sums, attention and norms. A model the engine does not take is loaded again for
+    /// candle at the compute dtype (`encoder`).
     fn engine_gpu(&self) -> bool {
-        self.device.is_cuda()
-            && crate::model::engine::gpu::on()
-            && matches!(self.compute(), ComputeType::F32 | ComputeType::Bf16)
+        Backend::gpu_expected(&self.device, self.asked())
+    }
+
+    /// The Linears' precision the compute type asks for.
+    fn asked(&self) -> Precision {
+        match self.compute() {
+            ComputeType::F32 => Precision::F32,
+            ComputeType::Bf16 => Precision::Bf16,
+            ComputeType::F16 => Precision::F16,
+        }
     }
 
     /// The Linears' precision on the CPU and on the GPU engine (f32 elsewhere), refused where
@@ -86,11 +93,7 @@ impl InferenceOptions {
         if !self.device.is_cpu() && !self.engine_gpu() {
             return Ok(Precision::F32);
         }
-        let p = match self.compute() {
-            ComputeType::F32 => Precision::F32,
-            ComputeType::Bf16 => Precision::Bf16,
-            ComputeType::F16 => Precision::F16,
-        };
+        let p = self.asked();
         if self.device.is_cpu() {
             p.check_cpu("--dtype")?;
         }
