@@ -86,12 +86,13 @@ where
         let (ids, types, keys) = self.task.packed(rows);
         let (bert, types) = (&self.task.model.bert, Some(&types[..]));
         let cls = DevicePooling::of(Pooling::CLS).expect("the device pools [CLS]");
-        let at = gpu.embed_pooled(bert, &ids, types, &keys, self.drop, cls, false)?;
-        let dims = (
-            ids.len(),
-            gpu.head.as_ref().expect("made by embed_pooled").width,
-        );
-        let leaf = PooledLeaf::of(gpu.stack.device(), at, dims, &self.task.device)?;
+        let (at, width) = gpu.embed_pooled(bert, &ids, types, &keys, self.drop, cls, false)?;
+        let leaf = PooledLeaf::of(
+            gpu.stack.device(),
+            at,
+            (ids.len(), width),
+            &self.task.device,
+        )?;
         Ok((vec![leaf.emb.as_tensor().clone()], tape.then_some(leaf)))
     }
 

@@ -157,11 +157,11 @@ pub(super) fn embed_on_device<D: Device>(
 ) -> Result<(Addr, Shape)> {
     let (seqs, keys) = packed_columns(task, idx);
     let (bert, normalize) = (&task.enc.bert, task.enc.normalize);
-    let emb = gpu.embed_pooled(bert, &seqs, None, &keys, drop, pooling, normalize)?;
+    let (emb, width) = gpu.embed_pooled(bert, &seqs, None, &keys, drop, pooling, normalize)?;
     let shape = Shape {
         rows: seqs.len(),
         anchors: idx.len(),
-        width: gpu.head.as_ref().expect("made by embed_pooled").width,
+        width,
     };
     Ok((emb, shape))
 }

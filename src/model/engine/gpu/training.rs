@@ -42,8 +42,8 @@ impl<D: Device> Training<D> {
     }
 
     /// The sequences (`types` their token types, `keys` their dropout names) through the stack
-    /// and the head pooling `pooling` (made at the first call): the embeddings' address
-    /// (`ids.len()` rows of the head's width), valid until the next forward.
+    /// and the head pooling `pooling` (made at the first call): the embeddings' address, valid
+    /// until the next forward, and the head's width (`ids.len()` rows of it).
     #[allow(clippy::too_many_arguments)]
     pub fn embed_pooled(
         &mut self,
@@ -54,13 +54,13 @@ impl<D: Device> Training<D> {
         drop: Option<&Dropout>,
         pooling: DevicePooling,
         normalize: bool,
-    ) -> Result<Addr> {
+    ) -> Result<(Addr, usize)> {
         self.stack.forward(bert, ids, types, Some(keys), drop)?;
         let hidden = bert.config.hidden_size;
         let head = self
             .head
             .get_or_insert_with(|| EmbedHead::new(pooling, normalize, hidden));
-        head.forward(&self.stack)
+        Ok((head.forward(&self.stack)?, head.width))
     }
 }
 
